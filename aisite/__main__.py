@@ -1,0 +1,3 @@
+from aisite.cli import main
+
+main()

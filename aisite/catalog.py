@@ -1,0 +1,61 @@
+"""Known hardware: GPU types, GPU server models and the driver branches each generation supports.
+
+These are facts about hardware, not site choices, so they live in code; a site picks a model by name and may
+override counts only through the `generic` model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GpuType:
+    name: str
+    product: str
+    arch: str
+    memory_gib: int
+    # Highest driver branch that still supports the architecture (None: no known ceiling).
+    max_driver_branch: int | None
+    max_cuda_major: int | None
+    default_driver_branch: int
+
+
+# Volta (V100) is supported only up to the R580 branch and CUDA 12 (DESIGN.md: GPU generations).
+GPU_TYPES: dict[str, GpuType] = {
+    t.name: t
+    for t in (
+        GpuType("v100", "Tesla V100-SXM3-32GB", "volta", 32, 580, 12, 580),
+        GpuType("t4", "Tesla T4", "turing", 16, None, None, 590),
+        GpuType("a10", "A10", "ampere", 24, None, None, 590),
+        GpuType("a30", "A30", "ampere", 24, None, None, 590),
+        GpuType("a100", "A100-SXM4-80GB", "ampere", 80, None, None, 590),
+        GpuType("l40s", "L40S", "ada", 48, None, None, 590),
+        GpuType("h100", "H100-SXM5-80GB", "hopper", 80, None, None, 590),
+        GpuType("h200", "H200-SXM5-141GB", "hopper", 141, None, None, 590),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerModel:
+    name: str
+    gpu_type: str
+    gpus: int
+    nvswitch: bool
+    compute_nics: int
+    nic_speed_gbps: int
+    nic_model: str
+
+
+SERVER_MODELS: dict[str, ServerModel] = {
+    m.name: m
+    for m in (
+        ServerModel("dgx-2", "v100", 16, True, 8, 100, "ConnectX-5"),
+        ServerModel("dgx-a100", "a100", 8, True, 8, 200, "ConnectX-6"),
+        ServerModel("dgx-h100", "h100", 8, True, 8, 400, "ConnectX-7"),
+    )
+}
+
+GENERIC_MODEL = "generic"
+KNOWN_MODELS = (*SERVER_MODELS, GENERIC_MODEL)

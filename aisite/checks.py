@@ -1,0 +1,431 @@
+"""Cross-field rules of a site: everything pydantic cannot see from one field alone.
+
+Each check appends `Problem(path, message)` and carries on, so a user sees every mistake in one run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from ipaddress import IPv4Address, IPv4Network
+
+from aisite.catalog import GENERIC_MODEL, GPU_TYPES, SERVER_MODELS
+from aisite.errors import Problem
+from aisite.model import AccessSwitchGroup, BmcSpec, GpuGroup, NodeGroup, Site, SwitchGroup, SwitchGroupBase
+from aisite.plan import FabricLayout, fabric_layout, group_rails, rail_block_prefix
+
+PRIVATE_ASN_RANGES = ((64512, 65534), (4200000000, 4294967294))
+
+
+def check_site(site: Site) -> list[Problem]:
+    out: list[Problem] = []
+    groups = list(_node_groups(site))
+    _check_group_sizes(groups, out)
+    _check_control_plane(site, out)
+    _check_gpu_groups(site, out)
+    _check_names(site, groups, out)
+    _check_networks(site, out)
+    _check_addresses(site, groups, out)
+    _check_macs(groups, out)
+    _check_credentials(site, groups, out)
+    layout = fabric_layout(site)
+    _check_fabric(site, layout, out)
+    _check_capacity(site, layout, out)
+    _check_tenants(site, out)
+    return out
+
+
+def _node_groups(site: Site) -> Iterator[tuple[str, NodeGroup]]:
+    yield "site.control_plane", site.control_plane
+    for i, group in enumerate(site.gpu_nodes):
+        yield f"site.gpu_nodes[{i}]", group
+    if site.storage_nodes:
+        yield "site.storage_nodes", site.storage_nodes
+
+
+def _switch_groups(site: Site) -> Iterator[tuple[str, SwitchGroupBase]]:
+    sw = site.switches
+    yield "site.switches.leaves", sw.leaves
+    yield "site.switches.spines", sw.spines
+    if sw.management:
+        yield "site.switches.management", sw.management
+    if sw.oob:
+        yield "site.switches.oob", sw.oob
+
+
+def _check_group_sizes(groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
+    for path, group in groups:
+        if group.count is not None and len(group.nodes) > group.count:
+            out.append(Problem(f"{path}.nodes", f"{len(group.nodes)} node entries but count is {group.count}"))
+
+
+def _check_control_plane(site: Site, out: list[Problem]) -> None:
+    n = site.control_plane.size
+    if n == 0:
+        out.append(Problem("site.control_plane.count", "a site needs a control plane: 1 node, or an odd number from 3"))
+    elif n != 1 and n % 2 == 0:
+        out.append(
+            Problem(
+                "site.control_plane.count",
+                f"{n} control-plane nodes: etcd needs a majority, so an even count tolerates no more failures than "
+                f"{n - 1}; use 1 or an odd number from 3",
+            )
+        )
+    if site.control_plane.vip not in site.networks.management:
+        out.append(
+            Problem(
+                "site.control_plane.vip",
+                f"{site.control_plane.vip} is outside site.networks.management ({site.networks.management})",
+            )
+        )
+
+
+_GENERIC_ONLY = ("gpu_type", "gpus", "nics", "nic_speed_gbps", "nvswitch")
+
+
+def _check_gpu_groups(site: Site, out: list[Problem]) -> None:
+    seen: dict[str, int] = {}
+    for i, group in enumerate(site.gpu_nodes):
+        path = f"site.gpu_nodes[{i}]"
+        if group.name in seen:
+            out.append(Problem(f"{path}.name", f"group {group.name!r} is already site.gpu_nodes[{seen[group.name]}]"))
+        seen.setdefault(group.name, i)
+        if group.model == GENERIC_MODEL:
+            for key in ("gpu_type", "gpus", "nics"):
+                if getattr(group, key) is None:
+                    out.append(Problem(f"{path}.{key}", "required for model 'generic'"))
+            nics = group.nics or 0
+            gpu_type = group.gpu_type
+        else:
+            for key in _GENERIC_ONLY:
+                if getattr(group, key) is not None:
+                    out.append(Problem(f"{path}.{key}", f"set only with model 'generic'; {group.model} defines it"))
+            nics = SERVER_MODELS[group.model].compute_nics
+            gpu_type = SERVER_MODELS[group.model].gpu_type
+        if group.rails is not None and group.rails > nics:
+            out.append(Problem(f"{path}.rails", f"{group.rails} rails but {group.model} has {nics} compute NICs"))
+        rails = group_rails(group)
+        if group.interfaces.rails is not None and len(group.interfaces.rails) < rails:
+            out.append(Problem(f"{path}.interfaces.rails", f"{len(group.interfaces.rails)} names for {rails} rails"))
+        if gpu_type:
+            _check_driver(site, path, group, gpu_type, out)
+
+
+def _check_driver(site: Site, path: str, group: GpuGroup, gpu_type: str, out: list[Problem]) -> None:
+    info = GPU_TYPES[gpu_type]
+    if group.driver_branch is not None:
+        branch, where = group.driver_branch, f"{path}.driver_branch"
+    elif site.nvidia.driver_branch is not None:
+        branch, where = site.nvidia.driver_branch, "site.nvidia.driver_branch"
+    else:
+        return
+    if info.max_driver_branch is not None and branch > info.max_driver_branch:
+        out.append(
+            Problem(
+                where,
+                f"R{branch} does not support {info.arch.capitalize()} ({gpu_type}, {path} {group.model}); "
+                f"the last branch with {info.arch.capitalize()} support is R{info.max_driver_branch}"
+                + (" (CUDA 12)" if info.max_cuda_major else ""),
+            )
+        )
+
+
+def _check_names(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
+    used: dict[str, str] = {}
+
+    def claim(name: str, where: str, what: str) -> None:
+        if name in used:
+            out.append(Problem(f"{where}.name", f"{name!r} is already used by {used[name]}"))
+        else:
+            used[name] = what
+
+    for path, group in groups:
+        for i, name in enumerate(group.node_names()):
+            claim(name, f"{path}.nodes[{i}]", f"{path}.nodes[{i}]")
+    for path, sgroup in _switch_groups(site):
+        for i, name in enumerate(sgroup.switch_names()):
+            claim(name, f"{path}.nodes[{i}]", f"{path}.nodes[{i}]")
+
+
+def _named_networks(site: Site) -> list[tuple[str, IPv4Network]]:
+    n = site.networks
+    nets = [
+        ("site.networks.oob", n.oob),
+        ("site.networks.management", n.management),
+        ("site.networks.loopbacks", n.loopbacks),
+        ("site.networks.p2p", n.p2p),
+        ("site.networks.storage", n.storage),
+        ("site.networks.pods", n.pods),
+        ("site.networks.services", n.services),
+    ]
+    nets.extend((f"site.networks.rails[{i}]", net) for i, net in enumerate(n.rails))
+    return nets
+
+
+def _check_networks(site: Site, out: list[Problem]) -> None:
+    nets = _named_networks(site)
+    # Sorted by start address, only neighbours can overlap: O(n log n) instead of every pair.
+    ordered = sorted(nets, key=lambda x: (int(x[1].network_address), -x[1].num_addresses))
+    widest: tuple[str, IPv4Network] | None = None
+    for path, net in ordered:
+        if widest and net.overlaps(widest[1]):
+            out.append(Problem(path, f"{net} overlaps {widest[0]} ({widest[1]})"))
+        if widest is None or int(net.broadcast_address) > int(widest[1].broadcast_address):
+            widest = (path, net)
+
+
+def _node_addresses(path: str, group: NodeGroup) -> Iterator[tuple[str, str, IPv4Address]]:
+    """(key path, network key, address) of every address written for a group's nodes."""
+    if group.bmc and group.bmc.address:
+        yield f"{path}.bmc.address", "oob", group.bmc.address
+    for i, spec in enumerate(group.nodes):
+        base = f"{path}.nodes[{i}]"
+        if spec.bmc and spec.bmc.address:
+            yield f"{base}.bmc.address", "oob", spec.bmc.address
+        if spec.management and spec.management.address:
+            yield f"{base}.management.address", "management", spec.management.address
+        if spec.storage and spec.storage.address:
+            yield f"{base}.storage.address", "storage", spec.storage.address
+
+
+def _check_addresses(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
+    entries: list[tuple[str, str, IPv4Address]] = [("site.control_plane.vip", "management", site.control_plane.vip)]
+    for path, group in groups:
+        if group.bmc and group.bmc.address and group.size > 1:
+            out.append(Problem(f"{path}.bmc.address", "a group-wide BMC address would be shared by every node"))
+        entries.extend(_node_addresses(path, group))
+    for path, sgroup in _switch_groups(site):
+        for i, spec in enumerate(sgroup.nodes):
+            if spec.management and spec.management.address:
+                entries.append((f"{path}.nodes[{i}].management.address", "oob", spec.management.address))
+    nets = {"oob": site.networks.oob, "management": site.networks.management, "storage": site.networks.storage}
+    used: dict[IPv4Address, str] = {}
+    for path, netkey, addr in entries:
+        net = nets[netkey]
+        if addr not in net:
+            out.append(Problem(path, f"{addr} is outside site.networks.{netkey} ({net})"))
+        elif net.prefixlen < 31 and addr in (net.network_address, net.broadcast_address, net.network_address + 1):
+            role = "gateway" if addr == net.network_address + 1 else "network or broadcast"
+            out.append(Problem(path, f"{addr} is the {role} address of site.networks.{netkey}"))
+        owner = path.rsplit(".", 1)[0]
+        if addr in used:
+            out.append(Problem(path, f"{addr} is already used by {used[addr]}"))
+        else:
+            used[addr] = owner
+
+
+def _check_macs(groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
+    used: dict[str, str] = {}
+    for path, group in groups:
+        if group.bmc and group.bmc.mac and group.size > 1:
+            out.append(Problem(f"{path}.bmc.mac", "a group-wide MAC would be shared by every node"))
+        for i, spec in enumerate(group.nodes):
+            for key, iface in (("bmc", spec.bmc), ("management", spec.management), ("storage", spec.storage)):
+                if iface and iface.mac:
+                    where = f"{path}.nodes[{i}].{key}.mac"
+                    if iface.mac in used:
+                        out.append(Problem(where, f"{iface.mac} is already used by {used[iface.mac]}"))
+                    else:
+                        used[iface.mac] = where.rsplit(".", 1)[0]
+
+
+def _check_credentials(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
+    for name, secret in site.secrets.items():
+        src = secret.password_from
+        if not (src.env or src.pulumi_config or src.vault_file):
+            out.append(
+                Problem(f"site.secrets.{name}.password_from", "names no source: set env, pulumi_config or vault_file")
+            )
+
+    def ref(where: str, value: str) -> None:
+        if value not in site.secrets:
+            known = ", ".join(sorted(site.secrets)) or "none"
+            out.append(Problem(where, f"secret {value!r} is not declared under site.secrets (declared: {known})"))
+
+    if site.oob.credentials:
+        ref("site.oob.credentials", site.oob.credentials)
+    for path, group in groups:
+        gspec: BmcSpec | None = group.bmc
+        if gspec and gspec.credentials:
+            ref(f"{path}.bmc.credentials", gspec.credentials)
+        group_has = bool(site.oob.credentials or (gspec and gspec.credentials))
+        missing = 0
+        for i in range(group.size):
+            spec = group.nodes[i].bmc if i < len(group.nodes) else None
+            if spec and spec.credentials:
+                ref(f"{path}.nodes[{i}].bmc.credentials", spec.credentials)
+            elif not group_has:
+                missing += 1
+        if missing:
+            out.append(
+                Problem(
+                    f"{path}.bmc.credentials",
+                    f"{missing} BMC(s) have no credentials: set site.oob.credentials, {path}.bmc.credentials or "
+                    "each node's bmc.credentials to a secret under site.secrets",
+                )
+            )
+
+
+def _asn_problem(first: int, last: int) -> str | None:
+    for lo, hi in PRIVATE_ASN_RANGES:
+        if lo <= first <= hi:
+            return None if last <= hi else f"ASNs {first}-{last} run past the private range {lo}-{hi}"
+    return f"{first} is not a private ASN (64512-65534 or 4200000000-4294967294)"
+
+
+def _check_fabric(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
+    sw, fab = site.switches, site.fabric
+    if layout.rails == 0:
+        return
+    if len(site.networks.rails) < layout.rails:
+        out.append(Problem("site.networks.rails", f"{len(site.networks.rails)} subnet(s) for {layout.rails} rails"))
+    if fab.leaves_per_su is not None and fab.leaves_per_su > layout.rails:
+        out.append(Problem("site.fabric.leaves_per_su", f"{fab.leaves_per_su} leaves for {layout.rails} rails"))
+    if sw.leaves.count < layout.leaves_needed:
+        out.append(
+            Problem(
+                "site.switches.leaves.count",
+                f"{sw.leaves.count} leaves but the fabric needs {layout.leaves_needed} "
+                f"({layout.scalable_units} scalable unit(s) x {layout.leaves_per_su} leaves)",
+            )
+        )
+    problem = _asn_problem(fab.asn_base, fab.asn_base + sw.leaves.count)
+    if problem:
+        out.append(Problem("site.fabric.asn_base", problem))
+    if fab.host_mtu > fab.switch_mtu:
+        out.append(Problem("site.fabric.host_mtu", f"{fab.host_mtu} is above the switch MTU {fab.switch_mtu}"))
+    r = fab.roce
+    if r.ecn_min_kb >= r.ecn_max_kb:
+        out.append(Problem("site.fabric.roce.ecn_min_kb", f"{r.ecn_min_kb} KB is not below ecn_max_kb {r.ecn_max_kb}"))
+    if r.cnp_priority == r.pfc_priority:
+        out.append(Problem("site.fabric.roce.cnp_priority", "CNPs must not share the lossless priority"))
+    if r.cnp_dscp == r.roce_dscp:
+        out.append(Problem("site.fabric.roce.cnp_dscp", "CNP and RoCE data must use different DSCP values"))
+
+
+def _port_budget(path: str, group: SwitchGroup, need: int, what: str, out: list[Problem]) -> None:
+    if need > group.ports:
+        out.append(Problem(path, f"needs {need} ports ({what}) but {group.ports} are declared"))
+
+
+def _access_budget(path: str, group: AccessSwitchGroup | None, need: int, what: str, out: list[Problem]) -> None:
+    if group is not None and need > group.count * group.ports:
+        out.append(Problem(path, f"{need} cables ({what}) but {group.count} x {group.ports} ports are declared"))
+
+
+def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
+    sw, nets = site.switches, site.networks
+    n_nodes = sum(g.size for _, g in _node_groups(site))
+    with_storage = sum(g.size for g in site.gpu_nodes) + (site.storage_nodes.size if site.storage_nodes else 0)
+    fabric_switches = sw.leaves.count + sw.spines.count
+    access = sum(g.count for g in (sw.management, sw.oob) if g)
+
+    # Cables: leaves carry a unit's rails and the uplinks; spines one link per leaf and uplink.
+    if layout.rails and sw.leaves.count >= layout.leaves_needed:
+        uplinks = layout.uplinks(sw.leaves.count)
+        for su in range(layout.scalable_units):
+            down = layout.downlinks(su, site.fabric.scalable_unit)
+            if down + uplinks > sw.leaves.ports:
+                out.append(
+                    Problem(
+                        "site.switches.leaves.ports",
+                        f"leaves of scalable unit {su} need {down + uplinks} ports ({down} to nodes, {uplinks} to "
+                        f"the fabric) but have {sw.leaves.ports}",
+                    )
+                )
+                break
+    if sw.spines.count:
+        _port_budget(
+            "site.switches.spines.ports",
+            sw.spines,
+            sw.leaves.count * site.fabric.uplinks_per_spine,
+            f"{sw.leaves.count} leaves x {site.fabric.uplinks_per_spine} uplinks",
+            out,
+        )
+    _access_budget(
+        "site.switches.management",
+        sw.management,
+        n_nodes + with_storage,
+        f"{n_nodes} management + {with_storage} storage",
+        out,
+    )
+    _access_budget(
+        "site.switches.oob",
+        sw.oob,
+        n_nodes + fabric_switches + access,
+        f"{n_nodes} BMCs + {fabric_switches + access} switch management ports",
+        out,
+    )
+
+    # Addresses: gateway, network and broadcast are not handed out.
+    def fits(path: str, net: IPv4Network, need: int, what: str) -> None:
+        hosts = net.num_addresses - (3 if net.prefixlen < 31 else 0)
+        if need > hosts:
+            out.append(Problem(path, f"{net} has {hosts} usable addresses but {need} are needed ({what})"))
+
+    fits("site.networks.management", nets.management, n_nodes + 1, f"{n_nodes} nodes + the API VIP")
+    fits(
+        "site.networks.oob",
+        nets.oob,
+        n_nodes + fabric_switches + access,
+        f"{n_nodes} BMCs + {fabric_switches + access} switches",
+    )
+    fits("site.networks.storage", nets.storage, with_storage, f"{with_storage} nodes on the storage network")
+    if nets.loopbacks.num_addresses < fabric_switches:
+        out.append(Problem("site.networks.loopbacks", f"{nets.loopbacks} holds fewer than {fabric_switches} loopbacks"))
+    links = (
+        sw.leaves.count * sw.spines.count if sw.spines.count else sw.leaves.count * (sw.leaves.count - 1) // 2
+    ) * site.fabric.uplinks_per_spine
+    if nets.p2p.num_addresses < 2 * links:
+        out.append(Problem("site.networks.p2p", f"{nets.p2p} holds fewer than {links} /31 links"))
+    if layout.rails:
+        block = rail_block_prefix(site.fabric.scalable_unit)
+        need_prefix = block - math.ceil(math.log2(max(layout.scalable_units, 1)))
+        for i, net in enumerate(nets.rails[: layout.rails]):
+            if net.prefixlen > need_prefix:
+                out.append(
+                    Problem(
+                        f"site.networks.rails[{i}]",
+                        f"{net} is too small: {layout.scalable_units} scalable unit(s) of /{block} need a "
+                        f"/{need_prefix} or larger",
+                    )
+                )
+
+
+def _check_tenants(site: Site, out: list[Problem]) -> None:
+    tenants: dict[str, int] = {}
+    for i, t in enumerate(site.kubernetes.tenants):
+        if t.name in tenants:
+            out.append(Problem(f"site.kubernetes.tenants[{i}].name", f"tenant {t.name!r} is declared twice"))
+        tenants.setdefault(t.name, t.gpu_quota)
+    total_gpus = 0
+    max_per_node = 0
+    gpu_nodes = 0
+    for g in site.gpu_nodes:
+        gpus = g.gpus if g.model == GENERIC_MODEL else SERVER_MODELS[g.model].gpus
+        total_gpus += (gpus or 0) * g.size
+        gpu_nodes += g.size
+        if g.size:
+            max_per_node = max(max_per_node, gpus or 0)
+    names: set[str] = set()
+    for i, w in enumerate(site.workloads):
+        path = f"site.workloads[{i}]"
+        if w.name in names:
+            out.append(Problem(f"{path}.name", f"workload {w.name!r} is declared twice"))
+        names.add(w.name)
+        if w.tenant not in tenants:
+            out.append(Problem(f"{path}.tenant", f"tenant {w.tenant!r} is not declared under site.kubernetes.tenants"))
+        elif w.nodes * w.gpus_per_node > tenants[w.tenant]:
+            out.append(
+                Problem(
+                    path,
+                    f"needs {w.nodes * w.gpus_per_node} GPUs but tenant {w.tenant!r} has a quota of "
+                    f"{tenants[w.tenant]}",
+                )
+            )
+        if w.gpus_per_node > max_per_node:
+            out.append(
+                Problem(f"{path}.gpus_per_node", f"{w.gpus_per_node} but the largest GPU node has {max_per_node}")
+            )
+        if w.nodes > gpu_nodes:
+            out.append(Problem(f"{path}.nodes", f"{w.nodes} nodes but the site has {gpu_nodes} GPU nodes"))

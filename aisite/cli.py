@@ -1,0 +1,268 @@
+"""The `aisite` command: validate, plan, render and deploy a site without the Pulumi engine.
+
+Exit codes: 0 ok; 2 invalid input (every problem on stderr as `path: message`, nothing written); 1 any other
+failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from aisite.deploy import RunResult, run_playbook
+from aisite.errors import SiteError
+from aisite.loader import load_site, resolve_stack
+from aisite.plan import Plan, build_plan
+from aisite.render.bundle import bundle, write_bundle
+from aisite.render.inventory import inventory, to_yaml
+from aisite.secrets import resolve
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+LAYERS = ("oob", "fabric", "hosts", "cluster", "workloads")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="An on-prem AI cluster site, as code.")
+# Piped output (logs, CI) is not cut to 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+StackArg = Annotated[str, typer.Argument(help="A stack name under stacks/ (e.g. lab) or a path to a stack file.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of tables.")]
+
+
+def _invalid(exc: SiteError, as_json: bool = False) -> typer.Exit:
+    if as_json:
+        doc = {
+            "valid": False,
+            "source": exc.source,
+            "errors": [{"path": p.path, "message": p.message} for p in exc.problems],
+        }
+        print(json.dumps(doc, indent=2))
+    # One problem per line, plain text, so editors and scripts can parse them.
+    print(f"error: {exc.source}: {len(exc.problems)} problem(s)", file=sys.stderr)
+    for p in exc.problems:
+        print(str(p), file=sys.stderr)
+    return typer.Exit(EXIT_INVALID)
+
+
+def _load(stack: str, as_json: bool = False) -> Plan:
+    try:
+        return build_plan(load_site(stack))
+    except SiteError as exc:
+        raise _invalid(exc, as_json) from None
+
+
+def _summary(plan: Plan) -> dict[str, Any]:
+    roles = Counter(n.role for n in plan.nodes)
+    return {
+        "site": plan.site,
+        "nodes": dict(roles),
+        "gpus": sum(n.gpu.count for n in plan.nodes if n.gpu),
+        "switches": dict(Counter(s.role for s in plan.switches)),
+        "cables": dict(Counter(c.kind for c in plan.cables)),
+        "bmcs": dict(Counter(n.bmc.protocol for n in plan.nodes)),
+        "tenants": len(plan.tenants),
+        "workloads": len(plan.workloads),
+    }
+
+
+def _counts(c: dict[str, int]) -> str:
+    return f"{sum(c.values())} (" + ", ".join(f"{v} {k}" for k, v in c.items()) + ")"
+
+
+@app.command()
+def validate(stack: StackArg, as_json: JsonOpt = False) -> None:
+    """Check a stack file; report every problem with its key path."""
+    plan = _load(stack, as_json)
+    s = _summary(plan)
+    if as_json:
+        print(json.dumps({"valid": True, "source": str(resolve_stack(stack)), "summary": s}, indent=2))
+        return
+    nodes = ", ".join(f"{v} {k}" for k, v in s["nodes"].items())
+    out.print(
+        f"[green]valid[/]: {resolve_stack(stack)}: site [bold]{plan.site}[/] ({nodes}; {s['gpus']} GPUs; "
+        f"{sum(s['switches'].values())} switches; {sum(s['cables'].values())} cables)"
+    )
+
+
+@app.command()
+def plan(stack: StackArg, as_json: JsonOpt = False) -> None:
+    """Expand a site into its plan: nodes, switches, addresses, cabling, BGP, RoCE QoS."""
+    p = _load(stack, as_json)
+    if as_json:
+        print(json.dumps(p.to_dict(), indent=2))
+        return
+    s = _summary(p)
+    out.print(
+        f"[bold]site {p.site}[/] ({p.domain}): {_counts(s['nodes'])} nodes, {s['gpus']} GPUs, "
+        f"{_counts(s['switches'])} switches, {_counts(s['cables'])} cables"
+    )
+    nodes = Table(title="Nodes")
+    for col in ("name", "role", "GPUs", "BMC", "mgmt", "rails"):
+        nodes.add_column(col, no_wrap=True)
+    for n in p.nodes:
+        gpus = f"{n.gpu.count}x{n.gpu.type} R{n.gpu.driver_branch}" if n.gpu else "-"
+        leaves = sorted({r.leaf for r in n.rails})
+        rails = f"{len(n.rails)} -> {','.join(leaves)}" if n.rails else "-"
+        nodes.add_row(n.name, n.role, gpus, f"{n.bmc.protocol} {n.bmc.address}", n.management.address, rails)
+    out.print(nodes)
+    switches = Table(title="Switches")
+    for col in ("name", "role", "os", "ASN", "loopback", "mgmt", "peers", "host subnets"):
+        switches.add_column(col, no_wrap=col != "host subnets")
+    for sw in p.switches:
+        switches.add_row(
+            sw.name,
+            sw.role,
+            sw.os,
+            str(sw.asn or "-"),
+            sw.loopback or "-",
+            sw.management_address,
+            str(len(sw.neighbors)),
+            " ".join(h.subnet for h in sw.host_subnets) or "-",
+        )
+    out.print(switches)
+    q = p.roce
+    out.print(
+        f"RoCE: PFC priority {q.pfc_priority} ({q.pfc_enable}), trust {q.trust}, DSCP {q.roce_dscp} -> TC "
+        f"{q.roce_tc} (ToS {q.traffic_class}), CNP DSCP {q.cnp_dscp} -> priority {q.cnp_priority}, ECN "
+        f"{q.ecn_min_bytes}-{q.ecn_max_bytes} B, ETS {q.ets_roce_percent}/{q.ets_default_percent}, MTU "
+        f"{q.switch_mtu}/{q.host_mtu}"
+    )
+
+
+@app.command()
+def render(
+    stack: StackArg,
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory to write inventory.yml, plan.json, manifests/.")],
+) -> None:
+    """Write the Ansible inventory, the plan and the Kubernetes manifests of a site."""
+    p = _load(stack)
+    files = bundle(p)
+    written = write_bundle(files, out_dir)
+    out.print(f"rendered site [bold]{p.site}[/]: {len(written)} files under {out_dir}")
+    for path in written:
+        out.print(f"  {path}")
+
+
+def _progress_runner(
+    playbook: str, inventory: str, secret_env: dict[str, str], *, limit: str | None, check: bool, groups: dict[str, int]
+) -> RunResult:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    ) as progress:
+        bar = progress.add_task(f"{playbook}: starting", total=None)
+        state: dict[str, Any] = {"done": 0, "task": "", "hosts": None}
+
+        def on_event(event: dict[str, Any]) -> None:
+            kind = event.get("event", "")
+            data = event.get("event_data", {})
+            if kind == "playbook_on_play_start":
+                # Simple `a:b` patterns of inventory groups give the play's host count; others stay open-ended.
+                parts = str(data.get("play_pattern", "")).split(":")
+                state["hosts"] = sum(groups[g] for g in parts) if all(g in groups for g in parts) else None
+            elif kind == "playbook_on_task_start":
+                state["task"] = data.get("task", "")
+                state["done"] = 0
+                total = 1 if data.get("run_once") else state["hosts"]
+                progress.update(bar, description=f"{data.get('play', '')} | {state['task']}", completed=0, total=total)
+            elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"):
+                state["done"] += 1
+                progress.update(bar, completed=state["done"])
+                if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
+                    progress.console.print(f"[red]{kind.split('_')[-1]}[/]: {data.get('host')}: {state['task']}")
+
+        result = run_playbook(playbook, inventory, secret_env, on_event=on_event, limit=limit, check=check)
+        progress.update(bar, description=f"{playbook}: {result.status}")
+    return result
+
+
+def _recap_table(result: RunResult) -> Table:
+    table = Table(title="Recap")
+    for col in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
+        table.add_column(col, justify="left" if col == "host" else "right")
+    for host, r in result.recap.items():
+        style = "red" if r.failed or r.unreachable else ("yellow" if r.changed else "green")
+        table.add_row(host, str(r.ok), str(r.changed), str(r.failed), str(r.unreachable), str(r.skipped), style=style)
+    return table
+
+
+@app.command()
+def deploy(
+    stack: StackArg,
+    layer: Annotated[str | None, typer.Option(help=f"Run one layer only: {', '.join(LAYERS)}.")] = None,
+    limit: Annotated[str | None, typer.Option(help="Ansible host pattern to limit the run to.")] = None,
+    check: Annotated[bool, typer.Option("--check", help="Ansible check mode: report, change nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run playbooks/site.yml (or one layer) against the site's rendered inventory with ansible-runner."""
+    if layer is not None and layer not in LAYERS:
+        print(f"--layer: unknown layer {layer!r}; known: {', '.join(LAYERS)}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    p = _load(stack, as_json)
+    secret_env, problems = resolve(p)
+    if problems:
+        raise _invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
+    playbook = f"playbooks/{layer or 'site'}.yml"
+    inv = inventory(p)
+    groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
+    result = _progress_runner(
+        playbook, to_yaml(inv), {k: str(v) for k, v in secret_env.items()}, limit=limit, check=check, groups=groups
+    )
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "status": result.status,
+                    "rc": result.rc,
+                    "failures": result.failures,
+                    "recap": {h: vars(r) for h, r in result.recap.items()},
+                },
+                indent=2,
+            )
+        )
+    else:
+        out.print(_recap_table(result))
+        for f in result.failures:
+            err.print(f"[red]failed[/]: {f}")
+        out.print(f"{playbook}: [{'green' if result.ok else 'red'}]{result.status}[/]")
+    if not result.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command(hidden=True)
+def play(
+    playbook: Annotated[str, typer.Option(help="Playbook path relative to the project.")],
+    inventory: Annotated[str, typer.Option(help="Inventory file, or - for standard input.")] = "-",
+) -> None:
+    """Run one playbook against an inventory read from stdin (how the Pulumi layers call Ansible)."""
+    text = sys.stdin.read() if inventory == "-" else Path(inventory).read_text()
+    secret_env = {k: v for k, v in os.environ.items() if k.startswith("AISITE_SECRET_")}
+    result = run_playbook(playbook, text, secret_env)
+    for host, r in result.recap.items():
+        print(f"{host}: ok={r.ok} changed={r.changed} failed={r.failed} unreachable={r.unreachable}")
+    for f in result.failures:
+        print(f"failed: {f}", file=sys.stderr)
+    if not result.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(EXIT_FAILED)

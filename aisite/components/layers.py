@@ -1,0 +1,99 @@
+"""The layers of a site. Each runs its playbook through a `command:local:Command`, re-run when the inventory,
+the playbook or a role it uses changes (the trigger is their hash), and exports what the next layer needs."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi_command import local
+
+from aisite.plan import Plan
+from aisite.playbooks import ROOT, layer_trigger
+
+
+@dataclass(frozen=True)
+class LayerArgs:
+    """What every layer takes: the plan, the rendered inventory and the secrets Ansible may read."""
+
+    plan: Plan
+    inventory: str
+    # Environment variable -> secret value (a Pulumi secret Output): how credentials reach Ansible.
+    secret_env: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+
+
+class AnsibleLayer(pulumi.ComponentResource):
+    layer: str = ""
+    type_token: str = ""
+
+    def __init__(self, args: LayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        site = args.plan.site
+        super().__init__(self.type_token, f"{site}-{self.layer}", None, opts)
+        playbook = f"playbooks/{self.layer}.yml"
+        self.trigger = layer_trigger(self.layer, args.inventory)
+        command = f"{shlex.quote(sys.executable)} -m aisite play --playbook {playbook} --inventory -"
+        self.ansible = local.Command(
+            f"{site}-{self.layer}-ansible",
+            create=command,
+            update=command,
+            dir=str(ROOT),
+            stdin=args.inventory,
+            environment=args.secret_env or None,
+            triggers=[self.trigger],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.outputs = self.layer_outputs(args.plan)
+        self.register_outputs({"trigger": self.trigger, "stdout": self.ansible.stdout, **self.outputs})
+
+    def layer_outputs(self, plan: Plan) -> dict[str, Any]:
+        return {}
+
+
+class OutOfBand(AnsibleLayer):
+    layer = "oob"
+    type_token = "aisite:site:OutOfBand"
+
+    def layer_outputs(self, plan: Plan) -> dict[str, Any]:
+        return {"bmcs": {n.name: {"protocol": n.bmc.protocol, "address": n.bmc.address} for n in plan.nodes}}
+
+
+class Fabric(AnsibleLayer):
+    layer = "fabric"
+    type_token = "aisite:site:Fabric"
+
+    def layer_outputs(self, plan: Plan) -> dict[str, Any]:
+        return {
+            "switches": {
+                s.name: {"role": s.role, "asn": s.asn, "loopback": s.loopback}
+                for s in plan.switches
+                if s.role in ("leaf", "spine")
+            }
+        }
+
+
+class Hosts(AnsibleLayer):
+    layer = "hosts"
+    type_token = "aisite:site:Hosts"
+
+    def layer_outputs(self, plan: Plan) -> dict[str, Any]:
+        return {"hosts": {n.name: n.management.address for n in plan.nodes}}
+
+
+class Cluster(AnsibleLayer):
+    layer = "cluster"
+    type_token = "aisite:site:Cluster"
+
+    def layer_outputs(self, plan: Plan) -> dict[str, Any]:
+        k = plan.kubernetes
+        return {"api_endpoint": f"https://{k.api_vip}:{k.api_port}", "version": k.version}
+
+
+class Workloads(AnsibleLayer):
+    layer = "workloads"
+    type_token = "aisite:site:Workloads"
+
+    def layer_outputs(self, plan: Plan) -> dict[str, Any]:
+        return {"workloads": [w.name for w in plan.workloads], "tenants": [t.name for t in plan.tenants]}

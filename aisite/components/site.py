@@ -1,0 +1,33 @@
+"""A whole site: the layers in dependency order (BMCs, fabric, hosts, Kubernetes, workloads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+
+from aisite.components.layers import AnsibleLayer, Cluster, Fabric, Hosts, LayerArgs, OutOfBand, Workloads
+from aisite.plan import Plan
+from aisite.render.inventory import inventory_yaml
+
+LAYERS: tuple[type[AnsibleLayer], ...] = (OutOfBand, Fabric, Hosts, Cluster, Workloads)
+
+
+@dataclass(frozen=True)
+class SiteArgs:
+    plan: Plan
+    secret_env: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+
+
+class SiteDeployment(pulumi.ComponentResource):
+    def __init__(self, args: SiteArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        site = args.plan.site
+        super().__init__("aisite:site:Site", site, None, opts)
+        layer_args = LayerArgs(plan=args.plan, inventory=inventory_yaml(args.plan), secret_env=args.secret_env)
+        self.layers: dict[str, AnsibleLayer] = {}
+        previous: AnsibleLayer | None = None
+        for cls in LAYERS:
+            layer = cls(layer_args, pulumi.ResourceOptions(parent=self, depends_on=[previous] if previous else None))
+            self.layers[cls.layer] = layer
+            previous = layer
+        self.register_outputs({name: layer.trigger for name, layer in self.layers.items()})

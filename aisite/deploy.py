@@ -1,0 +1,124 @@
+"""Running playbooks against a rendered inventory with ansible-runner, with progress and a per-host recap."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+from aisite.playbooks import ROOT
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class HostRecap:
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+
+
+@dataclass
+class RunResult:
+    status: str
+    rc: int
+    recap: dict[str, HostRecap]
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful" and self.rc == 0
+
+
+def _recap(stats: Mapping[str, Any] | None) -> dict[str, HostRecap]:
+    recap: dict[str, HostRecap] = {}
+    if not stats:
+        return recap
+    for key, attr in (
+        ("ok", "ok"),
+        ("changed", "changed"),
+        ("failures", "failed"),
+        ("dark", "unreachable"),
+        ("skipped", "skipped"),
+    ):
+        for host, count in (stats.get(key) or {}).items():
+            setattr(recap.setdefault(host, HostRecap()), attr, count)
+    return dict(sorted(recap.items()))
+
+
+def run_playbook(
+    playbook: str,
+    inventory: str,
+    secret_env: Mapping[str, str] | None = None,
+    *,
+    on_event: EventHandler | None = None,
+    limit: str | None = None,
+    check: bool = False,
+) -> RunResult:
+    """Run `playbook` (relative to the project) against `inventory` (YAML text).
+
+    The private data directory is a fresh 0700 directory removed afterwards; secrets go only into the child's
+    environment, so neither they nor the inventory stay on disk.
+    """
+    work = Path(tempfile.mkdtemp(prefix="aisite-run-"))
+    failures: list[str] = []
+
+    def handler(event: dict[str, Any]) -> bool:
+        if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+            data = event.get("event_data", {})
+            if not (event["event"] == "runner_on_failed" and data.get("ignore_errors")):
+                res = data.get("res") or {}
+                msg = res.get("msg") if isinstance(res, dict) else None
+                failures.append(f"{data.get('host')}: {data.get('task')}: {msg or 'failed'}")
+        if on_event:
+            on_event(event)
+        return True
+
+    try:
+        inv = work / "inventory.yml"
+        inv.touch(mode=0o600)
+        inv.write_text(inventory)
+        cmdline = "--check" if check else None
+        env = {
+            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
+        }
+        # ansible-runner writes `envvars` into its artifacts; the secrets are set in our own process
+        # environment for the child to inherit instead.
+        saved = {k: os.environ.get(k) for k in (secret_env or {})}
+        os.environ.update(secret_env or {})
+        try:
+            r = ansible_runner.run(
+                private_data_dir=str(work),
+                project_dir=str(ROOT),
+                playbook=str(ROOT / playbook),
+                inventory=str(inv),
+                envvars=env,
+                limit=limit,
+                cmdline=cmdline,
+                quiet=True,
+                event_handler=handler,
+                artifact_dir=str(work / "artifacts"),
+                rotate_artifacts=1,
+            )
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        return RunResult(
+            status=r.status, rc=int(r.rc if r.rc is not None else 1), recap=_recap(r.stats), failures=failures
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,31 @@
+"""Problems found in a site, each with the key path where it was found."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class SiteError(Exception):
+    """A site that cannot be planned; carries every problem found, not only the first."""
+
+    def __init__(self, source: str, problems: list[Problem]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(str(p) for p in problems))
+
+
+def join_path(base: str, *parts: str | int) -> str:
+    """`site` + ('gpu_nodes', 1, 'nodes', 3) -> `site.gpu_nodes[1].nodes[3]`."""
+    out = base
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out

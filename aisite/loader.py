@@ -1,0 +1,110 @@
+"""Loading a stack file into a validated Site: YAML, then the typed model, then the cross-field checks."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from aisite import model
+from aisite.checks import check_site
+from aisite.errors import Problem, SiteError, join_path
+
+CONFIG_KEY = "aisite:site"
+ROOT = Path(__file__).resolve().parent.parent
+STACKS_DIR = ROOT / "stacks"
+_SECRET_WORDS = ("password", "passwd", "secret", "token")
+
+
+def resolve_stack(stack: str) -> Path:
+    """A stack name under stacks/ (`lab`) or a path to a stack file."""
+    candidate = Path(stack)
+    if candidate.suffix in (".yaml", ".yml") or "/" in stack:
+        return candidate
+    return STACKS_DIR / f"Pulumi.{stack}.yaml"
+
+
+def stack_names() -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+
+
+def read_site_config(path: Path) -> dict[str, Any]:
+    src = str(path)
+    if not path.is_file():
+        raise SiteError(src, [Problem(src, f"no such stack file (known stacks: {', '.join(stack_names())})")])
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{src}:{mark.line + 1}:{mark.column + 1}" if mark else src
+        raise SiteError(src, [Problem(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+    config = doc.get("config") if isinstance(doc, dict) else None
+    site = config.get(CONFIG_KEY) if isinstance(config, dict) else None
+    if not isinstance(site, dict):
+        raise SiteError(src, [Problem("config", f"{src} has no mapping at config.{CONFIG_KEY!r}")])
+    return site
+
+
+def _known_fields(cls: type[BaseModel], seen: set[str]) -> None:
+    for name, info in cls.model_fields.items():
+        seen.add(name)
+        for arg in _model_args(info.annotation):
+            if arg.__name__ not in seen:
+                seen.add(arg.__name__)
+                _known_fields(arg, seen)
+
+
+def _model_args(tp: Any) -> list[type[BaseModel]]:
+    out: list[type[BaseModel]] = []
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        out.append(tp)
+    for arg in getattr(tp, "__args__", ()) or ():
+        out.extend(_model_args(arg))
+    return out
+
+
+_FIELDS: set[str] = set()
+_known_fields(model.Site, _FIELDS)
+
+
+def _message(err: Any) -> str:
+    kind = err["type"]
+    key = err["loc"][-1] if err["loc"] else ""
+    if kind == "extra_forbidden":
+        if isinstance(key, str) and any(w in key.lower() for w in _SECRET_WORDS):
+            return (
+                f"unknown key {key!r}: secrets are never written in a stack file; reference a secret declared "
+                "under site.secrets (its password_from names an env variable, Pulumi secret or vault file)"
+            )
+        close = difflib.get_close_matches(str(key), _FIELDS, n=1)
+        return f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    if kind == "missing":
+        return "required key is missing"
+    msg: str = err["msg"]
+    if msg.startswith("Value error, "):
+        return msg[len("Value error, ") :]
+    value = err.get("input")
+    if not isinstance(value, (dict, list)):
+        msg += f" (got {value!r})"
+    return msg
+
+
+def parse_site(data: dict[str, Any], source: str = "<site>") -> model.Site:
+    """The typed Site, or SiteError listing every problem: shape errors first, cross-field checks when shapes pass."""
+    try:
+        site = model.Site.model_validate(data)
+    except ValidationError as exc:
+        problems = [Problem(join_path("site", *err["loc"]), _message(err)) for err in exc.errors()]
+        raise SiteError(source, problems) from None
+    problems = check_site(site)
+    if problems:
+        raise SiteError(source, problems)
+    return site
+
+
+def load_site(stack: str | Path) -> model.Site:
+    path = resolve_stack(str(stack))
+    return parse_site(read_site_config(path), str(path))

@@ -1,0 +1,343 @@
+"""The site model: the typed form of a stack file's `aisite:site` config.
+
+Pydantic checks shapes, types and ranges here (an unknown key is an error, so typos never pass); rules that
+span several fields or blocks live in `aisite.checks`, which reports them with the same `path: message` form.
+"""
+
+from __future__ import annotations
+
+import re
+from ipaddress import IPv4Address, IPv4Network
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from aisite.catalog import GENERIC_MODEL, GPU_TYPES, KNOWN_MODELS, SERVER_MODELS
+
+_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_MAC_RE = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
+
+
+def _name(value: str) -> str:
+    if not _NAME_RE.match(value):
+        raise ValueError(f"{value!r} is not a DNS label (lower-case letters, digits and '-', at most 63)")
+    return value
+
+
+def _mac(value: str) -> str:
+    mac = value.lower().replace("-", ":")
+    if not _MAC_RE.match(mac):
+        raise ValueError(f"{value!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+    return mac
+
+
+def _pattern(value: str) -> str:
+    try:
+        value.format(n=1)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"{value!r} is not a name pattern using {{n}} (e.g. 'dgx{{n:02d}}'): {exc}") from None
+    if "{n" not in value:
+        raise ValueError(f"{value!r} has no {{n}} field, so every node would get the same name")
+    return value
+
+
+def _model(value: str) -> str:
+    if value not in KNOWN_MODELS:
+        raise ValueError(f"unknown GPU server model {value!r}; known: {', '.join(KNOWN_MODELS)}")
+    return value
+
+
+def _gpu_type(value: str) -> str:
+    if value not in GPU_TYPES:
+        raise ValueError(f"unknown GPU type {value!r}; known: {', '.join(GPU_TYPES)}")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_name)]
+Mac = Annotated[str, AfterValidator(_mac)]
+Pattern = Annotated[str, AfterValidator(_pattern)]
+Count = Annotated[int, Field(ge=0, le=100_000)]
+Percent = Annotated[int, Field(ge=0, le=100)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class PasswordSource(Strict):
+    """Where a secret's password comes from; the value itself is never in the stack file."""
+
+    env: str | None = None
+    pulumi_config: str | None = None
+    vault_file: str | None = None
+
+
+class Secret(Strict):
+    username: str
+    password_from: PasswordSource
+
+
+class BmcSpec(Strict):
+    protocol: Literal["redfish", "ipmi"] | None = None
+    address: IPv4Address | None = None
+    mac: Mac | None = None
+    credentials: str | None = None
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+
+
+class InterfaceSpec(Strict):
+    address: IPv4Address | None = None
+    mac: Mac | None = None
+
+
+class Taint(Strict):
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class NodeSpec(Strict):
+    """Per-node overrides; entry i of a group's `nodes` applies to its node i."""
+
+    name: Name | None = None
+    bmc: BmcSpec | None = None
+    management: InterfaceSpec | None = None
+    storage: InterfaceSpec | None = None
+    labels: dict[str, str] = {}
+    taints: list[Taint] = []
+
+
+class InterfaceNames(Strict):
+    """Host interface names; systemd-networkd .link files give the real NICs these names."""
+
+    management: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_.-]{1,15}$")] = "mgmt0"
+    storage: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_.-]{1,15}$")] = "stor0"
+    rails: list[Annotated[str, Field(pattern=r"^[a-zA-Z0-9_.-]{1,15}$")]] | None = None
+
+
+class NodeGroup(Strict):
+    count: Count | None = None
+    name_pattern: Pattern
+    interfaces: InterfaceNames = InterfaceNames()
+    nodes: list[NodeSpec] = []
+    bmc: BmcSpec | None = None
+    labels: dict[str, str] = {}
+    taints: list[Taint] = []
+
+    @property
+    def size(self) -> int:
+        return self.count if self.count is not None else len(self.nodes)
+
+    def node_names(self) -> list[str]:
+        names = [self.name_pattern.format(n=i + 1) for i in range(self.size)]
+        for i, spec in enumerate(self.nodes[: self.size]):
+            if spec.name:
+                names[i] = spec.name
+        return names
+
+
+class ControlPlane(NodeGroup):
+    name_pattern: Pattern = "cp{n:02d}"
+    vip: IPv4Address
+
+
+class GpuGroup(NodeGroup):
+    name: Name
+    model: Annotated[str, AfterValidator(_model)]
+    # Only for the generic model: the catalog knows these for named models.
+    gpu_type: Annotated[str, AfterValidator(_gpu_type)] | None = None
+    gpus: Annotated[int, Field(ge=1, le=64)] | None = None
+    nics: Annotated[int, Field(ge=0, le=32)] | None = None
+    nic_speed_gbps: Annotated[int, Field(ge=1)] | None = None
+    nvswitch: bool | None = None
+    rails: Annotated[int, Field(ge=0, le=32)] | None = None
+    driver_branch: Annotated[int, Field(ge=400, le=999)] | None = None
+
+
+class Disk(Strict):
+    tier: Literal["nvme", "ssd", "hdd"]
+    size_gb: Annotated[int, Field(ge=1)]
+    count: Annotated[int, Field(ge=1)] = 1
+
+
+class Export(Strict):
+    name: Name
+    path: Annotated[str, Field(pattern=r"^/[^\s]*$")]
+    tier: Literal["nvme", "ssd", "hdd"] = "nvme"
+
+
+class StorageNodes(NodeGroup):
+    name_pattern: Pattern = "stor{n:02d}"
+    disks: list[Disk] = []
+    exports: list[Export] = []
+
+
+SwitchOs = Literal["cumulus", "sonic", "onyx", "frr"]
+
+
+class SwitchSpec(Strict):
+    name: Name | None = None
+    management: InterfaceSpec | None = None
+
+
+class SwitchGroupBase(Strict):
+    count: Count
+    name_pattern: Pattern
+    os: str
+    model: str = ""
+    ports: Annotated[int, Field(ge=1, le=1024)]
+    speed_gbps: Annotated[int, Field(ge=1)]
+    nodes: list[SwitchSpec] = []
+
+    def switch_names(self) -> list[str]:
+        names = [self.name_pattern.format(n=i + 1) for i in range(self.count)]
+        for i, spec in enumerate(self.nodes[: self.count]):
+            if spec.name:
+                names[i] = spec.name
+        return names
+
+
+class SwitchGroup(SwitchGroupBase):
+    """Fabric leaves or spines."""
+
+    os: SwitchOs
+
+
+class AccessSwitchGroup(SwitchGroupBase):
+    """Management (in-band: management and storage ports) or out-of-band (BMC and switch management ports)."""
+
+    os: SwitchOs | Literal["generic"] = "generic"
+
+
+class Switches(Strict):
+    leaves: SwitchGroup
+    spines: SwitchGroup
+    management: AccessSwitchGroup | None = None
+    oob: AccessSwitchGroup | None = None
+
+
+class Networks(Strict):
+    oob: IPv4Network
+    management: IPv4Network
+    loopbacks: IPv4Network
+    p2p: IPv4Network
+    rails: list[IPv4Network]
+    storage: IPv4Network
+    pods: IPv4Network
+    services: IPv4Network
+
+
+class RoceProfile(Strict):
+    """Lossless RoCE; defaults are NVIDIA's reference values (DESIGN.md)."""
+
+    pfc_priority: Annotated[int, Field(ge=0, le=7)] = 3
+    trust: Literal["dscp"] = "dscp"
+    roce_dscp: Annotated[int, Field(ge=0, le=63)] = 26
+    cnp_dscp: Annotated[int, Field(ge=0, le=63)] = 48
+    cnp_priority: Annotated[int, Field(ge=0, le=7)] = 6
+    ecn_min_kb: Annotated[int, Field(ge=1)] = 150
+    ecn_max_kb: Annotated[int, Field(ge=1)] = 1500
+    ets_roce_percent: Percent = 50
+    pfc_watchdog: bool = True
+    gid_index: Annotated[int, Field(ge=0)] = 3
+
+
+class Fabric(Strict):
+    topology: Literal["rail-optimised"] = "rail-optimised"
+    asn_base: Annotated[int, Field(ge=64512, le=4294967294)] = 4200000000
+    switch_mtu: Annotated[int, Field(ge=1500, le=9216)] = 9216
+    host_mtu: Annotated[int, Field(ge=1500, le=9216)] = 9000
+    # GPU nodes per scalable unit: NIC position N of each node in one unit cables to the unit's leaf for rail N.
+    scalable_unit: Annotated[int, Field(ge=1)] = 32
+    # Leaves per scalable unit; rails are spread evenly over them (one leaf per rail by default).
+    leaves_per_su: Annotated[int, Field(ge=1)] | None = None
+    uplinks_per_spine: Annotated[int, Field(ge=1, le=16)] = 1
+    bfd: bool = True
+    roce: RoceProfile = RoceProfile()
+
+
+class OobDefaults(Strict):
+    protocol: Literal["redfish", "ipmi"] = "redfish"
+    credentials: str | None = None
+
+
+class Tenant(Strict):
+    name: Name
+    gpu_quota: Annotated[int, Field(ge=0)]
+    groups: list[str] = []
+
+
+Addon = Literal[
+    "gpu-operator",
+    "network-operator",
+    "kueue",
+    "mpi-operator",
+    "training-operator",
+    "volcano",
+    "flux",
+    "pulumi-operator",
+    "prometheus",
+]
+
+
+class Kubernetes(Strict):
+    version: Annotated[str, Field(pattern=r"^1\.\d+\.\d+$")] = "1.34.2"
+    cni: Literal["calico", "cilium", "flannel"] = "calico"
+    addons: list[Addon] = []
+    tenants: list[Tenant] = []
+
+
+WorkloadKind = Literal["resnet50-train", "resnet50-infer", "tf-cnn-benchmarks", "nccl-allreduce", "ib-write-bw"]
+
+
+class Workload(Strict):
+    name: Name
+    kind: WorkloadKind
+    tenant: str
+    nodes: Annotated[int, Field(ge=1)] = 1
+    gpus_per_node: Annotated[int, Field(ge=1, le=64)] = 1
+
+
+class Nvidia(Strict):
+    # Site-wide driver branch; None picks the catalog's default per GPU generation.
+    driver_branch: Annotated[int, Field(ge=400, le=999)] | None = None
+    repository: str = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+
+
+class AnsibleSettings(Strict):
+    connection: Literal["ssh", "podman"] = "ssh"
+    user: str = "root"
+
+
+class Site(Strict):
+    name: Name
+    description: str = ""
+    domain: str
+    ntp_servers: list[str] = []
+    dns_servers: list[IPv4Address] = []
+    ansible: AnsibleSettings = AnsibleSettings()
+    secrets: dict[str, Secret] = {}
+    networks: Networks
+    oob: OobDefaults = OobDefaults()
+    control_plane: ControlPlane
+    gpu_nodes: list[GpuGroup] = []
+    storage_nodes: StorageNodes | None = None
+    switches: Switches
+    fabric: Fabric = Fabric()
+    nvidia: Nvidia = Nvidia()
+    kubernetes: Kubernetes = Kubernetes()
+    workloads: list[Workload] = []
+
+
+def group_hardware(group: GpuGroup) -> tuple[str, int, int, int, bool]:
+    """(gpu type, gpus, compute NICs, NIC speed, nvswitch) of a group, from the catalog or its explicit counts."""
+    if group.model == GENERIC_MODEL:
+        return (
+            group.gpu_type or "",
+            group.gpus or 0,
+            group.nics or 0,
+            group.nic_speed_gbps or 100,
+            bool(group.nvswitch),
+        )
+    m = SERVER_MODELS[group.model]
+    return m.gpu_type, m.gpus, m.compute_nics, m.nic_speed_gbps, m.nvswitch

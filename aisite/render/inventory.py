@@ -1,0 +1,116 @@
+"""The Ansible inventory of a plan: groups by role, every host's variables from the plan.
+
+No task needs facts gathered from other hosts: what a host must know of the site (every name and address for
+/etc/hosts, its rails, its leaf) is written here, which keeps a play linear in the number of hosts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import yaml
+
+from aisite.plan import Node, Plan, Switch
+
+NODE_GROUPS = {"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}
+SWITCH_GROUPS = {"leaf": "leaf", "spine": "spine"}
+# Switch OS -> how Ansible reaches it on a real site (the lab reaches everything through podman).
+NETWORK_OS = {
+    "cumulus": {"ansible_connection": "ansible.builtin.ssh"},
+    "frr": {"ansible_connection": "ansible.builtin.ssh"},
+    "sonic": {
+        "ansible_connection": "ansible.netcommon.network_cli",
+        "ansible_network_os": "dellemc.enterprise_sonic.sonic",
+    },
+    "onyx": {"ansible_connection": "ansible.netcommon.network_cli", "ansible_network_os": "mellanox.onyx.onyx"},
+}
+
+
+def container_name(plan: Plan, host: str) -> str:
+    """The lab container of a host; the lab creates it under this name."""
+    return f"aisite-{plan.site}-{host}"
+
+
+def secret_env(name: str) -> str:
+    """The environment variable through which a resolved secret reaches Ansible (never a file)."""
+    return "AISITE_SECRET_" + "".join(c if c.isalnum() else "_" for c in name.upper())
+
+
+def _connection(plan: Plan, host: str, address: str) -> dict[str, Any]:
+    if plan.connection == "podman":
+        return {"ansible_connection": "containers.podman.podman", "ansible_host": container_name(plan, host)}
+    return {"ansible_host": address}
+
+
+def _node_vars(plan: Plan, node: Node) -> dict[str, Any]:
+    data = asdict(node)
+    out: dict[str, Any] = _connection(plan, node.name, node.management.address)
+    out["aisite_node"] = data
+    return out
+
+
+def _switch_vars(plan: Plan, sw: Switch) -> dict[str, Any]:
+    out = _connection(plan, sw.name, sw.management_address)
+    if plan.connection != "podman":
+        out |= NETWORK_OS[sw.os]
+    out["aisite_switch"] = asdict(sw)
+    return out
+
+
+def _bmc_vars(node: Node) -> dict[str, Any]:
+    return {"ansible_connection": "local", "aisite_bmc": asdict(node.bmc) | {"node": node.name}}
+
+
+def inventory(plan: Plan) -> dict[str, Any]:
+    children: dict[str, Any] = {g: {"hosts": {}} for g in (*NODE_GROUPS.values(), *SWITCH_GROUPS.values(), "oob")}
+    for node in plan.nodes:
+        children[NODE_GROUPS[node.role]]["hosts"][node.name] = _node_vars(plan, node)
+        children["oob"]["hosts"][f"{node.name}-bmc"] = _bmc_vars(node)
+    for sw in plan.switches:
+        group = SWITCH_GROUPS.get(sw.role)
+        if group:
+            children[group]["hosts"][sw.name] = _switch_vars(plan, sw)
+    return {"all": {"vars": group_vars(plan), "children": children}}
+
+
+def group_vars(plan: Plan) -> dict[str, Any]:
+    k = plan.kubernetes
+    return {
+        "ansible_user": plan.ansible_user,
+        "aisite_site": plan.site,
+        "aisite_domain": plan.domain,
+        "aisite_ntp_servers": list(plan.ntp_servers),
+        "aisite_dns_servers": list(plan.dns_servers),
+        # Every host's name and management address, so /etc/hosts needs no cross-host facts.
+        "aisite_hosts": [{"name": n.name, "fqdn": n.fqdn, "address": n.management.address} for n in plan.nodes],
+        "aisite_secrets": {
+            name: {"username": s["username"], "env": secret_env(name)} for name, s in plan.secrets.items()
+        },
+        "roce_qos": asdict(plan.roce),
+        "nvidia_repository": plan.nvidia_repository,
+        "k8s_version": k.version,
+        "k8s_cni": k.cni,
+        "k8s_api_vip": k.api_vip,
+        "k8s_api_port": k.api_port,
+        "k8s_pod_cidr": k.pod_cidr,
+        "k8s_service_cidr": k.service_cidr,
+        "k8s_addons": list(k.addons),
+        "k8s_tenants": [asdict(t) for t in plan.tenants],
+        "k8s_workloads": [asdict(w) for w in plan.workloads],
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    """Plain block YAML without anchors: a rendered inventory is read by people in reviews."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def to_yaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+
+
+def inventory_yaml(plan: Plan) -> str:
+    return "# Rendered by aisite from the plan; do not edit.\n" + to_yaml(inventory(plan))

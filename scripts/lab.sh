@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The main job on the embedded lab site. The lab BMC password is generated once, kept out of git (0600), and
+# handed to aisite through the environment only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH"
+mkdir -p .aisite/lab
+secret=.aisite/lab/bmc-password
+if [ ! -s "$secret" ]; then
+  (umask 077 && .venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(18))' > "$secret")
+fi
+AISITE_LAB_BMC_PASSWORD="$(cat "$secret")"
+export AISITE_LAB_BMC_PASSWORD
+
+aisite validate lab
+aisite render lab --out .aisite/lab/render
+aisite plan lab
+aisite deploy lab

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Sets up the project on a fresh Debian 12 machine: system packages (as root), then .venv with the pinned tree.
+# Safe to run again: it does nothing when the lock file and pyproject are unchanged since the last run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(git python3 python3-venv python3-dev)
+
+need_apt=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing ${need_apt[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "setup: missing system packages: ${need_apt[*]} (run as root, or install them)" >&2
+  fi
+fi
+
+PYTHON=${PYTHON:-python3}
+stamp=".venv/.aisite-setup-$(cat requirements.lock pyproject.toml | sha256sum | cut -c1-16)"
+if [ -f "$stamp" ]; then
+  exit 0
+fi
+echo "setup: creating .venv with $($PYTHON --version)"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+pip() { .venv/bin/python -m pip -q --disable-pip-version-check "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
+pip install --upgrade pip
+pip install -r requirements.lock
+pip install --no-deps -e .
+rm -f .venv/.aisite-setup-*
+touch "$stamp"
+echo "setup: done (.venv/bin/aisite)"

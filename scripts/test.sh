@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The project's checks and tests: linters first (fast), then pytest. Exits non-zero on the first failing step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH"
+
+step() { echo; echo "== $*"; }
+step "ruff";          ruff check . && ruff format --check .
+step "mypy (strict)"; mypy
+step "yamllint";      yamllint -s .
+step "ansible-lint";  ANSIBLE_CONFIG="$PWD/ansible.cfg" ansible-lint --profile production --offline -q playbooks roles
+step "pytest";        pytest -n "${PYTEST_WORKERS:-2}" "$@"
