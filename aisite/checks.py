@@ -318,7 +318,8 @@ def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> Non
     n_nodes = sum(g.size for _, g in _node_groups(site))
     with_storage = sum(g.size for g in site.gpu_nodes) + (site.storage_nodes.size if site.storage_nodes else 0)
     fabric_switches = sw.leaves.count + sw.spines.count
-    access = sum(g.count for g in (sw.management, sw.oob) if g)
+    managed = fabric_switches + (sw.management.count if sw.management else 0)  # switches cabled to OOB ports
+    oob_addresses = managed + (sw.oob.count if sw.oob else 0)
 
     # Cables: leaves carry a unit's rails and the uplinks; spines one link per leaf and uplink.
     if layout.rails and sw.leaves.count >= layout.leaves_needed:
@@ -352,8 +353,8 @@ def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> Non
     _access_budget(
         "site.switches.oob",
         sw.oob,
-        n_nodes + fabric_switches + access,
-        f"{n_nodes} BMCs + {fabric_switches + access} switch management ports",
+        n_nodes + managed,
+        f"{n_nodes} BMCs + {managed} switch management ports",
         out,
     )
 
@@ -367,8 +368,8 @@ def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> Non
     fits(
         "site.networks.oob",
         nets.oob,
-        n_nodes + fabric_switches + access,
-        f"{n_nodes} BMCs + {fabric_switches + access} switches",
+        n_nodes + oob_addresses,
+        f"{n_nodes} BMCs + {oob_addresses} switches",
     )
     fits("site.networks.storage", nets.storage, with_storage, f"{with_storage} nodes on the storage network")
     if nets.loopbacks.num_addresses < fabric_switches:

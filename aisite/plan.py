@@ -615,7 +615,8 @@ class _Builder:
     def switch(self, group: SwitchGroupBase, role: str, index: int, name: str, asn: int | None) -> Switch:
         spec = group.nodes[index] if index < len(group.nodes) else SwitchSpec()
         address = (spec.management and spec.management.address) or self.oob.take()
-        slot = self.oob_slots.take()
+        # Out-of-band switches are the OOB network: managed in-band on it, not cabled into themselves.
+        slot = self.oob_slots.take() if role != "oob" else None
         if slot:
             self.cables.append(Cable("switch-management", name, "eth0", *slot, self.oob_slots.speed))
         su: int | None = None

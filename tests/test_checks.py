@@ -1,0 +1,222 @@
+"""Every class of bad input is rejected with its key path, and all problems come back at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from aisite.errors import SiteError
+from aisite.loader import load_site, parse_site
+from tests.conftest import STACKS, stack_data
+
+
+def problems(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(SiteError) as exc:
+        parse_site(data, "test")
+    return [str(p) for p in exc.value.problems]
+
+
+def has(found: list[str], path: str, *words: str) -> bool:
+    return any(p.startswith(f"{path}: ") and all(w in p for w in words) for p in found)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_shipped_stacks_are_valid(stack: str) -> None:
+    site = load_site(stack)
+    assert site.name == stack
+
+
+def test_stacks_cover_the_three_reference_sites() -> None:
+    assert {"lab", "dc1", "h100pod"} <= set(STACKS)
+    h100 = load_site("h100pod")
+    assert sum(g.size for g in h100.gpu_nodes if g.model == "dgx-h100") >= 32
+
+
+def test_duplicate_node_names(lab: dict[str, Any]) -> None:
+    lab["gpu_nodes"][0]["nodes"][1]["name"] = "gpu01"
+    assert has(
+        problems(lab), "site.gpu_nodes[0].nodes[1].name", "'gpu01' is already used by site.gpu_nodes[0].nodes[0]"
+    )
+
+
+def test_node_name_clashing_with_a_switch(lab: dict[str, Any]) -> None:
+    lab["storage_nodes"]["name_pattern"] = "leaf{n:02d}"
+    assert has(
+        problems(lab), "site.switches.leaves.nodes[0].name", "'leaf01' is already used by site.storage_nodes.nodes[0]"
+    )
+
+
+def test_duplicate_addresses_name_both_places(lab: dict[str, Any]) -> None:
+    lab["control_plane"]["nodes"] = [{"bmc": {"address": "10.250.0.5"}}]
+    lab["gpu_nodes"][0]["nodes"][1]["bmc"]["address"] = "10.250.0.5"
+    assert has(
+        problems(lab),
+        "site.gpu_nodes[0].nodes[1].bmc.address",
+        "10.250.0.5 is already used by site.control_plane.nodes[0].bmc",
+    )
+
+
+def test_address_outside_its_network_and_the_gateway(lab: dict[str, Any]) -> None:
+    lab["gpu_nodes"][0]["nodes"][0] = {"management": {"address": "10.99.0.1"}, "storage": {"address": "10.250.2.1"}}
+    found = problems(lab)
+    assert has(found, "site.gpu_nodes[0].nodes[0].management.address", "outside site.networks.management")
+    assert has(found, "site.gpu_nodes[0].nodes[0].storage.address", "gateway")
+
+
+def test_vip_outside_management(lab: dict[str, Any]) -> None:
+    lab["control_plane"]["vip"] = "10.250.2.9"
+    assert has(problems(lab), "site.control_plane.vip", "outside site.networks.management")
+
+
+def test_duplicate_macs(lab: dict[str, Any]) -> None:
+    lab["gpu_nodes"][0]["nodes"][0] = {"management": {"mac": "AA:BB:CC:00:00:01"}}
+    lab["gpu_nodes"][0]["nodes"][1]["bmc"]["mac"] = "aa-bb-cc-00-00-01"
+    assert has(
+        problems(lab),
+        "site.gpu_nodes[0].nodes[1].bmc.mac",
+        "aa:bb:cc:00:00:01 is already used by site.gpu_nodes[0].nodes[0].management",
+    )
+
+
+def test_bad_mac_format(lab: dict[str, Any]) -> None:
+    lab["gpu_nodes"][0]["nodes"][0] = {"bmc": {"mac": "not-a-mac"}}
+    assert has(problems(lab), "site.gpu_nodes[0].nodes[0].bmc.mac", "not a MAC address")
+
+
+def test_overlapping_subnets(lab: dict[str, Any]) -> None:
+    lab["networks"]["rails"][1] = "10.250.1.128/25"
+    assert has(problems(lab), "site.networks.rails[1]", "overlaps site.networks.management (10.250.1.0/24)")
+
+
+def test_too_small_subnets(lab: dict[str, Any]) -> None:
+    lab["networks"]["management"] = "10.250.1.0/30"
+    lab["control_plane"]["vip"] = "10.250.1.2"
+    lab["networks"]["rails"][0] = "10.250.16.0/30"
+    found = problems(lab)
+    assert has(found, "site.networks.management", "usable addresses but 5 are needed")
+    assert has(found, "site.networks.rails[0]", "too small")
+
+
+def test_more_rails_than_nics(lab: dict[str, Any]) -> None:
+    lab["gpu_nodes"][0]["rails"] = 3
+    assert has(problems(lab), "site.gpu_nodes[0].rails", "3 rails but generic has 2 compute NICs")
+
+
+def test_more_cables_than_switch_ports(lab: dict[str, Any]) -> None:
+    lab["gpu_nodes"][0]["count"] = 4
+    lab["gpu_nodes"][0]["name_pattern"] = "gpu{n:02d}"
+    lab["switches"]["leaves"]["ports"] = 4
+    assert has(problems(lab), "site.switches.leaves.ports", "need 5 ports (4 to nodes, 1 to the fabric) but have 4")
+
+
+def test_more_cables_than_access_switch_ports() -> None:
+    dc1 = stack_data("dc1")
+    dc1["switches"]["oob"]["ports"] = 8
+    assert has(problems(dc1), "site.switches.oob", "12 cables (9 BMCs + 3 switch management ports)", "1 x 8 ports")
+
+
+def test_too_few_leaves() -> None:
+    dc1 = stack_data("dc1")
+    dc1["switches"]["leaves"]["count"] = 1
+    assert has(problems(dc1), "site.switches.leaves.count", "1 leaves but the fabric needs 2")
+
+
+@pytest.mark.parametrize("count", [2, 4])
+def test_even_control_plane(lab: dict[str, Any], count: int) -> None:
+    lab["control_plane"]["count"] = count
+    assert has(problems(lab), "site.control_plane.count", f"{count} control-plane nodes", "odd number")
+
+
+def test_unknown_gpu_model(lab: dict[str, Any]) -> None:
+    lab["gpu_nodes"][0]["model"] = "dgx-3"
+    assert has(problems(lab), "site.gpu_nodes[0].model", "unknown GPU server model 'dgx-3'", "dgx-h100")
+
+
+def test_known_model_rejects_explicit_counts() -> None:
+    dc1 = stack_data("dc1")
+    dc1["gpu_nodes"][1]["gpus"] = 8
+    assert has(problems(dc1), "site.gpu_nodes[1].gpus", "only with model 'generic'")
+
+
+def test_v100_driver_above_r580_at_group_level() -> None:
+    dc1 = stack_data("dc1")
+    dc1["gpu_nodes"][1]["driver_branch"] = 590
+    assert has(problems(dc1), "site.gpu_nodes[1].driver_branch", "R590 does not support Volta", "R580")
+
+
+def test_v100_driver_above_r580_at_site_level() -> None:
+    dc1 = stack_data("dc1")
+    del dc1["gpu_nodes"][1]["driver_branch"]
+    dc1["nvidia"] = {"driver_branch": 595}
+    assert has(problems(dc1), "site.nvidia.driver_branch", "R595 does not support Volta")
+
+
+def test_missing_credential_reference(lab: dict[str, Any]) -> None:
+    lab["gpu_nodes"][0]["nodes"][1]["bmc"]["credentials"] = "nope"
+    assert has(problems(lab), "site.gpu_nodes[0].nodes[1].bmc.credentials", "secret 'nope' is not declared", "lab-bmc")
+
+
+def test_no_credentials_at_all(lab: dict[str, Any]) -> None:
+    del lab["oob"]["credentials"]
+    assert has(problems(lab), "site.control_plane.bmc.credentials", "1 BMC(s) have no credentials")
+
+
+def test_inline_password_is_refused_with_advice(lab: dict[str, Any]) -> None:
+    lab["gpu_nodes"][0]["nodes"][0] = {"bmc": {"password": "hunter2"}}
+    found = problems(lab)
+    assert has(found, "site.gpu_nodes[0].nodes[0].bmc.password", "never written in a stack file")
+    assert not any("hunter2" in p for p in found)
+
+
+def test_unknown_key_suggests_the_right_one(lab: dict[str, Any]) -> None:
+    lab["switches"]["spine"] = lab["switches"].pop("spines")
+    found = problems(lab)
+    assert has(found, "site.switches.spine", "unknown key 'spine'", "did you mean 'spines'")
+    assert has(found, "site.switches.spines", "required key is missing")
+
+
+def test_every_problem_is_reported_at_once(lab: dict[str, Any]) -> None:
+    lab["control_plane"]["count"] = 2
+    lab["gpu_nodes"][0]["rails"] = 5
+    lab["networks"]["storage"] = "10.250.1.0/25"
+    lab["oob"]["credentials"] = "missing"
+    lab["workloads"][0]["tenant"] = "nobody"
+    found = problems(lab)
+    for path in (
+        "site.control_plane.count",
+        "site.gpu_nodes[0].rails",
+        "site.networks.storage",
+        "site.oob.credentials",
+        "site.workloads[0].tenant",
+    ):
+        assert has(found, path), f"{path} not reported in {found}"
+
+
+def test_shape_errors_are_all_reported(lab: dict[str, Any]) -> None:
+    lab["networks"]["oob"] = "10.250.0.0/33"
+    lab["fabric"]["switch_mtu"] = 20000
+    lab["gpu_nodes"][0]["count"] = -1
+    found = problems(lab)
+    assert has(found, "site.networks.oob")
+    assert has(found, "site.fabric.switch_mtu", "9216")
+    assert has(found, "site.gpu_nodes[0].count", "greater than or equal to 0")
+
+
+def test_workload_beyond_tenant_quota(lab: dict[str, Any]) -> None:
+    lab["workloads"][0]["gpus_per_node"] = 2
+    found = problems(lab)
+    assert has(found, "site.workloads[0]", "needs 4 GPUs but tenant 'team-a' has a quota of 2")
+    assert has(found, "site.workloads[0].gpus_per_node", "largest GPU node has 1")
+
+
+def test_roce_profile_consistency(lab: dict[str, Any]) -> None:
+    lab["fabric"]["roce"] = {"cnp_priority": 3, "ecn_min_kb": 2000}
+    found = problems(lab)
+    assert has(found, "site.fabric.roce.cnp_priority", "lossless priority")
+    assert has(found, "site.fabric.roce.ecn_min_kb", "not below")
+
+
+def test_asn_range(lab: dict[str, Any]) -> None:
+    lab["fabric"]["asn_base"] = 65533
+    assert has(problems(lab), "site.fabric.asn_base", "run past the private range 64512-65534")

@@ -1,0 +1,193 @@
+"""Properties of the plan over generated sites: no address twice, every cable with two distinct ends and no
+port used twice, ports within each switch, and the same site always giving the same plan."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from ipaddress import IPv4Address, IPv4Network, ip_interface
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aisite.catalog import GPU_TYPES, SERVER_MODELS
+from aisite.loader import parse_site
+from aisite.plan import Plan, build_plan, fabric_layout
+
+MODELS = [*SERVER_MODELS, "generic"]
+
+
+@st.composite
+def gpu_group(draw: st.DrawFn, index: int) -> dict[str, Any]:
+    model = draw(st.sampled_from(MODELS))
+    group: dict[str, Any] = {
+        "name": f"g{index}",
+        "model": model,
+        "count": draw(st.integers(0, 24)),
+        "name_pattern": f"g{index}n{{n:03d}}",
+    }
+    if model == "generic":
+        gpu_type = draw(st.sampled_from(sorted(t for t in GPU_TYPES if t != "v100")))
+        group |= {"gpu_type": gpu_type, "gpus": draw(st.integers(1, 8)), "nics": draw(st.integers(0, 8))}
+    nics = group.get("nics", SERVER_MODELS[model].compute_nics if model in SERVER_MODELS else 0)
+    if nics and draw(st.booleans()):
+        group["rails"] = draw(st.integers(1, nics))
+    return group
+
+
+@st.composite
+def sites(draw: st.DrawFn) -> dict[str, Any]:
+    groups = [draw(gpu_group(i)) for i in range(draw(st.integers(1, 3)))]
+    su = draw(st.integers(1, 16))
+    cp = draw(st.sampled_from([1, 3, 5]))
+    storage = draw(st.integers(0, 4))
+    spines = draw(st.integers(0, 3))
+    uplinks = draw(st.integers(1, 2))
+    with_access = draw(st.booleans())
+    data: dict[str, Any] = {
+        "name": "prop",
+        "domain": "prop.example.org",
+        "secrets": {"b": {"username": "u", "password_from": {"env": "X"}}},
+        "networks": {
+            "oob": "10.0.0.0/22",
+            "management": "10.0.4.0/22",
+            "storage": "10.0.8.0/22",
+            "loopbacks": "10.0.24.0/21",
+            "p2p": "10.0.64.0/18",
+            "rails": [f"10.{10 + r}.0.0/20" for r in range(8)],
+            "pods": "10.128.0.0/16",
+            "services": "10.129.0.0/16",
+        },
+        "oob": {"credentials": "b", "protocol": draw(st.sampled_from(["redfish", "ipmi"]))},
+        "control_plane": {"count": cp, "vip": "10.0.4.10"},
+        "gpu_nodes": groups,
+        "storage_nodes": {"count": storage},
+        "switches": {
+            "leaves": {
+                "count": 1,
+                "name_pattern": "leaf{n:03d}",
+                "os": draw(st.sampled_from(["frr", "sonic", "onyx", "cumulus"])),
+                "ports": 1024,
+                "speed_gbps": 400,
+            },
+            "spines": {"count": spines, "name_pattern": "spine{n:02d}", "os": "frr", "ports": 1024, "speed_gbps": 400},
+        },
+        "fabric": {"scalable_unit": su, "uplinks_per_spine": uplinks},
+    }
+    if with_access:
+        data["switches"]["management"] = {"count": 4, "name_pattern": "mgmt{n}", "ports": 48, "speed_gbps": 25}
+        data["switches"]["oob"] = {"count": 16, "name_pattern": "oobsw{n}", "ports": 48, "speed_gbps": 1}
+    # Explicit addresses on some nodes: pools must step around them.
+    first = groups[0]
+    explicit = draw(st.lists(st.integers(20, 200), unique=True, max_size=min(first["count"], 5)))
+    first["nodes"] = [{"bmc": {"address": f"10.0.0.{o}"}, "management": {"address": f"10.0.5.{o}"}} for o in explicit]
+    # Size the leaf tier to what the layout needs, so every generated site is valid.
+    layout = fabric_layout(parse_site_shape(data))
+    data["switches"]["leaves"]["count"] = max(layout.leaves_needed, 1)
+    if layout.leaves_needed > 4 and not spines:
+        data["switches"]["spines"]["count"] = 2  # a spineless mesh only makes sense for a handful of leaves
+    return data
+
+
+def parse_site_shape(data: dict[str, Any]) -> Any:
+    from aisite.model import Site
+
+    return Site.model_validate(data)
+
+
+def addresses(plan: Plan) -> list[tuple[str, IPv4Address]]:
+    out: list[tuple[str, IPv4Address]] = [("vip", IPv4Address(plan.kubernetes.api_vip))]
+    for n in plan.nodes:
+        out.append((f"{n.name}.bmc", IPv4Address(n.bmc.address)))
+        out.append((f"{n.name}.mgmt", IPv4Address(n.management.address)))
+        if n.storage:
+            out.append((f"{n.name}.storage", IPv4Address(n.storage.address)))
+        out.extend((f"{n.name}.{r.interface}", IPv4Address(r.address)) for r in n.rails)
+    for s in plan.switches:
+        out.append((f"{s.name}.mgmt", IPv4Address(s.management_address)))
+        if s.loopback:
+            out.append((f"{s.name}.lo", ip_interface(s.loopback).ip))
+        out.extend((f"{s.name}.{nb.interface}", ip_interface(nb.local_address).ip) for nb in s.neighbors)
+        out.extend((f"{s.name}.gw{h.rail}", IPv4Address(h.gateway)) for h in s.host_subnets)
+    return out
+
+
+PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPS
+@given(sites())
+def test_no_address_is_assigned_twice(data: dict[str, Any]) -> None:
+    plan = build_plan(parse_site(data))
+    seen: dict[IPv4Address, str] = {}
+    for owner, addr in addresses(plan):
+        assert addr not in seen, f"{addr} given to {owner} and {seen[addr]}"
+        seen[addr] = owner
+
+
+@PROPS
+@given(sites())
+def test_addresses_lie_in_their_networks(data: dict[str, Any]) -> None:
+    site = parse_site(data)
+    plan = build_plan(site)
+    nets = site.networks
+    for n in plan.nodes:
+        assert IPv4Address(n.bmc.address) in nets.oob
+        assert IPv4Address(n.management.address) in nets.management
+        for r in n.rails:
+            block = IPv4Network(r.subnet)
+            assert IPv4Address(r.address) in block and block.subnet_of(nets.rails[r.index])
+            assert IPv4Address(r.gateway) in block and r.address != r.gateway
+
+
+@PROPS
+@given(sites())
+def test_every_cable_has_two_distinct_ends_and_no_port_is_used_twice(data: dict[str, Any]) -> None:
+    plan = build_plan(parse_site(data))
+    used: set[tuple[str, str]] = set()
+    ports = {s.name: s.ports for s in plan.switches}
+    for c in plan.cables:
+        a, b = (c.a_device, c.a_port), (c.b_device, c.b_port)
+        assert a != b and c.a_device != c.b_device
+        for end in (a, b):
+            assert end not in used, f"{end} cabled twice"
+            used.add(end)
+            if end[0] in ports:
+                number = int(re.findall(r"\d+", end[1])[-1])
+                # SONiC names ports by first lane: Ethernet0, 4, 8, ... (8 lanes at 400G).
+                index = number // 8 if end[1].startswith("Ethernet") else number - 1
+                assert index < ports[end[0]], f"{end} beyond {ports[end[0]]} ports"
+
+
+@PROPS
+@given(sites())
+def test_rail_n_of_each_scalable_unit_lands_on_one_leaf(data: dict[str, Any]) -> None:
+    plan = build_plan(parse_site(data))
+    leaf_of: dict[tuple[int | None, int], str] = {}
+    for n in plan.nodes:
+        for r in n.rails:
+            key = (n.scalable_unit, r.index)
+            assert leaf_of.setdefault(key, r.leaf) == r.leaf
+
+
+@PROPS
+@given(sites())
+def test_bgp_sessions_are_symmetric(data: dict[str, Any]) -> None:
+    plan = build_plan(parse_site(data))
+    asn = {s.name: s.asn for s in plan.switches}
+    sessions = {(s.name, nb.interface, nb.peer, nb.peer_interface) for s in plan.switches for nb in s.neighbors}
+    for s in plan.switches:
+        for nb in s.neighbors:
+            assert (nb.peer, nb.peer_interface, s.name, nb.interface) in sessions
+            assert nb.peer_asn == asn[nb.peer] and nb.peer_asn != s.asn or s.role == nb.peer == "leaf"
+
+
+@PROPS
+@given(sites())
+def test_the_same_site_always_gives_the_same_plan(data: dict[str, Any]) -> None:
+    first = build_plan(parse_site(data))
+    again = build_plan(parse_site(json.loads(json.dumps(copy.deepcopy(data)))))
+    assert first == again
+    assert json.dumps(first.to_dict()) == json.dumps(again.to_dict())
