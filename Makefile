@@ -16,3 +16,7 @@ bench: setup
 
 clean:
 	rm -rf .aisite build .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# Re-render manifests/<site>/ for every stack (reviewed and applied by GitOps; a test keeps them current).
+manifests: setup
+	@.venv/bin/python -m aisite.render.commit

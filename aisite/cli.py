@@ -177,6 +177,9 @@ def _progress_runner(
             elif kind == "playbook_on_task_start":
                 state["task"] = data.get("task", "")
                 state["done"] = 0
+                if not err.is_terminal:
+                    # Logs and CI get one line per task instead of a redrawn bar.
+                    progress.console.print(f"{data.get('play', '')} | {state['task']}", markup=False)
                 total = 1 if data.get("run_once") else state["hosts"]
                 progress.update(bar, description=f"{data.get('play', '')} | {state['task']}", completed=0, total=total)
             elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"):

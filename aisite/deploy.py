@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ def run_playbook(
         inv.write_text(inventory)
         cmdline = "--check" if check else None
         env = {
+            # ansible-playbook of this interpreter's environment, whatever the caller's PATH.
+            "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),
             "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
             "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
             "ANSIBLE_NOCOLOR": "1",
@@ -117,8 +120,11 @@ def run_playbook(
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-        return RunResult(
-            status=r.status, rc=int(r.rc if r.rc is not None else 1), recap=_recap(r.stats), failures=failures
-        )
+        rc = int(r.rc if r.rc is not None else 1)
+        if rc != 0 and not failures:
+            # Ansible stopped before any task failed (syntax error, missing executable): keep its own words.
+            text = r.stdout.read() if r.stdout else ""
+            failures.append(" ".join(text.split()[-60:]) or f"ansible-runner {r.status} (rc {rc})")
+        return RunResult(status=r.status, rc=rc, recap=_recap(r.stats), failures=failures)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,23 @@
+"""Re-render manifests/<site>/ for every stack under stacks/ (`make manifests`)."""
+
+from __future__ import annotations
+
+import shutil
+
+from aisite.loader import ROOT, load_site, stack_names
+from aisite.plan import build_plan
+from aisite.render.bundle import write_bundle
+from aisite.render.manifests import manifest_files
+
+
+def main() -> None:
+    for stack in stack_names():
+        plan = build_plan(load_site(stack))
+        site_dir = ROOT / "manifests" / plan.site
+        shutil.rmtree(site_dir, ignore_errors=True)
+        written = write_bundle(manifest_files(plan), site_dir)
+        print(f"manifests/{plan.site}: {len(written)} file(s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""The `aisite` command as a user runs it: exit codes, stderr format, nothing written on bad input, deploy recap."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from aisite.render.inventory import inventory_yaml
+from tests.conftest import run_cli, stack_data
+
+LAB_SECRET = "lab-secret-Zq9"
+
+
+def write_stack(tmp_path: Path, data: dict[str, object]) -> Path:
+    path = tmp_path / "Pulumi.broken.yaml"
+    path.write_text(yaml.safe_dump({"config": {"aisite:site": data}}))
+    return path
+
+
+def test_validate_accepts_every_shipped_stack() -> None:
+    for stack in ("lab", "dc1", "h100pod"):
+        r = run_cli("validate", stack)
+        assert r.returncode == 0, r.stderr
+        assert f"site {stack}" in r.stdout
+
+
+def test_validate_json() -> None:
+    r = run_cli("validate", "dc1", "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["valid"] is True
+    assert doc["summary"]["nodes"] == {"control-plane": 3, "gpu": 3, "storage": 3}
+    assert doc["summary"]["gpus"] == 4 + 2 * 16
+
+
+def test_invalid_stack_exits_2_with_every_problem_on_stderr(tmp_path: Path) -> None:
+    data = stack_data("lab")
+    data["control_plane"]["count"] = 2
+    data["gpu_nodes"][0]["model"] = "dgx-9"
+    data["oob"]["credentials"] = "nope"
+    path = write_stack(tmp_path, data)
+    r = run_cli("validate", str(path))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert lines[0].startswith(f"error: {path}: ")
+    # pydantic shape errors come first and stop the cross-field checks, so the model error is reported alone ...
+    assert any(line.startswith("site.gpu_nodes[0].model: unknown GPU server model 'dgx-9'") for line in lines)
+    data["gpu_nodes"][0]["model"] = "generic"
+    r = run_cli("validate", str(write_stack(tmp_path, data)))
+    lines = r.stderr.strip().splitlines()
+    # ... and once shapes pass, every cross-field problem is listed, one `path: message` per line.
+    assert any(line.startswith("site.control_plane.count: ") for line in lines)
+    assert any(line.startswith("site.oob.credentials: secret 'nope'") for line in lines)
+    assert r.stdout == ""
+
+
+def test_render_writes_nothing_for_an_invalid_stack(tmp_path: Path) -> None:
+    data = stack_data("lab")
+    data["networks"]["storage"] = data["networks"]["management"]
+    out = tmp_path / "out"
+    r = run_cli("render", str(write_stack(tmp_path, data)), "--out", str(out))
+    assert r.returncode == 2
+    assert "site.networks.storage: 10.250.1.0/24 overlaps site.networks.management" in r.stderr
+    assert not out.exists()
+
+
+def test_missing_stack_and_bad_yaml(tmp_path: Path) -> None:
+    r = run_cli("validate", "nosuchsite")
+    assert r.returncode == 2 and "no such stack file" in r.stderr and "lab" in r.stderr
+    bad = tmp_path / "Pulumi.bad.yaml"
+    bad.write_text("config:\n  aisite:site: [unclosed\n")
+    r = run_cli("validate", str(bad))
+    assert r.returncode == 2 and f"{bad}:3:" in r.stderr and "not valid YAML" in r.stderr
+
+
+def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
+    out = tmp_path / "render"
+    r = run_cli("render", "lab", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
+        "inventory.yml",
+        "manifests/tenant-team-a.yaml",
+        "plan.json",
+    ]
+    plan = json.loads((out / "plan.json").read_text())
+    assert [n["name"] for n in plan["nodes"]] == ["cp01", "gpu01", "gpu02", "stor01"]
+
+
+def test_plan_json_matches_the_human_table() -> None:
+    doc = json.loads(run_cli("plan", "h100pod", "--json").stdout)
+    assert len([n for n in doc["nodes"] if n["role"] == "gpu"]) == 32
+    assert {r["leaf"] for r in doc["nodes"][3]["rails"]} == {f"leaf{i:02d}" for i in range(1, 9)}
+    human = run_cli("plan", "h100pod")
+    assert human.returncode == 0
+    assert "256 GPUs" in human.stdout and "dgx032" in human.stdout and "DSCP 26 -> TC 3 (ToS 106)" in human.stdout
+
+
+def test_deploy_runs_site_yml_and_prints_the_recap() -> None:
+    r = run_cli("deploy", "lab", "--json", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "successful"
+    recap = doc["recap"]
+    assert set(recap) == {"cp01", "gpu01", "gpu02", "stor01", "leaf01", "leaf02", "spine01"} | {
+        f"{n}-bmc" for n in ("cp01", "gpu01", "gpu02", "stor01")
+    }
+    assert all(h["failed"] == 0 and h["unreachable"] == 0 and h["ok"] > 0 for h in recap.values())
+    assert LAB_SECRET not in r.stdout + r.stderr
+
+
+def test_deploy_human_output_ends_with_the_recap() -> None:
+    r = run_cli("deploy", "lab", "--layer", "fabric", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
+    assert r.returncode == 0, r.stderr
+    assert "Recap" in r.stdout and "leaf01" in r.stdout and "playbooks/fabric.yml: successful" in r.stdout
+    assert "Fabric | Leaf and spine switches" in r.stderr  # progress names the play and task
+
+
+def test_deploy_without_the_secret_is_invalid_input() -> None:
+    r = run_cli("deploy", "lab")
+    assert r.returncode == 2
+    assert "site.secrets.lab-bmc.password_from: secret 'lab-bmc' was not found" in r.stderr
+
+
+def test_deploy_rejects_an_unknown_layer() -> None:
+    r = run_cli("deploy", "lab", "--layer", "nope")
+    assert r.returncode == 2 and "unknown layer 'nope'" in r.stderr
+
+
+def test_a_failing_play_exits_1_and_names_the_host() -> None:
+    """The preflight role stops a layer whose host variables are inconsistent (here: a rail MTU off the plan)."""
+    from aisite.loader import load_site
+    from aisite.plan import build_plan
+
+    text = inventory_yaml(build_plan(load_site("lab")))
+    inv = yaml.safe_load(text)
+    inv["all"]["children"]["gpu_nodes"]["hosts"]["gpu02"]["aisite_node"]["rails"][1]["mtu"] = 1500
+    r = run_cli("play", "--playbook", "playbooks/hosts.yml", stdin=yaml.safe_dump(inv))
+    assert r.returncode == 1
+    assert "gpu02: Preflight | Check rails use the host MTU and distinct tables" in r.stderr
+    assert "gpu01: ok=" in r.stdout and "gpu02: ok=" in r.stdout

@@ -1,0 +1,33 @@
+"""Layer triggers: the hash that makes Pulumi re-run a layer's Ansible changes with its inventory and its roles."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from aisite import playbooks
+from tests.conftest import ROOT
+
+
+def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
+    assert playbooks.playbook_roles(ROOT / "playbooks" / "site.yml") == ["preflight"]
+    for layer in ("oob", "fabric", "hosts", "cluster", "workloads"):
+        for role in playbooks.playbook_roles(ROOT / "playbooks" / f"{layer}.yml"):
+            assert (ROOT / "roles" / role / "tasks" / "main.yml").is_file()
+
+
+def test_trigger_follows_role_files_but_not_molecule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    roles = tmp_path / "roles"
+    shutil.copytree(ROOT / "roles", roles)
+    monkeypatch.setattr(playbooks, "ROLES", roles)
+    before = playbooks.layer_trigger("hosts", "inv")
+    assert before == playbooks.layer_trigger("hosts", "inv")
+    assert before != playbooks.layer_trigger("hosts", "inv2")
+    (roles / "preflight" / "molecule").mkdir(exist_ok=True)
+    (roles / "preflight" / "molecule" / "note.yml").write_text("x: 1\n")
+    assert playbooks.layer_trigger("hosts", "inv") == before
+    tasks = roles / "preflight" / "tasks" / "hosts.yml"
+    tasks.write_text(tasks.read_text() + "\n")
+    assert playbooks.layer_trigger("hosts", "inv") != before

@@ -1,0 +1,154 @@
+"""The real __main__.py under pulumi.runtime.set_mocks, for every stack: what it registers, in which order, with
+which inputs. (The Pulumi engine and the command provider are not on these machines; `pulumi up` is not run.)"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import runpy
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi.runtime.mocks import MockMonitor
+
+from aisite.loader import parse_site
+from aisite.plan import build_plan
+from aisite.playbooks import layer_trigger
+from aisite.render.inventory import inventory_yaml, secret_env
+from tests.conftest import ROOT, STACKS, stack_data
+
+LAYERS = ["oob", "fabric", "hosts", "cluster", "workloads"]
+SECRET = "pulumi-secret-value"
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+@dataclass
+class Registered:
+    type: str
+    name: str
+    parent: str
+    dependencies: list[str]
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.inputs: dict[str, dict[str, Any]] = {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.inputs[args.name] = dict(args.inputs)
+        outputs = dict(args.inputs)
+        if args.typ == "command:local:Command":
+            outputs["stdout"] = "ok"
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
+        return {}, None
+
+
+class RecordingMonitor(MockMonitor):
+    """Keeps each registration's parent and dependencies, which the mock args leave out."""
+
+    def __init__(self, mocks: Mocks) -> None:
+        super().__init__(mocks)
+        self.registered: list[Registered] = []
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - the gRPC method name
+        self.registered.append(Registered(request.type, request.name, request.parent, list(request.dependencies)))
+        return super().RegisterResource(request)
+
+
+def run_program(stack: str, data: dict[str, Any], env: dict[str, str] | None = None) -> tuple[Mocks, RecordingMonitor]:
+    mocks = Mocks()
+    monitor = RecordingMonitor(mocks)
+    # A fresh root Stack per program: set_mocks keeps an existing one, which would name the previous stack.
+    pulumi.runtime.settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(mocks, project="aisite", stack=stack, preview=False, monitor=monitor)
+    config = {"aisite:site": json.dumps(data), "aisite:bmcPassword": SECRET}
+    pulumi.runtime.set_all_config(config, secret_keys=["aisite:bmcPassword"])
+
+    @pulumi.runtime.test
+    def program() -> None:
+        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+
+    program()
+    return mocks, monitor
+
+
+@pytest.fixture(params=STACKS)
+def stack(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    # The lab's secret comes from the environment only; the others prefer Pulumi secret config.
+    monkeypatch.setenv("AISITE_LAB_BMC_PASSWORD", "lab-env-secret")
+    return str(request.param)
+
+
+def test_program_registers_the_site_and_its_layers_in_order(stack: str) -> None:
+    data = stack_data(stack)
+    _, monitor = run_program(stack, data)
+    by_type: dict[str, list[Registered]] = {}
+    for r in monitor.registered:
+        by_type.setdefault(r.type, []).append(r)
+    assert [r.name for r in by_type["aisite:site:Site"]] == [stack]
+    expected_types = ["OutOfBand", "Fabric", "Hosts", "Cluster", "Workloads"]
+    components = [r for r in monitor.registered if r.type.startswith("aisite:site:") and r.type != "aisite:site:Site"]
+    assert [r.type.rsplit(":", 1)[1] for r in components] == expected_types
+    assert [r.name for r in components] == [f"{stack}-{layer}" for layer in LAYERS]
+    site_urn = next(r for r in monitor.registered if r.type == "aisite:site:Site")
+    # Each layer is a child of the site and waits for the one before it: Pulumi expands a dependency on a
+    # component to its children, so the previous layer's Ansible command.
+    for prev, layer in itertools.pairwise(components):
+        assert layer.parent.endswith(f"::{stack}"), layer.parent
+        assert any(d.endswith(f"::{prev.name}-ansible") for d in layer.dependencies), (layer.name, layer.dependencies)
+    assert site_urn.parent.endswith(f"pulumi:pulumi:Stack::aisite-{stack}")
+    commands = by_type["command:local:Command"]
+    assert [c.name for c in commands] == [f"{stack}-{layer}-ansible" for layer in LAYERS]
+    for c, comp in zip(commands, components, strict=True):
+        assert c.parent.endswith(f"::{comp.name}")
+    assert len(monitor.registered) == 1 + 5 + 5 + 1  # stack, site, layers, commands
+
+
+def test_commands_carry_inventory_triggers_and_secrets(stack: str) -> None:
+    data = stack_data(stack)
+    mocks, _ = run_program(stack, data)
+    plan = build_plan(parse_site(data))
+    inventory = inventory_yaml(plan)
+    for layer in LAYERS:
+        inputs = mocks.inputs[f"{stack}-{layer}-ansible"]
+        assert inputs["stdin"] == inventory
+        assert inputs["triggers"] == [layer_trigger(layer, inventory)]
+        assert f"--playbook playbooks/{layer}.yml" in inputs["create"]
+        assert inputs["create"] == inputs["update"]
+        # The whole map is a Pulumi secret (encrypted in state, masked in logs): the engine's secret signature.
+        env = inputs["environment"]
+        assert env.get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270", env
+        env = env["value"]
+        names = {n.bmc.credentials for n in plan.nodes}
+        assert set(env) == {secret_env(n) for n in names}
+        assert set(env.values()) == {"lab-env-secret" if stack == "lab" else SECRET}
+        assert SECRET not in inventory and "lab-env-secret" not in inventory
+
+
+def test_trigger_changes_with_the_site() -> None:
+    data = stack_data("dc1")
+    before = build_plan(parse_site(data))
+    data["fabric"]["roce"] = {"ecn_min_kb": 200}
+    after = build_plan(parse_site(data))
+    assert layer_trigger("fabric", inventory_yaml(before)) != layer_trigger("fabric", inventory_yaml(after))
+    assert layer_trigger("fabric", inventory_yaml(before)) == layer_trigger("fabric", inventory_yaml(before))
+
+
+def test_invalid_site_fails_the_program_with_every_problem() -> None:
+    data = stack_data("dc1")
+    data["control_plane"]["count"] = 2
+    data["gpu_nodes"][1]["driver_branch"] = 590
+    with pytest.raises(Exception, match=r"site\.control_plane\.count") as exc:
+        run_program("dc1", data)
+    assert "site.gpu_nodes[1].driver_branch" in str(exc.value)
+
+
+def test_missing_secret_fails_the_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AISITE_LAB_BMC_PASSWORD", raising=False)
+    with pytest.raises(Exception, match=r"site\.secrets\.lab-bmc\.password_from.*AISITE_LAB_BMC_PASSWORD"):
+        run_program("lab", stack_data("lab"))

@@ -1,0 +1,110 @@
+"""The rendered inventory parses with Ansible itself and carries the plan; the manifests pass the Kubernetes
+schemas."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from aisite.loader import load_site
+from aisite.plan import build_plan
+from aisite.render.bundle import bundle
+from aisite.render.inventory import inventory, inventory_yaml
+from aisite.render.manifests import manifest_files, manifests
+from tests.conftest import ROOT, STACKS
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def plan(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    return build_plan(load_site(request.param))
+
+
+def test_inventory_groups_and_hosts(plan) -> None:  # type: ignore[no-untyped-def]
+    inv = inventory(plan)
+    groups = inv["all"]["children"]
+    assert set(groups) == {"control_plane", "gpu_nodes", "storage_nodes", "leaf", "spine", "oob"}
+    assert len(groups["control_plane"]["hosts"]) == len(plan.by_role("control-plane"))
+    assert len(groups["gpu_nodes"]["hosts"]) == len(plan.by_role("gpu"))
+    assert len(groups["oob"]["hosts"]) == len(plan.nodes)
+    assert len(groups["leaf"]["hosts"]) == len(plan.switches_by_role("leaf"))
+    for node in plan.nodes:
+        hv = groups[{"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}[node.role]]
+        host = hv["hosts"][node.name]
+        assert host["aisite_node"]["management"]["address"] == node.management.address
+        assert [r["leaf_port"] for r in host["aisite_node"]["rails"]] == [r.leaf_port for r in node.rails]
+
+
+def test_inventory_has_no_secret_values(plan) -> None:  # type: ignore[no-untyped-def]
+    text = inventory_yaml(plan)
+    for name in plan.secrets:
+        assert f"{name}:" in text  # referenced by name ...
+    assert "password" not in text.lower()  # ... never by value
+
+
+def test_lab_inventory_reaches_containers() -> None:
+    plan = build_plan(load_site("lab"))
+    gpu01 = inventory(plan)["all"]["children"]["gpu_nodes"]["hosts"]["gpu01"]
+    assert gpu01["ansible_connection"] == "containers.podman.podman"
+    assert gpu01["ansible_host"] == "aisite-lab-gpu01"
+
+
+def test_ansible_inventory_parses_the_rendering(plan, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "inventory.yml"
+    path.write_text(inventory_yaml(plan))
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(path), "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    data = json.loads(result.stdout)
+    hostvars = data["_meta"]["hostvars"]
+    assert len(hostvars) == 2 * len(plan.nodes) + len([s for s in plan.switches if s.role in ("leaf", "spine")])
+    first_gpu = plan.by_role("gpu")[0]
+    assert hostvars[first_gpu.name]["roce_qos"]["traffic_class"] == 106
+    assert data.get("spine", {}).get("hosts", []) == [s.name for s in plan.switches_by_role("spine")]
+    assert data["leaf"]["hosts"] == [s.name for s in plan.switches_by_role("leaf")]
+
+
+def test_manifests_pass_the_kubernetes_schemas(plan) -> None:  # type: ignore[no-untyped-def]
+    version = plan.kubernetes.version
+    objs = [o for group in manifests(plan).values() for o in group]
+    assert objs, "every shipped stack declares tenants"
+    for obj in objs:
+        kubernetes_validate.validate(obj, version, strict=True)
+    quotas = {
+        o["metadata"]["namespace"]: o["spec"]["hard"]["requests.nvidia.com/gpu"]
+        for o in objs
+        if o["kind"] == "ResourceQuota"
+    }
+    assert quotas == {t.namespace: str(t.gpu_quota) for t in plan.tenants}
+
+
+def test_schema_check_catches_a_broken_object(plan) -> None:  # type: ignore[no-untyped-def]
+    obj = manifests(plan)[next(iter(manifests(plan)))][1]
+    obj["spec"]["hardd"] = obj["spec"].pop("hard")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(obj, plan.kubernetes.version, strict=True)
+
+
+def test_committed_manifests_are_current(plan) -> None:  # type: ignore[no-untyped-def]
+    """manifests/<site>/ is what GitOps applies; it must be exactly what the stack renders to (`make manifests`)."""
+    site_dir = ROOT / "manifests" / plan.site
+    expected = manifest_files(plan)
+    on_disk = {p.name: p.read_text() for p in site_dir.glob("*.yaml")}
+    assert on_disk == expected, f"manifests/{plan.site} is stale: run `make manifests`"
+
+
+def test_bundle_is_deterministic(plan) -> None:  # type: ignore[no-untyped-def]
+    files = bundle(plan)
+    assert files == bundle(build_plan(load_site(plan.site)))
+    # YAML turns the plan's tuples into lists; compare through JSON, which does the same.
+    assert yaml.safe_load(files["inventory.yml"]) == json.loads(json.dumps(inventory(plan)))
+    assert json.loads(files["plan.json"])["site"] == plan.site
