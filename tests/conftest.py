@@ -8,8 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from aisite.loader import read_site_config, resolve_stack, stack_names
+
+# CI replays the same examples every run (reproducible); a developer's run explores new ones.
+settings.register_profile("ci", max_examples=60, derandomize=True, print_blob=True)
+settings.register_profile("dev", max_examples=100)
+settings.register_profile("deep", max_examples=1000)  # pytest --hypothesis-profile=deep, to hunt
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = stack_names()
