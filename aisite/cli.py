@@ -29,7 +29,12 @@ from aisite.secrets import resolve
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 LAYERS = ("oob", "fabric", "hosts", "cluster", "workloads")
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="An on-prem AI cluster site, as code.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="An on-prem AI cluster site, as code.",
+)
 # Piped output (logs, CI) is not cut to 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
@@ -268,4 +273,8 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        sys.exit(EXIT_FAILED)
+    except OSError as exc:
+        # A file that cannot be read or written is a failure of the run, not of the site: exit 1, no traceback.
+        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         sys.exit(EXIT_FAILED)

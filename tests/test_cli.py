@@ -139,3 +139,17 @@ def test_a_failing_play_exits_1_and_names_the_host() -> None:
     assert r.returncode == 1
     assert "gpu02: Preflight | Check rails use the host MTU and distinct tables" in r.stderr
     assert "gpu01: ok=" in r.stdout and "gpu02: ok=" in r.stdout
+
+
+def test_unwritable_output_is_a_failure_not_a_traceback(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = run_cli("render", "lab", "--out", str(blocker / "sub"))
+    assert r.returncode == 1
+    assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+
+
+def test_deploy_leaves_no_inventory_or_artifacts_behind(tmp_path: Path) -> None:
+    r = run_cli("deploy", "lab", "--layer", "oob", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET, "TMPDIR": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert list(tmp_path.iterdir()) == []
