@@ -1,5 +1,5 @@
 # The README's two commands: `make lab` and `make test`. Each sets itself up first.
-.PHONY: setup lab test bench lint clean
+.PHONY: setup lab test bench bench-lab bench-lab-cold manifests clean
 
 setup:
 	@bash scripts/setup.sh
@@ -20,3 +20,10 @@ clean:
 # Re-render manifests/<site>/ for every stack (reviewed and applied by GitOps; a test keeps them current).
 manifests: setup
 	@.venv/bin/python -m aisite.render.commit
+
+# Lab timings: warm up, a second up, down. `make bench-lab-cold` rebuilds the images first.
+bench-lab: setup
+	@.venv/bin/python benchmarks/lab_bench.py
+
+bench-lab-cold: setup
+	@.venv/bin/python benchmarks/lab_bench.py --cold

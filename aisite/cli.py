@@ -20,13 +20,17 @@ from rich.table import Table
 
 from aisite.deploy import RunResult, run_playbook
 from aisite.errors import SiteError
-from aisite.loader import load_site, resolve_stack
+from aisite.lab import lab
+from aisite.lab.podman import LabError
+from aisite.lab.topology import LabTopology, lab_topology
+from aisite.loader import ROOT, load_site, resolve_stack
 from aisite.plan import Plan, build_plan
 from aisite.render.bundle import bundle, write_bundle
 from aisite.render.inventory import inventory, to_yaml
 from aisite.secrets import resolve
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+CACHE = ROOT / ".aisite" / "cache"
 LAYERS = ("oob", "fabric", "hosts", "cluster", "workloads")
 
 app = typer.Typer(
@@ -249,6 +253,98 @@ def deploy(
         out.print(f"{playbook}: [{'green' if result.ok else 'red'}]{result.status}[/]")
     if not result.ok:
         raise typer.Exit(EXIT_FAILED)
+
+
+lab_app = typer.Typer(no_args_is_help=True, help="The emulated lab: a site rehearsed on this machine with podman.")
+app.add_typer(lab_app, name="lab")
+LabStackArg = Annotated[str, typer.Argument(help="The stack to emulate (default: lab).")]
+
+
+def _lab_topology(stack: str, as_json: bool = False) -> LabTopology:
+    return lab_topology(_load(stack, as_json))
+
+
+def _lab_failed(exc: LabError) -> typer.Exit:
+    print(f"error: lab: {exc}", file=sys.stderr)
+    return typer.Exit(EXIT_FAILED)
+
+
+@lab_app.command("up")
+def lab_up(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
+    """Build the site's lab from its plan: images (cached), networks, node and switch containers, cabling."""
+    topo = _lab_topology(stack, as_json)
+    with err.status(f"lab {topo.site}: starting") as spinner:
+
+        def say(msg: str) -> None:
+            spinner.update(f"lab {topo.site}: {msg}")
+            if not err.is_terminal:
+                err.print(f"lab {topo.site}: {msg}", markup=False)
+
+        try:
+            report = lab.up(topo, CACHE, say)
+        except LabError as exc:
+            raise _lab_failed(exc) from None
+    if as_json:
+        print(json.dumps(vars(report), indent=2))
+        return
+    changed = len(report.networks_created) + len(report.containers_started) + report.links_created
+    out.print(
+        f"lab {topo.site} is up in {report.seconds} s: {len(report.networks_created)} networks, "
+        f"{len(report.containers_started)} containers and {report.links_created} cables created"
+        + ("" if changed else " (nothing to change)")
+    )
+    _print_status(topo)
+
+
+def _print_status(topo: LabTopology) -> list[dict[str, Any]]:
+    rows = lab.status(topo)
+    table = Table(title=f"lab {topo.site}")
+    for col in ("name", "kind", "role", "container", "state", "addresses", "cabled ports"):
+        table.add_column(col, no_wrap=True)
+    for r in rows:
+        addrs = " ".join(f"{k}={v}" for k, v in r["addresses"].items())
+        table.add_row(
+            r["name"],
+            r["kind"],
+            r["role"],
+            r["container"],
+            r["state"],
+            addrs,
+            f"{r['ports_present']}/{r['ports_planned']}",
+            style=None if r["state"] == "running" else "red",
+        )
+    out.print(table)
+    return rows
+
+
+@lab_app.command("status")
+def lab_status(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
+    """Every node and switch of the lab with its container, addresses, state and cabling."""
+    topo = _lab_topology(stack, as_json)
+    try:
+        if as_json:
+            print(json.dumps({"site": topo.site, "members": lab.status(topo)}, indent=2))
+            return
+        _print_status(topo)
+    except LabError as exc:
+        raise _lab_failed(exc) from None
+
+
+@lab_app.command("down")
+def lab_down(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
+    """Remove exactly what `lab up` created for the site (labelled containers and networks); images stay cached."""
+    topo = _lab_topology(stack, as_json)
+    try:
+        removed = lab.down(topo.site, lambda msg: err.print(f"lab {topo.site}: {msg}", markup=False))
+    except LabError as exc:
+        raise _lab_failed(exc) from None
+    if as_json:
+        print(json.dumps(removed, indent=2))
+    else:
+        out.print(
+            f"lab {topo.site} is down: removed {len(removed['containers'])} containers and "
+            f"{len(removed['networks'])} networks"
+        )
 
 
 @app.command(hidden=True)

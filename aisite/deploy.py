@@ -92,6 +92,8 @@ def run_playbook(
             # ansible-playbook of this interpreter's environment, whatever the caller's PATH.
             "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),
             "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+            # The lab's podman settings, for the containers.podman connection.
+            "CONTAINERS_CONF": str(ROOT / "aisite" / "lab" / "containers.conf"),
             "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_FORCE_COLOR": "0",

@@ -204,6 +204,22 @@ class KubernetesPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class NetworksPlan:
+    oob: str
+    management: str
+    storage: str
+    loopbacks: str
+    p2p: str
+    rails: tuple[str, ...]
+    pods: str
+    services: str
+
+    def gateway(self, name: str) -> str:
+        """First host of a network: the gateway (the pools never hand it out)."""
+        return str(IPv4Network(getattr(self, name)).network_address + 1)
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     site: str
     domain: str
@@ -212,6 +228,7 @@ class Plan:
     ntp_servers: tuple[str, ...]
     dns_servers: tuple[str, ...]
     nvidia_repository: str
+    networks: NetworksPlan
     nodes: tuple[Node, ...]
     switches: tuple[Switch, ...]
     cables: tuple[Cable, ...]
@@ -668,6 +685,16 @@ def build_plan(site: Site) -> Plan:
         ntp_servers=tuple(site.ntp_servers),
         dns_servers=tuple(str(d) for d in site.dns_servers),
         nvidia_repository=site.nvidia.repository,
+        networks=NetworksPlan(
+            oob=str(nets.oob),
+            management=str(nets.management),
+            storage=str(nets.storage),
+            loopbacks=str(nets.loopbacks),
+            p2p=str(nets.p2p),
+            rails=tuple(str(r) for r in nets.rails),
+            pods=str(nets.pods),
+            services=str(nets.services),
+        ),
         nodes=nodes,
         switches=switches,
         cables=tuple(b.cables),

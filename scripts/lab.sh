@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job on the embedded lab site. The lab BMC password is generated once, kept out of git (0600), and
+# The main job on the embedded lab site: bring the emulated lab up from the plan and deploy it. The lab BMC password is generated once, kept out of git (0600), and
 # handed to aisite through the environment only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,5 +14,7 @@ export AISITE_LAB_BMC_PASSWORD
 
 aisite validate lab
 aisite render lab --out .aisite/lab/render
-aisite plan lab
+aisite lab up lab
 aisite deploy lab
+aisite lab status lab
+echo "The lab runs: 'aisite lab status' lists it, 'aisite lab down' removes it (images stay cached)."

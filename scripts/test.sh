@@ -9,4 +9,5 @@ step "ruff";          ruff check .; ruff format --check .
 step "mypy (strict)"; mypy
 step "yamllint";      yamllint -s .
 step "ansible-lint";  ANSIBLE_CONFIG="$PWD/ansible.cfg" ansible-lint --profile production --offline -q playbooks roles
-step "pytest";        pytest -n "${PYTEST_WORKERS:-2}" "$@"
+# loadfile: a test file stays on one worker (the lab integration tests share one lab, in order).
+step "pytest";        pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"

@@ -87,6 +87,7 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         "aisite_secrets": {
             name: {"username": s["username"], "env": secret_env(name)} for name, s in plan.secrets.items()
         },
+        "aisite_networks": asdict(plan.networks),
         "roce_qos": asdict(plan.roce),
         "nvidia_repository": plan.nvidia_repository,
         "k8s_version": k.version,

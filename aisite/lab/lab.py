@@ -1,0 +1,225 @@
+"""Bringing a lab up, reporting it, and taking it down: podman networks, containers and veth links.
+
+Everything carries the label io.aisite.lab=<site>; `down` removes what carries it and nothing else. `up` is
+idempotent: what already runs as planned is left alone, so a second `up` only checks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aisite.lab import images
+from aisite.lab.podman import LabError, ensure_tools, netns_links, podman, podman_json, run
+from aisite.lab.topology import HOST_LABEL, LABEL, ROLE_LABEL, LabContainer, LabTopology
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class UpReport:
+    installed: list[str] = field(default_factory=list)
+    networks_created: list[str] = field(default_factory=list)
+    containers_started: list[str] = field(default_factory=list)
+    links_created: int = 0
+    seconds: float = 0.0
+
+
+def _label_filter(site: str) -> str:
+    return f"label={LABEL}={site}"
+
+
+def _existing_networks(site: str) -> set[str]:
+    return {n["name"] for n in podman_json("network", "ls", "--filter", _label_filter(site), "--format", "json")}
+
+
+def _containers(site: str) -> dict[str, dict[str, Any]]:
+    return {c["Names"][0]: c for c in podman_json("ps", "-a", "--filter", _label_filter(site), "--format", "json")}
+
+
+def _ensure_networks(topo: LabTopology, report: UpReport, say: Say) -> None:
+    have = _existing_networks(topo.site)
+    for net in topo.networks:
+        if net.name in have:
+            continue
+        say(f"network {net.name} ({net.subnet})")
+        podman(
+            "network",
+            "create",
+            "--label",
+            f"{LABEL}={topo.site}",
+            "--subnet",
+            net.subnet,
+            "--gateway",
+            net.gateway,
+            "--opt",
+            f"mtu={net.mtu}",
+            net.name,
+            what=f"creating network {net.name}",
+        )
+        report.networks_created.append(net.name)
+
+
+def _run_container(topo: LabTopology, c: LabContainer, tags: dict[str, str]) -> None:
+    args = [
+        "run",
+        "-d",
+        "--name",
+        c.name,
+        "--hostname",
+        c.host,
+        "--systemd=always",
+        "--label",
+        f"{LABEL}={topo.site}",
+        "--label",
+        f"{ROLE_LABEL}={c.role}",
+        "--label",
+        f"{HOST_LABEL}={c.host}",
+    ]
+    for cap in c.caps:
+        args += ["--cap-add", cap]
+    if c.attachments:
+        for a in c.attachments:
+            args += ["--network", f"{a.network}:ip={a.address},interface_name={a.interface}"]
+    else:
+        args += ["--network", "none"]
+    podman(*args, tags[c.image], "/sbin/init", what=f"starting container {c.name}")
+
+
+def _ensure_containers(topo: LabTopology, tags: dict[str, str], report: UpReport, say: Say) -> None:
+    have = _containers(topo.site)
+    for c in topo.containers:
+        state = have.get(c.name)
+        if state and state.get("State") == "running" and state.get("Image") == tags[c.image]:
+            continue
+        if state:
+            # Stopped, or built from an older image: start it afresh so it matches the plan.
+            podman("rm", "-f", "-t", "0", c.name, what=f"removing stale container {c.name}")
+        say(f"container {c.name} ({c.role})")
+        _run_container(topo, c, tags)
+        report.containers_started.append(c.name)
+
+
+def _pids(topo: LabTopology) -> dict[str, int]:
+    names = [c.name for c in topo.containers]
+    out = podman("inspect", "--format", "{{.Name}} {{.State.Pid}}", *names, what="podman inspect")
+    return {name: int(pid) for name, pid in (line.split() for line in out.splitlines())}
+
+
+def _ensure_links(topo: LabTopology, report: UpReport, say: Say) -> None:
+    pids = _pids(topo)
+    present = {name: netns_links(pid) for name, pid in pids.items()}
+    for link in topo.links:
+        a_ok, b_ok = link.a_port in present[link.a], link.b_port in present[link.b]
+        if a_ok and b_ok:
+            continue
+        for ok, name, port in ((a_ok, link.a, link.a_port), (b_ok, link.b, link.b_port)):
+            if ok:  # half a pair: its peer is gone, so remove it and cable afresh
+                run(["nsenter", "-t", str(pids[name]), "-n", "ip", "link", "del", port], what=f"{name}: del {port}")
+        say(f"cable {link.a}:{link.a_port} <-> {link.b}:{link.b_port}")
+        run(
+            [
+                "ip",
+                "link",
+                "add",
+                link.a_port,
+                "netns",
+                str(pids[link.a]),
+                "mtu",
+                str(link.a_mtu),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                link.b_port,
+                "netns",
+                str(pids[link.b]),
+                "mtu",
+                str(link.b_mtu),
+            ],
+            what=f"cabling {link.a}:{link.a_port} to {link.b}:{link.b_port}",
+        )
+        for name, port in ((link.a, link.a_port), (link.b, link.b_port)):
+            run(["nsenter", "-t", str(pids[name]), "-n", "ip", "link", "set", port, "up"], what=f"{name}: up {port}")
+        report.links_created += 1
+
+
+def up(topo: LabTopology, cache: Path, say: Say) -> UpReport:
+    start = time.monotonic()
+    report = UpReport(installed=ensure_tools())
+    tags = images.ensure_images(cache, say)
+    _ensure_networks(topo, report, say)
+    _ensure_containers(topo, tags, report, say)
+    _ensure_links(topo, report, say)
+    report.seconds = round(time.monotonic() - start, 2)
+    return report
+
+
+def status(topo: LabTopology) -> list[dict[str, Any]]:
+    """Every planned container with its state, addresses and cabled ports (present / planned)."""
+    have = _containers(topo.site)
+    running = [c.name for c in topo.containers if have.get(c.name, {}).get("State") == "running"]
+    pids = (
+        _pids(LabTopology(topo.site, (), tuple(c for c in topo.containers if c.name in running), ())) if running else {}
+    )
+    links = {name: netns_links(pid) for name, pid in pids.items()}
+    rows = []
+    for c in topo.containers:
+        planned = sorted(
+            {lk.a_port for lk in topo.links if lk.a == c.name} | {lk.b_port for lk in topo.links if lk.b == c.name}
+        )
+        rows.append(
+            {
+                "name": c.host,
+                "kind": "switch" if c.image == "frr" else "node",
+                "role": c.role,
+                "container": c.name,
+                "state": have.get(c.name, {}).get("State", "absent"),
+                "addresses": {a.interface: a.address for a in c.attachments},
+                "ports_planned": len(planned),
+                "ports_present": len([p for p in planned if p in links.get(c.name, set())]),
+            }
+        )
+    return rows
+
+
+def monitors(ids: list[str]) -> list[int]:
+    """PIDs of conmon processes still watching any of these containers."""
+    out = run(["ps", "-eo", "pid=,args="], what="ps")
+    return [
+        int(line.split(None, 1)[0]) for line in out.splitlines() if "conmon" in line and any(i in line for i in ids)
+    ]
+
+
+def _wait_for_monitors(ids: list[str], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while monitors(ids):
+        if time.monotonic() > deadline:
+            raise LabError(f"container monitors still running after {timeout:.0f} s: pids {monitors(ids)}")
+        time.sleep(0.2)
+
+
+def down(site: str, say: Say) -> dict[str, list[str]]:
+    """Remove the containers and networks labelled with this site, and nothing else."""
+    removed: dict[str, list[str]] = {"containers": [], "networks": []}
+    have = _containers(site)
+    names = sorted(have)
+    if names:
+        say(f"removing {len(names)} containers")
+        podman("rm", "-f", "-t", "0", *names, what="removing lab containers")
+        removed["containers"] = names
+        _wait_for_monitors([have[n]["Id"] for n in names])
+    nets = sorted(_existing_networks(site))
+    if nets:
+        podman("network", "rm", *nets, what="removing lab networks")
+        removed["networks"] = nets
+    leftover = sorted(_containers(site)) + sorted(_existing_networks(site))
+    if leftover:
+        raise LabError(f"still present after down: {', '.join(leftover)}")
+    return removed
+
+
+__all__ = ["LabError", "UpReport", "down", "status", "up"]

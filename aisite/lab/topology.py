@@ -1,0 +1,111 @@
+"""What the lab builds for a plan: networks, containers and veth links. A pure function of the plan, so the lab
+can be checked without podman, and nothing here re-derives an address, a port or a name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aisite.plan import Plan
+from aisite.render.inventory import container_name
+
+LABEL = "io.aisite.lab"  # value: the site name; the lab removes exactly what carries its label
+ROLE_LABEL = "io.aisite.role"
+HOST_LABEL = "io.aisite.host"
+NODE_CAPS = ("NET_ADMIN", "NET_RAW", "SYS_ADMIN")
+SWITCH_CAPS = ("NET_ADMIN", "NET_RAW", "SYS_ADMIN")
+
+
+@dataclass(frozen=True, slots=True)
+class LabNetwork:
+    name: str  # podman network (podman names its bridge; `podman network inspect` tells which)
+    subnet: str
+    gateway: str
+    mtu: int
+    purpose: str  # management | storage | oob
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    network: str
+    address: str
+    interface: str
+
+
+@dataclass(frozen=True, slots=True)
+class LabContainer:
+    name: str
+    host: str
+    role: str  # control-plane | gpu | storage | leaf | spine
+    image: str  # node | frr
+    attachments: tuple[Attachment, ...]
+    caps: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LabLink:
+    """A veth pair standing in for a cable between two containers."""
+
+    a: str
+    a_port: str
+    a_mtu: int
+    b: str
+    b_port: str
+    b_mtu: int
+
+
+@dataclass(frozen=True, slots=True)
+class LabTopology:
+    site: str
+    networks: tuple[LabNetwork, ...]
+    containers: tuple[LabContainer, ...]
+    links: tuple[LabLink, ...]
+
+    def container(self, host: str) -> LabContainer:
+        return next(c for c in self.containers if c.host == host)
+
+
+def _network(plan: Plan, purpose: str, mtu: int) -> LabNetwork:
+    short = {"management": "mgmt", "storage": "stor", "oob": "oob"}[purpose]
+    return LabNetwork(
+        name=f"aisite-{plan.site}-{short}",
+        subnet=getattr(plan.networks, purpose),
+        gateway=plan.networks.gateway(purpose),
+        mtu=mtu,
+        purpose=purpose,
+    )
+
+
+def lab_topology(plan: Plan) -> LabTopology:
+    mgmt = _network(plan, "management", 1500)
+    storage = _network(plan, "storage", plan.roce.host_mtu)
+    oob = _network(plan, "oob", 1500)
+    containers: list[LabContainer] = []
+    for node in plan.nodes:
+        att = [Attachment(mgmt.name, node.management.address, node.management.name)]
+        if node.storage:
+            att.append(Attachment(storage.name, node.storage.address, node.storage.name))
+        containers.append(
+            LabContainer(container_name(plan, node.name), node.name, node.role, "node", tuple(att), NODE_CAPS)
+        )
+    for sw in plan.switches:
+        if sw.role in ("leaf", "spine"):
+            att = [Attachment(oob.name, sw.management_address, "eth0")]
+            containers.append(
+                LabContainer(container_name(plan, sw.name), sw.name, sw.role, "frr", tuple(att), SWITCH_CAPS)
+            )
+    hosts = {c.host for c in containers}
+    switch_hosts = {s.name for s in plan.switches}
+    mtu = {h: plan.roce.switch_mtu if h in switch_hosts else plan.roce.host_mtu for h in hosts}
+    links = tuple(
+        LabLink(
+            container_name(plan, c.a_device),
+            c.a_port,
+            mtu[c.a_device],
+            container_name(plan, c.b_device),
+            c.b_port,
+            mtu[c.b_device],
+        )
+        for c in plan.cables
+        if c.kind in ("rail", "fabric") and c.a_device in hosts and c.b_device in hosts
+    )
+    return LabTopology(plan.site, (mgmt, storage, oob), tuple(containers), links)

@@ -1,0 +1,172 @@
+"""The lab for real: podman up from the plan, every container, address and cable checked from inside, Ansible
+connected, a second up that changes nothing, down that leaves no container, network, bridge or process.
+
+It runs a copy of the lab stack named `itest` on 10.252.0.0/15, so a developer's running `lab` is never touched.
+Needs root (podman networks and veth between namespaces); `lab up` installs podman, runc and debootstrap itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from aisite.lab import lab
+from aisite.lab.podman import CONF
+from aisite.lab.topology import lab_topology
+from aisite.loader import load_site, resolve_stack
+from aisite.plan import Plan, build_plan
+from aisite.render.inventory import inventory_yaml
+from tests.conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.lab
+
+if os.geteuid() != 0:
+    pytest.skip("the lab needs root (podman networks, veth between namespaces); not root here", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def stack_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    text = resolve_stack("lab").read_text()
+    text = text.replace("10.250.", "10.252.").replace("10.251.", "10.253.").replace("name: lab\n", "name: itest\n")
+    path = tmp_path_factory.mktemp("stack") / "Pulumi.itest.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def plan(stack_file: Path) -> Plan:
+    return build_plan(load_site(stack_file))
+
+
+def podman(*args: str) -> str:
+    env = os.environ | {"CONTAINERS_CONF": str(CONF)}
+    return subprocess.run(["podman", *args], env=env, capture_output=True, text=True, check=True).stdout
+
+
+def addresses(container: str) -> dict[str, dict[str, object]]:
+    links = json.loads(podman("exec", container, "ip", "-j", "addr"))
+    return {
+        link["ifname"]: {
+            "mtu": link["mtu"],
+            "up": "UP" in link["flags"],
+            "v4": [a["local"] for a in link.get("addr_info", []) if a["family"] == "inet"],
+        }
+        for link in links
+    }
+
+
+@pytest.fixture(scope="module")
+def up(stack_file: Path, plan: Plan) -> Iterator[subprocess.CompletedProcess[str]]:
+    result = run_cli("lab", "up", str(stack_file))
+    try:
+        yield result
+    finally:
+        run_cli("lab", "down", str(stack_file))
+
+
+def test_up_builds_every_container_and_cable(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
+    assert up.returncode == 0, up.stderr
+    topo = lab_topology(plan)
+    rows = {r["name"]: r for r in lab.status(topo)}
+    assert set(rows) == {c.host for c in topo.containers}
+    for r in rows.values():
+        assert r["state"] == "running", r
+        assert r["ports_present"] == r["ports_planned"], r
+
+
+def test_interfaces_addresses_and_mtu_inside(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
+    assert up.returncode == 0, up.stderr
+    for node in plan.nodes:
+        ifs = addresses(f"aisite-itest-{node.name}")
+        assert ifs[node.management.name]["v4"] == [node.management.address]
+        if node.storage:
+            assert ifs[node.storage.name]["v4"] == [node.storage.address]
+            assert ifs[node.storage.name]["mtu"] == plan.roce.host_mtu
+        for rail in node.rails:
+            assert ifs[rail.interface]["up"] and ifs[rail.interface]["mtu"] == plan.roce.host_mtu
+    for sw in plan.switches:
+        if sw.role not in ("leaf", "spine"):
+            continue
+        ifs = addresses(f"aisite-itest-{sw.name}")
+        assert ifs["eth0"]["v4"] == [sw.management_address]
+        ports = [nb.interface for nb in sw.neighbors] + [p for h in sw.host_subnets for p in h.ports]
+        assert ports
+        for port in ports:
+            assert ifs[port]["up"] and ifs[port]["mtu"] == plan.roce.switch_mtu, (sw.name, port)
+
+
+def test_nodes_reach_each_other_on_management_and_storage(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
+    assert up.returncode == 0, up.stderr
+    src = plan.by_role("gpu")[0]
+    for dst in plan.nodes:
+        if dst is not src:
+            podman("exec", f"aisite-itest-{src.name}", "ping", "-c1", "-W2", dst.management.address)
+    storage = plan.by_role("storage")[0]
+    assert storage.storage is not None
+    # A full jumbo frame with DF set crosses the storage network.
+    podman("exec", f"aisite-itest-{src.name}", "ping", "-c1", "-W2", "-M", "do", "-s", "8972", storage.storage.address)
+
+
+def test_ansible_connects_to_every_node_and_switch(
+    up: subprocess.CompletedProcess[str], plan: Plan, tmp_path: Path
+) -> None:
+    assert up.returncode == 0, up.stderr
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(inventory_yaml(plan))
+    env = os.environ | {"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "CONTAINERS_CONF": str(CONF)}
+    r = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible"),
+            "-i",
+            str(inv),
+            "control_plane:gpu_nodes:storage_nodes:leaf:spine",
+            "-m",
+            "ansible.builtin.ping",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("SUCCESS") == len(plan.nodes) + 3
+
+
+def test_second_up_changes_nothing(up: subprocess.CompletedProcess[str], stack_file: Path) -> None:
+    assert up.returncode == 0, up.stderr
+    again = run_cli("lab", "up", str(stack_file), "--json")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["networks_created"] == [] and report["containers_started"] == [] and report["links_created"] == 0
+
+
+def test_a_cut_cable_is_repaired_by_up(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
+    assert up.returncode == 0, up.stderr
+    rail = plan.by_role("gpu")[1].rails[0]
+    podman("exec", f"aisite-itest-{plan.by_role('gpu')[1].name}", "ip", "link", "del", rail.interface)
+    again = json.loads(run_cli("lab", "up", str(stack_file), "--json").stdout)
+    assert again["links_created"] == 1
+    assert addresses(f"aisite-itest-{rail.leaf}")[rail.leaf_port]["up"]
+
+
+def test_down_leaves_nothing(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
+    assert up.returncode == 0, up.stderr
+    ids = podman("ps", "-aq", "--no-trunc", "--filter", "label=io.aisite.lab=itest").split()
+    nets = json.loads(podman("network", "inspect", "aisite-itest-mgmt", "aisite-itest-stor", "aisite-itest-oob"))
+    bridges = [n["network_interface"] for n in nets]
+    down = run_cli("lab", "down", str(stack_file), "--json")
+    assert down.returncode == 0, down.stderr
+    assert len(json.loads(down.stdout)["containers"]) == len(ids) == len(plan.nodes) + 3
+    assert podman("ps", "-aq", "--filter", "label=io.aisite.lab=itest") == ""
+    assert podman("network", "ls", "-q", "--filter", "label=io.aisite.lab=itest") == ""
+    for bridge in bridges:
+        assert subprocess.run(["ip", "link", "show", bridge], capture_output=True, check=False).returncode != 0
+    assert lab.monitors(ids) == []
+    assert json.loads(run_cli("lab", "down", str(stack_file), "--json").stdout) == {"containers": [], "networks": []}

@@ -1,0 +1,68 @@
+"""The lab's topology is the plan's: a container per node and fabric switch, a veth per rail and fabric cable."""
+
+from __future__ import annotations
+
+import pytest
+
+from aisite.lab.topology import lab_topology
+from aisite.loader import load_site
+from aisite.plan import build_plan
+from aisite.render.inventory import inventory
+from tests.conftest import STACKS
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_topology_follows_the_plan(stack: str) -> None:
+    plan = build_plan(load_site(stack))
+    topo = lab_topology(plan)
+    fabric = [s for s in plan.switches if s.role in ("leaf", "spine")]
+    assert [c.host for c in topo.containers] == [n.name for n in plan.nodes] + [s.name for s in fabric]
+    cables = [c for c in plan.cables if c.kind in ("rail", "fabric")]
+    assert len(topo.links) == len(cables)
+    for link, cable in zip(topo.links, cables, strict=True):
+        assert (link.a_port, link.b_port) == (cable.a_port, cable.b_port)
+        assert link.b_mtu == plan.roce.switch_mtu
+        assert link.a_mtu == (plan.roce.host_mtu if cable.kind == "rail" else plan.roce.switch_mtu)
+    ends = [(lk.a, lk.a_port) for lk in topo.links] + [(lk.b, lk.b_port) for lk in topo.links]
+    assert len(ends) == len(set(ends))
+
+
+def test_containers_are_where_the_inventory_looks() -> None:
+    plan = build_plan(load_site("lab"))
+    topo = lab_topology(plan)
+    hosts = {h: v for g in inventory(plan)["all"]["children"].values() for h, v in g["hosts"].items()}
+    for c in topo.containers:
+        assert hosts[c.host]["ansible_host"] == c.name
+    gpu01 = topo.container("gpu01")
+    assert [(a.interface, a.address) for a in gpu01.attachments] == [("mgmt0", "10.250.1.3"), ("stor0", "10.250.2.2")]
+    leaf = topo.container("leaf01")
+    assert leaf.image == "frr" and leaf.attachments[0].interface == "eth0"
+    assert {n.purpose: n.subnet for n in topo.networks} == {
+        "management": "10.250.1.0/24",
+        "storage": "10.250.2.0/24",
+        "oob": "10.250.0.0/24",
+    }
+
+
+def test_lab_ranges_stay_on_the_lab() -> None:
+    """The lab stack's ranges are its own (10.250.0.0/15): never a real site's, and never this machine's."""
+    from ipaddress import IPv4Network
+
+    lab_net = IPv4Network("10.250.0.0/15")
+    plan = build_plan(load_site("lab"))
+    nets = plan.networks
+    for net in (
+        nets.oob,
+        nets.management,
+        nets.storage,
+        nets.loopbacks,
+        nets.p2p,
+        nets.pods,
+        nets.services,
+        *nets.rails,
+    ):
+        assert IPv4Network(net).subnet_of(lab_net), net
+    for other in ("dc1", "h100pod"):
+        o = build_plan(load_site(other)).networks
+        for net in (o.oob, o.management, o.storage, *o.rails):
+            assert not IPv4Network(net).overlaps(lab_net)
