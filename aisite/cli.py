@@ -311,7 +311,7 @@ def _print_status(topo: LabTopology) -> list[dict[str, Any]]:
             r["state"],
             addrs,
             f"{r['ports_present']}/{r['ports_planned']}",
-            style=None if r["state"] == "running" else "red",
+            style=None if r["state"] == "running" and r["addresses_match"] else "red",
         )
     out.print(table)
     return rows

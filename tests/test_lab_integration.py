@@ -78,6 +78,8 @@ def test_up_builds_every_container_and_cable(up: subprocess.CompletedProcess[str
     for r in rows.values():
         assert r["state"] == "running", r
         assert r["ports_present"] == r["ports_planned"], r
+        assert r["addresses_match"], r
+    assert rows[plan.nodes[0].name]["addresses"] == {plan.nodes[0].management.name: plan.nodes[0].management.address}
 
 
 def test_interfaces_addresses_and_mtu_inside(up: subprocess.CompletedProcess[str], plan: Plan) -> None:

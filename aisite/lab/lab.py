@@ -158,6 +158,17 @@ def up(topo: LabTopology, cache: Path, say: Say) -> UpReport:
     return report
 
 
+def _addresses(names: list[str]) -> dict[str, dict[str, str]]:
+    """container -> podman network -> IPv4 address, as podman reports them."""
+    if not names:
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    for item in podman_json("inspect", *names):
+        nets = item.get("NetworkSettings", {}).get("Networks") or {}
+        out[item["Name"]] = {net: info.get("IPAddress", "") for net, info in nets.items()}
+    return out
+
+
 def status(topo: LabTopology) -> list[dict[str, Any]]:
     """Every planned container with its state, addresses and cabled ports (present / planned)."""
     have = _containers(topo.site)
@@ -166,6 +177,7 @@ def status(topo: LabTopology) -> list[dict[str, Any]]:
         _pids(LabTopology(topo.site, (), tuple(c for c in topo.containers if c.name in running), ())) if running else {}
     )
     links = {name: netns_links(pid) for name, pid in pids.items()}
+    actual = _addresses(running)
     rows = []
     for c in topo.containers:
         planned = sorted(
@@ -178,7 +190,9 @@ def status(topo: LabTopology) -> list[dict[str, Any]]:
                 "role": c.role,
                 "container": c.name,
                 "state": have.get(c.name, {}).get("State", "absent"),
-                "addresses": {a.interface: a.address for a in c.attachments},
+                # What podman gave the container, per interface; `addresses_match` compares it with the plan.
+                "addresses": {a.interface: actual.get(c.name, {}).get(a.network, "") for a in c.attachments},
+                "addresses_match": all(actual.get(c.name, {}).get(a.network) == a.address for a in c.attachments),
                 "ports_planned": len(planned),
                 "ports_present": len([p for p in planned if p in links.get(c.name, set())]),
             }
