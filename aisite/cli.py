@@ -26,7 +26,7 @@ from aisite.lab.topology import LabTopology, lab_topology
 from aisite.loader import ROOT, load_site, resolve_stack
 from aisite.plan import Plan, build_plan
 from aisite.render.bundle import bundle, write_bundle
-from aisite.render.inventory import inventory, to_yaml
+from aisite.render.inventory import inventory, secret_env, to_yaml
 from aisite.secrets import resolve
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
@@ -264,6 +264,16 @@ def _lab_topology(stack: str, as_json: bool = False) -> LabTopology:
     return lab_topology(_load(stack, as_json))
 
 
+def _lab_credentials(stack: str, as_json: bool) -> dict[str, tuple[str, str]]:
+    """(username, password) per secret the BMC emulators use: the lab's BMCs accept what the site declares."""
+    p = _load(stack, as_json)
+    values, problems = resolve(p)
+    if problems:
+        raise _invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
+    by_env = {secret_env(name): name for name in p.secrets}
+    return {by_env[k]: (str(p.secrets[by_env[k]]["username"]), str(v)) for k, v in values.items()}
+
+
 def _lab_failed(exc: LabError) -> typer.Exit:
     print(f"error: lab: {exc}", file=sys.stderr)
     return typer.Exit(EXIT_FAILED)
@@ -281,17 +291,19 @@ def lab_up(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
                 err.print(f"lab {topo.site}: {msg}", markup=False)
 
         try:
-            report = lab.up(topo, CACHE, say)
+            report = lab.up(topo, CACHE, say, _lab_credentials(stack, as_json))
         except LabError as exc:
             raise _lab_failed(exc) from None
     if as_json:
         print(json.dumps(vars(report), indent=2))
         return
-    changed = len(report.networks_created) + len(report.containers_started) + report.links_created
+    changed = (
+        len(report.networks_created) + len(report.containers_started) + report.links_created + len(report.bmcs_started)
+    )
     out.print(
         f"lab {topo.site} is up in {report.seconds} s: {len(report.networks_created)} networks, "
-        f"{len(report.containers_started)} containers and {report.links_created} cables created"
-        + ("" if changed else " (nothing to change)")
+        f"{len(report.containers_started)} containers, {report.links_created} cables and "
+        f"{len(report.bmcs_started)} BMC emulators created" + ("" if changed else " (nothing to change)")
     )
     _print_status(topo)
 

@@ -7,16 +7,23 @@ Needs root (podman networks and veth between namespaces); `lab up` installs podm
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import ssl
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from aisite.lab import lab
+from aisite.lab.bmc import system_uuid
 from aisite.lab.podman import CONF
 from aisite.lab.topology import lab_topology
 from aisite.loader import load_site, resolve_stack
@@ -25,6 +32,8 @@ from aisite.render.inventory import inventory_yaml
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.lab
+BMC_PASSWORD = "itest-bmc-pw-7Qx"
+BMC_ENV = {"AISITE_LAB_BMC_PASSWORD": BMC_PASSWORD}
 
 if os.geteuid() != 0:
     pytest.skip("the lab needs root (podman networks, veth between namespaces); not root here", allow_module_level=True)
@@ -63,7 +72,7 @@ def addresses(container: str) -> dict[str, dict[str, object]]:
 
 @pytest.fixture(scope="module")
 def up(stack_file: Path, plan: Plan) -> Iterator[subprocess.CompletedProcess[str]]:
-    result = run_cli("lab", "up", str(stack_file))
+    result = run_cli("lab", "up", str(stack_file), env=BMC_ENV)
     try:
         yield result
     finally:
@@ -74,7 +83,7 @@ def test_up_builds_every_container_and_cable(up: subprocess.CompletedProcess[str
     assert up.returncode == 0, up.stderr
     topo = lab_topology(plan)
     rows = {r["name"]: r for r in lab.status(topo)}
-    assert set(rows) == {c.host for c in topo.containers}
+    assert set(rows) == {c.host for c in topo.containers} | {f"{n.name}-bmc" for n in plan.nodes}
     for r in rows.values():
         assert r["state"] == "running", r
         assert r["ports_present"] == r["ports_planned"], r
@@ -141,19 +150,124 @@ def test_ansible_connects_to_every_node_and_switch(
     assert r.stdout.count("SUCCESS") == len(plan.nodes) + 3
 
 
+def redfish(
+    address: str, path: str, password: str = BMC_PASSWORD, body: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    """A Redfish request to a lab BMC emulator (its own container address on the lab's bridge)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # a BMC's self-signed certificate, as out of the box
+    token = base64.b64encode(f"admin:{password}".encode()).decode()
+    req = urllib.request.Request(
+        f"https://{address}{path}",
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"},
+        method="POST" if body is not None else "GET",
+    )
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+            text = resp.read()
+            return resp.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+
+
+def test_redfish_bmcs_answer_with_tls_credentials_and_state(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
+    assert up.returncode == 0, up.stderr
+    nodes = [n for n in plan.nodes if n.bmc.protocol == "redfish"]
+    assert nodes, "the lab stack declares Redfish BMCs"
+    for node in nodes:
+        uuid = system_uuid("itest", node.name)
+        status, system = redfish(node.bmc.address, f"/redfish/v1/Systems/{uuid}")
+        assert status == 200 and system["Name"] == node.name and system["PowerState"] == "Off"
+        assert redfish(node.bmc.address, "/redfish/v1/Systems", password="wrong")[0] == 401
+    node = nodes[0]
+    uuid = system_uuid("itest", node.name)
+    status, _ = redfish(
+        node.bmc.address, f"/redfish/v1/Systems/{uuid}/Actions/ComputerSystem.Reset", body={"ResetType": "On"}
+    )
+    assert status in (200, 202, 204)
+    deadline = time.monotonic() + 30  # the fake driver applies power changes after a delay, as BMCs do
+    while redfish(node.bmc.address, f"/redfish/v1/Systems/{uuid}")[1]["PowerState"] != "On":
+        assert time.monotonic() < deadline, "power-on did not take effect within 30 s"
+        time.sleep(1)
+
+
+def test_ipmi_bmcs_keep_power_and_boot_device(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
+    assert up.returncode == 0, up.stderr
+    nodes = [n for n in plan.nodes if n.bmc.protocol == "ipmi"]
+    assert nodes, "the lab stack declares IPMI BMCs"
+    client = f"aisite-itest-{nodes[0].name}-bmc"  # ipmitool from a container on the lab's OOB network
+
+    def ipmitool(address: str, *args: str, password: str = BMC_PASSWORD) -> subprocess.CompletedProcess[str]:
+        env = os.environ | {"CONTAINERS_CONF": str(CONF)}
+        # Cipher suite 3 (what ipmi_sim offers); ipmitool's default 17 costs ~10 s of timeouts before falling back.
+        cmd = [
+            "podman",
+            "exec",
+            client,
+            "ipmitool",
+            "-I",
+            "lanplus",
+            "-C",
+            "3",
+            "-R",
+            "2",
+            "-N",
+            "2",
+            "-H",
+            address,
+            "-U",
+            "admin",
+            "-P",
+            password,
+        ]
+        return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True, check=False)
+
+    for node in nodes:
+        addr = node.bmc.address
+        assert "Chassis Power is off" in ipmitool(addr, "power", "status").stdout
+        assert ipmitool(addr, "power", "on").returncode == 0
+        assert "Chassis Power is on" in ipmitool(addr, "power", "status").stdout
+        assert ipmitool(addr, "chassis", "bootdev", "pxe").returncode == 0
+        assert "Force PXE" in ipmitool(addr, "chassis", "bootparam", "get", "5").stdout
+        assert ipmitool(addr, "power", "status", password="wrong").returncode != 0
+
+
+def test_status_lists_the_bmc_emulators(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
+    assert up.returncode == 0, up.stderr
+    doc = json.loads(run_cli("lab", "status", str(stack_file), "--json").stdout)
+    bmcs = {m["name"]: m for m in doc["members"] if m["kind"] == "bmc"}
+    assert set(bmcs) == {f"{n.name}-bmc" for n in plan.nodes}
+    for n in plan.nodes:
+        row = bmcs[f"{n.name}-bmc"]
+        assert row["state"] == "running" and row["addresses"] == {"bmc0": n.bmc.address}
+        assert row["role"] == f"{n.bmc.protocol}:{n.bmc.port}"
+
+
+def test_no_bmc_password_in_plain_text_on_disk_or_in_podman(up: subprocess.CompletedProcess[str]) -> None:
+    assert up.returncode == 0, up.stderr
+    ids = podman("ps", "-aq", "--filter", "label=io.aisite.lab=itest", "--filter", "label=io.aisite.role=bmc").split()
+    assert BMC_PASSWORD not in podman("inspect", *ids)  # not in any container's command, env or labels
+    for path in (ROOT / ".aisite").rglob("*"):
+        if path.is_file() and path.stat().st_size < 1_000_000:
+            assert BMC_PASSWORD.encode() not in path.read_bytes(), path
+
+
 def test_second_up_changes_nothing(up: subprocess.CompletedProcess[str], stack_file: Path) -> None:
     assert up.returncode == 0, up.stderr
-    again = run_cli("lab", "up", str(stack_file), "--json")
+    again = run_cli("lab", "up", str(stack_file), "--json", env=BMC_ENV)
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
     assert report["networks_created"] == [] and report["containers_started"] == [] and report["links_created"] == 0
+    assert report["bmcs_started"] == []
 
 
 def test_a_cut_cable_is_repaired_by_up(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
     assert up.returncode == 0, up.stderr
     rail = plan.by_role("gpu")[1].rails[0]
     podman("exec", f"aisite-itest-{plan.by_role('gpu')[1].name}", "ip", "link", "del", rail.interface)
-    again = json.loads(run_cli("lab", "up", str(stack_file), "--json").stdout)
+    again = json.loads(run_cli("lab", "up", str(stack_file), "--json", env=BMC_ENV).stdout)
     assert again["links_created"] == 1
     assert addresses(f"aisite-itest-{rail.leaf}")[rail.leaf_port]["up"]
 
@@ -165,7 +279,7 @@ def test_down_leaves_nothing(up: subprocess.CompletedProcess[str], stack_file: P
     bridges = [n["network_interface"] for n in nets]
     down = run_cli("lab", "down", str(stack_file), "--json")
     assert down.returncode == 0, down.stderr
-    assert len(json.loads(down.stdout)["containers"]) == len(ids) == len(plan.nodes) + 3
+    assert len(json.loads(down.stdout)["containers"]) == len(ids) == 2 * len(plan.nodes) + 3  # + a BMC per node
     assert podman("ps", "-aq", "--filter", "label=io.aisite.lab=itest") == ""
     assert podman("network", "ls", "-q", "--filter", "label=io.aisite.lab=itest") == ""
     for bridge in bridges:

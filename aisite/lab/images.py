@@ -7,6 +7,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,11 @@ BASE_PACKAGES = ("python3", "systemd", "systemd-sysv", "iproute2", "openssh-serv
 LAYERS = {
     "node": ("ca-certificates", "procps", "kmod", "lldpd"),
     "frr": ("frr", "frr-pythontools", "procps", "lldpd"),
+    "bmc": ("openipmi", "ipmitool", "openssl", "python3-venv"),
 }
+# The BMC image installs sushy-tools from wheels the host's pip fetched (with the host's index, proxy and CA
+# settings, or an air-gapped mirror), pinned here.
+BMC_REQUIREMENTS = Path(__file__).with_name("bmc-requirements.txt")
 IMAGE_LABEL = "io.aisite.image"
 
 
@@ -34,12 +39,51 @@ def base_tag() -> str:
 
 def layer_containerfile(kind: str) -> str:
     packages = " ".join(LAYERS[kind])
-    return (
+    text = (
         f"FROM {base_tag()}\n"
         f"LABEL {IMAGE_LABEL}={kind}\n"
         "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
         f"{packages} && rm -rf /var/lib/apt/lists/*\n"
     )
+    if kind == "bmc":
+        pins = " ".join(sorted(_bmc_pins()))
+        text += (
+            "COPY wheels /tmp/wheels\n"
+            "RUN python3 -m venv /opt/sushy && /opt/sushy/bin/pip install -q --no-index --find-links /tmp/wheels "
+            f"{pins} && rm -rf /tmp/wheels && mkdir -p /etc/aisite-bmc\n"
+        )
+    return text
+
+
+def _bmc_pins() -> list[str]:
+    lines = BMC_REQUIREMENTS.read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def _fetch_wheels(dest: Path) -> None:
+    args = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        "--platform",
+        "manylinux2014_x86_64",
+        "--platform",
+        "manylinux_2_17_x86_64",
+        "--platform",
+        "manylinux_2_28_x86_64",
+        "--dest",
+        str(dest),
+        *_bmc_pins(),
+    ]
+    r = subprocess.run(args, capture_output=True, text=True, check=False)
+    if r.returncode:
+        raise LabError(f"fetching the BMC emulator wheels failed: {r.stderr.strip()[-800:]}")
 
 
 def image_tag(kind: str) -> str:
@@ -89,6 +133,8 @@ def build_layer(kind: str, cache: Path) -> None:
     ctx = Path(tempfile.mkdtemp(prefix=f"build-{kind}-", dir=cache))
     try:
         (ctx / "Containerfile").write_text(layer_containerfile(kind))
+        if kind == "bmc":
+            _fetch_wheels(ctx / "wheels")
         podman(
             "build",
             "-q",

@@ -6,17 +6,19 @@ idempotent: what already runs as planned is left alone, so a second `up` only ch
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aisite.lab import images
+from aisite.lab import bmc, images
 from aisite.lab.podman import LabError, ensure_tools, netns_links, podman, podman_json, run
-from aisite.lab.topology import HOST_LABEL, LABEL, ROLE_LABEL, LabContainer, LabTopology
+from aisite.lab.topology import HOST_LABEL, LABEL, ROLE_LABEL, LabBmc, LabContainer, LabTopology
 
 Say = Callable[[str], None]
+Credentials = dict[str, tuple[str, str]]
 
 
 @dataclass
@@ -25,6 +27,7 @@ class UpReport:
     networks_created: list[str] = field(default_factory=list)
     containers_started: list[str] = field(default_factory=list)
     links_created: int = 0
+    bmcs_started: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -147,13 +150,80 @@ def _ensure_links(topo: LabTopology, report: UpReport, say: Say) -> None:
         report.links_created += 1
 
 
-def up(topo: LabTopology, cache: Path, say: Say) -> UpReport:
+def _ensure_bmcs(topo: LabTopology, tag: str, credentials: Credentials, report: UpReport, say: Say) -> None:
+    have = _containers(topo.site)
+    started: list[LabBmc] = []
+    for b in topo.bmcs:
+        state = have.get(b.name)
+        if state and state.get("State") == "running" and state.get("Image") == tag:
+            continue
+        if state:
+            podman("rm", "-f", "-t", "0", b.name, what=f"removing stale BMC emulator {b.name}")
+        say(f"BMC emulator {b.name} ({b.protocol} on {b.address})")
+        username, password = credentials[b.credentials]
+        files = (
+            bmc.redfish_files(b, topo.site, username, password)
+            if b.protocol == "redfish"
+            else (bmc.ipmi_files(b, username, password))
+        )
+        podman(
+            "create",
+            "--name",
+            b.name,
+            "--hostname",
+            f"{b.node}-bmc",
+            "--label",
+            f"{LABEL}={topo.site}",
+            "--label",
+            f"{ROLE_LABEL}=bmc",
+            "--label",
+            f"{HOST_LABEL}={b.node}",
+            "--network",
+            f"{b.network}:ip={b.address},interface_name=bmc0",
+            tag,
+            f"{bmc.CONFIG_DIR}/start",
+            b.address,
+            what=f"creating BMC emulator {b.name}",
+        )
+        run(
+            ["podman", "cp", "-", f"{b.name}:{bmc.CONFIG_DIR}"],
+            stdin=bmc.tar_of(files),
+            what=f"configuring BMC emulator {b.name}",
+        )
+        podman("start", b.name, what=f"starting BMC emulator {b.name}")
+        report.bmcs_started.append(b.name)
+        started.append(b)
+    for b in started:
+        if b.protocol == "redfish":
+            _wait_for_port(b.address, b.port, b.name)
+
+
+def _wait_for_port(address: str, port: int, name: str, timeout: float = 30.0) -> None:
+    """Wait until a lab emulator accepts connections (its own container address on the lab's bridge)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((address, port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                logs = podman("logs", "--tail", "5", name, check=False)
+                raise LabError(f"{name} did not answer on {address}:{port} within {timeout:.0f} s: {logs}") from None
+            time.sleep(0.3)
+
+
+def up(topo: LabTopology, cache: Path, say: Say, credentials: Credentials) -> UpReport:
+    """Build the lab; `credentials` maps each secret the BMCs reference to (username, password)."""
+    missing = sorted({b.credentials for b in topo.bmcs} - set(credentials))
+    if missing:
+        raise LabError(f"no credentials for the BMC secret(s) {', '.join(missing)}")
     start = time.monotonic()
     report = UpReport(installed=ensure_tools())
     tags = images.ensure_images(cache, say)
     _ensure_networks(topo, report, say)
     _ensure_containers(topo, tags, report, say)
     _ensure_links(topo, report, say)
+    _ensure_bmcs(topo, tags["bmc"], credentials, report, say)
     report.seconds = round(time.monotonic() - start, 2)
     return report
 
@@ -195,6 +265,23 @@ def status(topo: LabTopology) -> list[dict[str, Any]]:
                 "addresses_match": all(actual.get(c.name, {}).get(a.network) == a.address for a in c.attachments),
                 "ports_planned": len(planned),
                 "ports_present": len([p for p in planned if p in links.get(c.name, set())]),
+            }
+        )
+    bmc_running = [b.name for b in topo.bmcs if have.get(b.name, {}).get("State") == "running"]
+    bmc_actual = _addresses(bmc_running)
+    for b in topo.bmcs:
+        got = bmc_actual.get(b.name, {}).get(b.network, "")
+        rows.append(
+            {
+                "name": f"{b.node}-bmc",
+                "kind": "bmc",
+                "role": f"{b.protocol}:{b.port}",
+                "container": b.name,
+                "state": have.get(b.name, {}).get("State", "absent"),
+                "addresses": {"bmc0": got},
+                "addresses_match": got == b.address,
+                "ports_planned": 0,
+                "ports_present": 0,
             }
         )
     return rows

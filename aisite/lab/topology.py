@@ -54,11 +54,27 @@ class LabLink:
 
 
 @dataclass(frozen=True, slots=True)
+class LabBmc:
+    """A BMC emulator: one container on the out-of-band network at the plan's BMC address."""
+
+    name: str
+    node: str
+    protocol: str  # redfish | ipmi
+    address: str
+    port: int
+    network: str
+    credentials: str  # the secret's name in the plan
+    node_address: str
+    node_mac: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class LabTopology:
     site: str
     networks: tuple[LabNetwork, ...]
     containers: tuple[LabContainer, ...]
     links: tuple[LabLink, ...]
+    bmcs: tuple[LabBmc, ...] = ()
 
     def container(self, host: str) -> LabContainer:
         return next(c for c in self.containers if c.host == host)
@@ -108,4 +124,18 @@ def lab_topology(plan: Plan) -> LabTopology:
         for c in plan.cables
         if c.kind in ("rail", "fabric") and c.a_device in hosts and c.b_device in hosts
     )
-    return LabTopology(plan.site, (mgmt, storage, oob), tuple(containers), links)
+    bmcs = tuple(
+        LabBmc(
+            name=container_name(plan, f"{n.name}-bmc"),
+            node=n.name,
+            protocol=n.bmc.protocol,
+            address=n.bmc.address,
+            port=n.bmc.port,
+            network=oob.name,
+            credentials=n.bmc.credentials,
+            node_address=n.management.address,
+            node_mac=n.management.mac,
+        )
+        for n in plan.nodes
+    )
+    return LabTopology(plan.site, (mgmt, storage, oob), tuple(containers), links, bmcs)

@@ -1,0 +1,139 @@
+"""BMC emulators for the lab: sushy-tools (Redfish, fake driver, TLS, bcrypt basic auth) or OpenIPMI's ipmi_sim
+(IPMI over LAN, with a chassis script that keeps power and boot device), one container per BMC of the plan, on
+the lab's out-of-band network at the plan's BMC address.
+
+Their configuration is built in memory and copied into the stopped container as a tar on stdin: the password
+reaches the emulator (as it reaches a real BMC's own store) and never a file on this machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+import uuid
+
+import bcrypt
+
+from aisite.lab.topology import LabBmc
+
+CONFIG_DIR = "/etc/aisite-bmc"
+STATE_DIR = "/var/lib/aisite-bmc"
+
+_REDFISH_START = f"""#!/bin/sh
+set -e
+cd {CONFIG_DIR}
+# A fresh self-signed certificate per start, as a BMC out of the box has.
+openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj "/CN=$1" -keyout tls.key -out tls.crt 2>/dev/null
+exec /opt/sushy/bin/sushy-emulator --config {CONFIG_DIR}/sushy.conf
+"""
+
+_IPMI_START = f"""#!/bin/sh
+mkdir -p {STATE_DIR}
+exec ipmi_sim -n -c {CONFIG_DIR}/lan.conf -f {CONFIG_DIR}/sim.emu -s {STATE_DIR}
+"""
+
+# ipmi_sim calls this as `chassis <mc> get|set|check parm [value] ...`; state lives in files, so power and
+# boot device persist across commands like a real chassis.
+_CHASSIS = f"""#!/bin/sh
+state={STATE_DIR}
+mkdir -p "$state"
+shift
+op=$1; shift
+case "$op" in
+  get)
+    for parm in "$@"; do
+      case "$parm" in
+        power) echo "power:$(cat "$state/power" 2>/dev/null || echo 0)" ;;
+        boot) echo "boot:$(cat "$state/boot" 2>/dev/null || echo default)" ;;
+      esac
+    done ;;
+  set)
+    while [ $# -ge 2 ]; do
+      case "$1" in
+        power) echo "$2" > "$state/power" ;;
+        boot) echo "$2" > "$state/boot" ;;
+      esac
+      shift 2
+    done ;;
+esac
+exit 0
+"""
+
+_SIM_EMU = """mc_setbmc 0x20
+mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr
+sel_enable 0x20 1000 0x0a
+mc_enable 0x20
+"""
+
+
+def system_uuid(site: str, node: str) -> str:
+    """A stable UUID per emulated system, so Redfish URLs do not change between lab runs."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{node}.{site}.lab.aisite"))
+
+
+def lab_mac(site: str, node: str, nic: str) -> str:
+    """A locally administered MAC for an emulated NIC the plan gives no MAC."""
+    digest = hashlib.sha256(f"{site}/{node}/{nic}".encode()).digest()
+    return ":".join(f"{b:02x}" for b in (0x02, *digest[:5]))
+
+
+def _quote(value: str) -> str:
+    if '"' in value or "\n" in value:
+        raise ValueError("a BMC user name or password may not contain double quotes or newlines")
+    return f'"{value}"'
+
+
+def redfish_files(bmc: LabBmc, site: str, username: str, password: str) -> dict[str, str]:
+    system = {
+        "uuid": system_uuid(site, bmc.node),
+        "name": bmc.node,
+        "power_state": "Off",
+        "nics": [{"mac": bmc.node_mac or lab_mac(site, bmc.node, "mgmt0"), "ip": bmc.node_address}],
+    }
+    conf = "\n".join(
+        [
+            f"SUSHY_EMULATOR_LISTEN_IP = {bmc.address!r}",
+            f"SUSHY_EMULATOR_LISTEN_PORT = {bmc.port}",
+            f"SUSHY_EMULATOR_SSL_CERT = '{CONFIG_DIR}/tls.crt'",
+            f"SUSHY_EMULATOR_SSL_KEY = '{CONFIG_DIR}/tls.key'",
+            f"SUSHY_EMULATOR_AUTH_FILE = '{CONFIG_DIR}/htpasswd'",
+            "SUSHY_EMULATOR_FAKE_DRIVER = True",
+            f"SUSHY_EMULATOR_FAKE_SYSTEMS = [{system!r}]",
+            "",
+        ]
+    )
+    digest = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=10)).decode()
+    return {"sushy.conf": conf, "htpasswd": f"{username}:{digest}\n", "start": _REDFISH_START}
+
+
+def ipmi_files(bmc: LabBmc, username: str, password: str) -> dict[str, str]:
+    lan = "\n".join(
+        [
+            f"name {_quote(bmc.node)}",
+            "set_working_mc 0x20",
+            "  startlan 1",
+            f"    addr {bmc.address} {bmc.port}",
+            "    priv_limit admin",
+            *(f"    allowed_auths_{p} md5" for p in ("callback", "user", "operator", "admin")),
+            "    guid " + uuid.UUID(system_uuid("ipmi", bmc.node)).hex,
+            "  endlan",
+            f'  chassis_control "{CONFIG_DIR}/chassis 0x20"',
+            f"  user 2 true {_quote(username)} {_quote(password)} admin 10 md5",
+            "",
+        ]
+    )
+    return {"lan.conf": lan, "sim.emu": _SIM_EMU, "chassis": _CHASSIS, "start": _IPMI_START}
+
+
+def tar_of(files: dict[str, str]) -> bytes:
+    """A tar of the files (scripts executable, the rest readable by root alone), for `podman cp -`."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, text in sorted(files.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755 if text.startswith("#!") else 0o600
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
