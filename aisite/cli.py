@@ -20,8 +20,8 @@ from rich.table import Table
 
 from aisite.deploy import RunResult, run_playbook
 from aisite.errors import SiteError
-from aisite.lab import lab
-from aisite.lab.podman import LabError
+from aisite.lab import images, lab
+from aisite.lab.podman import LabError, ensure_tools
 from aisite.lab.topology import LabTopology, lab_topology
 from aisite.loader import ROOT, load_site, resolve_stack
 from aisite.plan import Plan, build_plan
@@ -327,6 +327,21 @@ def _print_status(topo: LabTopology) -> list[dict[str, Any]]:
         )
     out.print(table)
     return rows
+
+
+@lab_app.command("image")
+def lab_image(kind: Annotated[str, typer.Argument(help="base, node, frr or bmc.")] = "node") -> None:
+    """Print the tag of a lab image, building it (and the base) first when it is not cached (molecule uses this)."""
+    known = ("base", *images.LAYERS)
+    if kind not in known:
+        print(f"unknown image {kind!r}; known: {', '.join(known)}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    try:
+        ensure_tools()
+        tags = images.ensure_images(CACHE, lambda msg: err.print(msg, markup=False))
+    except LabError as exc:
+        raise _lab_failed(exc) from None
+    print(tags[kind])
 
 
 @lab_app.command("status")

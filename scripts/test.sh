@@ -9,5 +9,10 @@ step "ruff";          ruff check .; ruff format --check .
 step "mypy (strict)"; mypy
 step "yamllint";      yamllint -s .
 step "ansible-lint";  ANSIBLE_CONFIG="$PWD/ansible.cfg" ansible-lint --profile production --offline -q playbooks roles
+if [ "$(id -u)" -eq 0 ]; then
+  step "molecule";    bash scripts/molecule.sh
+else
+  echo; echo "== molecule: skipped: it needs root for podman (run as root, as CI does)"
+fi
 # loadfile: a test file stays on one worker (the lab integration tests share one lab, in order).
 step "pytest";        pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"

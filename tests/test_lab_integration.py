@@ -101,6 +101,7 @@ def test_interfaces_addresses_and_mtu_inside(up: subprocess.CompletedProcess[str
             assert ifs[node.storage.name]["mtu"] == plan.roce.host_mtu
         for rail in node.rails:
             assert ifs[rail.interface]["up"] and ifs[rail.interface]["mtu"] == plan.roce.host_mtu
+            assert ifs[rail.interface]["v4"] == [rail.address]
     for sw in plan.switches:
         if sw.role not in ("leaf", "spine"):
             continue
@@ -269,6 +270,7 @@ def test_a_cut_cable_is_repaired_by_up(up: subprocess.CompletedProcess[str], sta
     podman("exec", f"aisite-itest-{plan.by_role('gpu')[1].name}", "ip", "link", "del", rail.interface)
     again = json.loads(run_cli("lab", "up", str(stack_file), "--json", env=BMC_ENV).stdout)
     assert again["links_created"] == 1
+    assert addresses(f"aisite-itest-{plan.by_role('gpu')[1].name}")[rail.interface]["v4"] == [rail.address]
     assert addresses(f"aisite-itest-{rail.leaf}")[rail.leaf_port]["up"]
 
 

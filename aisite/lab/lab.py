@@ -112,12 +112,21 @@ def _pids(topo: LabTopology) -> dict[str, int]:
     return {name: int(pid) for name, pid in (line.split() for line in out.splitlines())}
 
 
+def _address(pid: int, name: str, port: str, cidr: str | None) -> None:
+    """Give a node's rail its plan address, as the NIC of a provisioned host has (`replace` keeps it idempotent)."""
+    if cidr:
+        run(
+            ["nsenter", "-t", str(pid), "-n", "ip", "addr", "replace", cidr, "dev", port], what=f"{name}: {port} {cidr}"
+        )
+
+
 def _ensure_links(topo: LabTopology, report: UpReport, say: Say) -> None:
     pids = _pids(topo)
     present = {name: netns_links(pid) for name, pid in pids.items()}
     for link in topo.links:
         a_ok, b_ok = link.a_port in present[link.a], link.b_port in present[link.b]
         if a_ok and b_ok:
+            _address(pids[link.a], link.a, link.a_port, link.a_address)
             continue
         for ok, name, port in ((a_ok, link.a, link.a_port), (b_ok, link.b, link.b_port)):
             if ok:  # half a pair: its peer is gone, so remove it and cable afresh
@@ -147,6 +156,7 @@ def _ensure_links(topo: LabTopology, report: UpReport, say: Say) -> None:
         )
         for name, port in ((link.a, link.a_port), (link.b, link.b_port)):
             run(["nsenter", "-t", str(pids[name]), "-n", "ip", "link", "set", port, "up"], what=f"{name}: up {port}")
+        _address(pids[link.a], link.a, link.a_port, link.a_address)
         report.links_created += 1
 
 

@@ -51,6 +51,7 @@ class LabLink:
     b: str
     b_port: str
     b_mtu: int
+    a_address: str | None = None  # CIDR of a node's rail interface, from the plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +113,7 @@ def lab_topology(plan: Plan) -> LabTopology:
     hosts = {c.host for c in containers}
     switch_hosts = {s.name for s in plan.switches}
     mtu = {h: plan.roce.switch_mtu if h in switch_hosts else plan.roce.host_mtu for h in hosts}
+    rail_cidr = {(n.name, r.interface): f"{r.address}/{r.prefix}" for n in plan.nodes for r in n.rails}
     links = tuple(
         LabLink(
             container_name(plan, c.a_device),
@@ -120,6 +122,7 @@ def lab_topology(plan: Plan) -> LabTopology:
             container_name(plan, c.b_device),
             c.b_port,
             mtu[c.b_device],
+            rail_cidr.get((c.a_device, c.a_port)),
         )
         for c in plan.cables
         if c.kind in ("rail", "fabric") and c.a_device in hosts and c.b_device in hosts
