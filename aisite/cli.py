@@ -261,7 +261,16 @@ LabStackArg = Annotated[str, typer.Argument(help="The stack to emulate (default:
 
 
 def _lab_topology(stack: str, as_json: bool = False) -> LabTopology:
-    return lab_topology(_load(stack, as_json))
+    plan = _load(stack, as_json)
+    if plan.connection != "podman":
+        # A real site's ranges never go on this machine's bridges: the lab emulates only stacks made for it.
+        print(
+            f"site.ansible.connection: {plan.connection!r}: stack {plan.site} describes real hosts; the lab emulates "
+            "only stacks with ansible.connection: podman and ranges of their own (like stacks/Pulumi.lab.yaml)",
+            file=sys.stderr,
+        )
+        raise typer.Exit(EXIT_INVALID)
+    return lab_topology(plan)
 
 
 def _lab_credentials(stack: str, as_json: bool) -> dict[str, tuple[str, str]]:

@@ -153,3 +153,11 @@ def test_deploy_leaves_no_inventory_or_artifacts_behind(tmp_path: Path) -> None:
     r = run_cli("deploy", "lab", "--layer", "oob", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET, "TMPDIR": str(tmp_path)})
     assert r.returncode == 0, r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_lab_refuses_a_real_site() -> None:
+    """dc1's ranges belong to real hosts: the lab never puts them on this machine's bridges."""
+    for cmd in ("up", "status", "down"):
+        r = run_cli("lab", cmd, "dc1")
+        assert r.returncode == 2, r.stderr
+        assert "describes real hosts" in r.stderr
