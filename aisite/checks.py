@@ -9,9 +9,18 @@ import math
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 
-from aisite.catalog import GENERIC_MODEL, GPU_TYPES, SERVER_MODELS
+from aisite.catalog import GENERIC_MODEL, GPU_TYPES
 from aisite.errors import Problem
-from aisite.model import AccessSwitchGroup, BmcSpec, GpuGroup, NodeGroup, Site, SwitchGroup, SwitchGroupBase
+from aisite.model import (
+    AccessSwitchGroup,
+    BmcSpec,
+    GpuGroup,
+    NodeGroup,
+    Site,
+    SwitchGroup,
+    SwitchGroupBase,
+    group_hardware,
+)
 from aisite.plan import FabricLayout, fabric_layout, group_rails, rail_block_prefix
 
 PRIVATE_ASN_RANGES = ((64512, 65534), (4200000000, 4294967294))
@@ -94,14 +103,11 @@ def _check_gpu_groups(site: Site, out: list[Problem]) -> None:
             for key in ("gpu_type", "gpus", "nics"):
                 if getattr(group, key) is None:
                     out.append(Problem(f"{path}.{key}", "required for model 'generic'"))
-            nics = group.nics or 0
-            gpu_type = group.gpu_type
         else:
             for key in _GENERIC_ONLY:
                 if getattr(group, key) is not None:
                     out.append(Problem(f"{path}.{key}", f"set only with model 'generic'; {group.model} defines it"))
-            nics = SERVER_MODELS[group.model].compute_nics
-            gpu_type = SERVER_MODELS[group.model].gpu_type
+        gpu_type, _, nics, _, _ = group_hardware(group)
         if group.rails is not None and group.rails > nics:
             out.append(Problem(f"{path}.rails", f"{group.rails} rails but {group.model} has {nics} compute NICs"))
         rails = group_rails(group)
@@ -399,15 +405,12 @@ def _check_tenants(site: Site, out: list[Problem]) -> None:
         if t.name in tenants:
             out.append(Problem(f"site.kubernetes.tenants[{i}].name", f"tenant {t.name!r} is declared twice"))
         tenants.setdefault(t.name, t.gpu_quota)
-    total_gpus = 0
     max_per_node = 0
     gpu_nodes = 0
     for g in site.gpu_nodes:
-        gpus = g.gpus if g.model == GENERIC_MODEL else SERVER_MODELS[g.model].gpus
-        total_gpus += (gpus or 0) * g.size
         gpu_nodes += g.size
         if g.size:
-            max_per_node = max(max_per_node, gpus or 0)
+            max_per_node = max(max_per_node, group_hardware(g)[1])
     names: set[str] = set()
     for i, w in enumerate(site.workloads):
         path = f"site.workloads[{i}]"
