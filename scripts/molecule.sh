@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 export CONTAINERS_CONF="$PWD/aisite/lab/containers.conf"
 AISITE_NODE_IMAGE="$(aisite lab image node)"
-export AISITE_NODE_IMAGE
+AISITE_FRR_IMAGE="$(aisite lab image frr)"
+export AISITE_NODE_IMAGE AISITE_FRR_IMAGE
 roles=("$@")
 if [ ${#roles[@]} -eq 0 ]; then
   for d in roles/*/molecule/default; do roles+=("$(basename "$(dirname "$(dirname "$d")")")"); done

@@ -274,6 +274,50 @@ def test_a_cut_cable_is_repaired_by_up(up: subprocess.CompletedProcess[str], sta
     assert addresses(f"aisite-itest-{rail.leaf}")[rail.leaf_port]["up"]
 
 
+def bgp_peers(container: str) -> dict[str, str]:
+    doc = json.loads(podman("exec", container, "vtysh", "-c", "show bgp summary json"))
+    return {name: peer["state"] for name, peer in doc.get("ipv4Unicast", {}).get("peers", {}).items()}
+
+
+def test_fabric_converges_and_a_second_run_changes_nothing(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    assert up.returncode == 0, up.stderr
+    first = run_cli("deploy", str(stack_file), "--layer", "fabric", "--json", env=BMC_ENV)
+    assert first.returncode == 0, first.stdout + first.stderr
+    fabric = [s for s in plan.switches if s.role in ("leaf", "spine")]
+    deadline = time.monotonic() + 60
+    for sw in fabric:
+        expected = {nb.interface for nb in sw.neighbors}
+        while True:
+            peers = bgp_peers(f"aisite-itest-{sw.name}")
+            if set(peers) == expected and set(peers.values()) == {"Established"}:
+                break
+            assert time.monotonic() < deadline, f"{sw.name}: sessions {peers}, expected {sorted(expected)} Established"
+            time.sleep(1)
+    again = json.loads(run_cli("deploy", str(stack_file), "--layer", "fabric", "--json", env=BMC_ENV).stdout)
+    assert again["status"] == "successful"
+    assert {h: r["changed"] for h, r in again["recap"].items()} == {s.name: 0 for s in fabric}
+
+
+def test_rails_reach_across_the_fabric_with_jumbo_frames(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
+    """Same rail through a leaf's bridge, and rail 0 to rail 1 through leaf, spine, leaf (8972 bytes, DF set).
+    The hosts' routes to other rails belong to the host role (another issue); the test adds them itself."""
+    assert up.returncode == 0, up.stderr
+    a, b = plan.by_role("gpu")[:2]
+    a0, b0, b1 = a.rails[0], b.rails[0], b.rails[1]
+    podman("exec", f"aisite-itest-{a.name}", "ip", "route", "replace", plan.networks.rails[1], "via", a0.gateway)
+    podman("exec", f"aisite-itest-{b.name}", "ip", "route", "replace", plan.networks.rails[0], "via", b1.gateway)
+    deadline = time.monotonic() + 30
+    for src, dst in ((a0.address, b0.address), (a0.address, b1.address)):
+        cmd = ["exec", f"aisite-itest-{a.name}", "ping", "-c1", "-W2", "-M", "do", "-s", "8972", "-I", src, dst]
+        while subprocess.run(
+            ["podman", *cmd], env=os.environ | {"CONTAINERS_CONF": str(CONF)}, capture_output=True, check=False
+        ).returncode:
+            assert time.monotonic() < deadline, f"{src} -> {dst} not reachable"
+            time.sleep(1)
+
+
 def test_down_leaves_nothing(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
     assert up.returncode == 0, up.stderr
     ids = podman("ps", "-aq", "--no-trunc", "--filter", "label=io.aisite.lab=itest").split()
