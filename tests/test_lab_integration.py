@@ -279,6 +279,18 @@ def bgp_peers(container: str) -> dict[str, str]:
     return {name: peer["state"] for name, peer in doc.get("ipv4Unicast", {}).get("peers", {}).items()}
 
 
+def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
+    assert up.returncode == 0, up.stderr
+    r = run_cli("deploy", str(stack_file), "--json", env=BMC_ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "successful"
+    fabric = {s.name for s in plan.switches if s.role in ("leaf", "spine")}
+    assert set(doc["recap"]) == {n.name for n in plan.nodes} | {f"{n.name}-bmc" for n in plan.nodes} | fabric
+    assert all(h["failed"] == 0 and h["unreachable"] == 0 and h["ok"] > 0 for h in doc["recap"].values())
+    assert BMC_PASSWORD not in r.stdout + r.stderr
+
+
 def test_fabric_converges_and_a_second_run_changes_nothing(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
 ) -> None:
