@@ -107,7 +107,7 @@ def test_more_cables_than_switch_ports(lab: dict[str, Any]) -> None:
     lab["gpu_nodes"][0]["count"] = 4
     lab["gpu_nodes"][0]["name_pattern"] = "gpu{n:02d}"
     lab["switches"]["leaves"]["ports"] = 4
-    assert has(problems(lab), "site.switches.leaves.ports", "need 5 ports (4 to nodes, 1 to the fabric) but have 4")
+    assert has(problems(lab), "site.switches.leaves.ports", "need 6 ports (4 to nodes, 2 to the fabric) but have 4")
 
 
 def test_more_cables_than_access_switch_ports() -> None:

@@ -19,7 +19,7 @@ MIRROR = os.environ.get("AISITE_LAB_MIRROR", "http://deb.debian.org/debian")
 SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "systemd", "systemd-sysv", "iproute2", "openssh-server", "sudo", "iputils-ping")
 LAYERS = {
-    "node": ("ca-certificates", "procps", "kmod", "lldpd"),
+    "node": ("ca-certificates", "procps", "kmod", "lldpd", "iperf3"),
     "frr": ("frr", "frr-pythontools", "procps", "lldpd"),
     "bmc": ("openipmi", "ipmitool", "openssl", "python3-venv"),
 }

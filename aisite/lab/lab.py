@@ -6,6 +6,7 @@ idempotent: what already runs as planned is left alone, so a second `up` only ch
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import time
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from typing import Any
 
 from aisite.lab import bmc, images
 from aisite.lab.podman import LabError, ensure_tools, netns_links, podman, podman_json, run
-from aisite.lab.topology import HOST_LABEL, LABEL, ROLE_LABEL, LabBmc, LabContainer, LabTopology
+from aisite.lab.topology import HOST_LABEL, LABEL, ROLE_LABEL, SPEC_LABEL, LabBmc, LabContainer, LabTopology
 
 Say = Callable[[str], None]
 Credentials = dict[str, tuple[str, str]]
@@ -81,9 +82,13 @@ def _run_container(topo: LabTopology, c: LabContainer, tags: dict[str, str]) -> 
         f"{ROLE_LABEL}={c.role}",
         "--label",
         f"{HOST_LABEL}={c.host}",
+        "--label",
+        f"{SPEC_LABEL}={_spec(c)}",
     ]
     for cap in c.caps:
         args += ["--cap-add", cap]
+    for sysctl in c.sysctls:
+        args += ["--sysctl", sysctl]
     if c.attachments:
         for a in c.attachments:
             args += ["--network", f"{a.network}:ip={a.address},interface_name={a.interface}"]
@@ -92,14 +97,25 @@ def _run_container(topo: LabTopology, c: LabContainer, tags: dict[str, str]) -> 
     podman(*args, tags[c.image], "/sbin/init", what=f"starting container {c.name}")
 
 
+def _spec(c: LabContainer) -> str:
+    """A digest of how a container is started (networks, addresses, capabilities, sysctls): a change recreates it."""
+    return hashlib.sha256(repr((c.attachments, c.caps, c.sysctls)).encode()).hexdigest()[:12]
+
+
 def _ensure_containers(topo: LabTopology, tags: dict[str, str], report: UpReport, say: Say) -> None:
     have = _containers(topo.site)
     for c in topo.containers:
         state = have.get(c.name)
-        if state and state.get("State") == "running" and state.get("Image") == tags[c.image]:
+        current = (
+            state
+            and state.get("State") == "running"
+            and state.get("Image") == tags[c.image]
+            and (state.get("Labels") or {}).get(SPEC_LABEL) == _spec(c)
+        )
+        if current:
             continue
         if state:
-            # Stopped, or built from an older image: start it afresh so it matches the plan.
+            # Stopped, built from an older image or started differently: start it afresh so it matches the plan.
             podman("rm", "-f", "-t", "0", c.name, what=f"removing stale container {c.name}")
         say(f"container {c.name} ({c.role})")
         _run_container(topo, c, tags)

@@ -11,8 +11,17 @@ from aisite.render.inventory import container_name
 LABEL = "io.aisite.lab"  # value: the site name; the lab removes exactly what carries its label
 ROLE_LABEL = "io.aisite.role"
 HOST_LABEL = "io.aisite.host"
+SPEC_LABEL = "io.aisite.spec"  # digest of how a container was started; lab up recreates it when that changes
 NODE_CAPS = ("NET_ADMIN", "NET_RAW", "SYS_ADMIN")
 SWITCH_CAPS = ("NET_ADMIN", "NET_RAW", "SYS_ADMIN")
+# /proc/sys is read-only in a container, so the lab sets at start what fabric_frr would set on a white-box switch
+# (its fabric_frr_sysctls): forwarding, and ECMP hashing on the 5-tuple so flows spread over the spines.
+SWITCH_SYSCTLS = (
+    "net.ipv4.ip_forward=1",
+    "net.ipv6.conf.all.forwarding=1",
+    "net.ipv4.fib_multipath_hash_policy=1",
+    "net.ipv6.fib_multipath_hash_policy=1",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +48,7 @@ class LabContainer:
     image: str  # node | frr
     attachments: tuple[Attachment, ...]
     caps: tuple[str, ...]
+    sysctls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +118,9 @@ def lab_topology(plan: Plan) -> LabTopology:
         if sw.role in ("leaf", "spine"):
             att = [Attachment(oob.name, sw.management_address, "eth0")]
             containers.append(
-                LabContainer(container_name(plan, sw.name), sw.name, sw.role, "frr", tuple(att), SWITCH_CAPS)
+                LabContainer(
+                    container_name(plan, sw.name), sw.name, sw.role, "frr", tuple(att), SWITCH_CAPS, SWITCH_SYSCTLS
+                )
             )
     hosts = {c.host for c in containers}
     switch_hosts = {s.name for s in plan.switches}
