@@ -307,6 +307,30 @@ def _check_fabric(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
         out.append(Problem("site.fabric.roce.cnp_priority", "CNPs must not share the lossless priority"))
     if r.cnp_dscp == r.roce_dscp:
         out.append(Problem("site.fabric.roce.cnp_dscp", "CNP and RoCE data must use different DSCP values"))
+    _check_switch_os(site, out)
+
+
+# How each switch OS peers on a fabric link (its role's template): BGP unnumbered over IPv6 link-local, or /31s.
+UNNUMBERED_OS = frozenset({"frr", "cumulus"})
+# Onyx's `roce lossless` fixes these; the fabric_onyx role cannot express another profile.
+ONYX_ROCE = {"roce_dscp": 26, "pfc_priority": 3, "cnp_dscp": 48, "cnp_priority": 6}
+
+
+def _check_switch_os(site: Site, out: list[Problem]) -> None:
+    sw = site.switches
+    if sw.spines.count and (sw.leaves.os in UNNUMBERED_OS) != (sw.spines.os in UNNUMBERED_OS):
+        out.append(
+            Problem(
+                "site.switches.spines.os",
+                f"{sw.spines.os} spines cannot peer with {sw.leaves.os} leaves: aisite configures "
+                f"{', '.join(sorted(UNNUMBERED_OS))} with BGP unnumbered and the others with /31 addresses",
+            )
+        )
+    if "onyx" in (sw.leaves.os, sw.spines.os if sw.spines.count else None):
+        r = site.fabric.roce
+        for key, want in ONYX_ROCE.items():
+            if getattr(r, key) != want:
+                out.append(Problem(f"site.fabric.roce.{key}", f"{getattr(r, key)}: Onyx's `roce lossless` uses {want}"))
 
 
 def _port_budget(path: str, group: SwitchGroup, need: int, what: str, out: list[Problem]) -> None:

@@ -26,7 +26,7 @@ from aisite.lab.topology import LabTopology, lab_topology
 from aisite.loader import ROOT, load_site, resolve_stack
 from aisite.plan import Plan, build_plan
 from aisite.render.bundle import bundle, write_bundle
-from aisite.render.inventory import inventory, secret_env, to_yaml
+from aisite.render.inventory import inventory, inventory_yaml, secret_env, to_yaml
 from aisite.secrets import resolve
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
@@ -151,14 +151,35 @@ def plan(stack: StackArg, as_json: JsonOpt = False) -> None:
 def render(
     stack: StackArg,
     out_dir: Annotated[Path, typer.Option("--out", help="Directory to write inventory.yml, plan.json, manifests/.")],
+    switch_configs: Annotated[
+        bool,
+        typer.Option(
+            "--switch-configs",
+            help="Also render each leaf's and spine's configuration (frr.conf, NVUE, config_db, Onyx) into "
+            "switches/, with the switch roles' own templates; connects to nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Write the Ansible inventory, the plan and the Kubernetes manifests of a site."""
     p = _load(stack)
     files = bundle(p)
     written = write_bundle(files, out_dir)
+    if switch_configs:
+        written += _render_switch_configs(p, out_dir / "switches")
     out.print(f"rendered site [bold]{p.site}[/]: {len(written)} files under {out_dir}")
     for path in written:
         out.print(f"  {path}")
+
+
+def _render_switch_configs(p: Plan, dest: Path) -> list[Path]:
+    """Run playbooks/switch-configs.yml against the plan's inventory (all local, no secrets needed)."""
+    dest = dest.resolve()
+    result = run_playbook("playbooks/switch-configs.yml", inventory_yaml(p), extravars={"aisite_render_dir": str(dest)})
+    if result.rc != 0:
+        err.print(f"[red]error[/]: rendering switch configurations failed: {'; '.join(result.failures)}")
+        raise typer.Exit(1)
+    fabric = [s for s in p.switches if s.role in ("leaf", "spine")]
+    return sorted(path for s in fabric for path in dest.glob(f"{s.name}.*"))
 
 
 def _progress_runner(
@@ -252,6 +273,32 @@ def deploy(
             err.print(f"[red]failed[/]: {f}")
         out.print(f"{playbook}: [{'green' if result.ok else 'red'}]{result.status}[/]")
     if not result.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@app.command()
+def cabling(stack: StackArg, as_json: JsonOpt = False) -> None:
+    """Compare every cabled port's LLDP neighbour with the plan (GPU node rails, Linux switches' fabric links)
+    and list every miswire; changes nothing."""
+    p = _load(stack, as_json)
+    inv = inventory(p)
+    groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
+    # Reads LLDP on nodes and switches only: no BMC or switch credential is needed.
+    result = _progress_runner("playbooks/cabling.yml", to_yaml(inv), {}, limit=None, check=False, groups=groups)
+    miswires = [str(m) for m in result.stats.get("cabling_miswires", [])]
+    checked = int(result.stats.get("cabling_checked", 0))
+    # Failures other than the report's own assert (a host unreachable, lldpcli missing) are errors, not miswires.
+    errors = [f for f in result.failures if "Cabling | Fail on any miswire" not in f]
+    if as_json:
+        print(json.dumps({"checked_hosts": checked, "miswires": miswires, "errors": errors}, indent=2))
+    else:
+        for m in miswires:
+            out.print(f"[red]miswire[/]: {m}")
+        for e in errors:
+            err.print(f"[red]failed[/]: {e}")
+        if not miswires and not errors:
+            out.print(f"cabling: {checked} hosts, every cabled port sees its planned neighbour")
+    if miswires or errors or not result.ok:
         raise typer.Exit(EXIT_FAILED)
 
 

@@ -33,6 +33,8 @@ class RunResult:
     rc: int
     recap: dict[str, HostRecap]
     failures: list[str] = field(default_factory=list)
+    # What the playbook recorded with ansible.builtin.set_stats (e.g. the cabling check's miswires).
+    stats: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -63,6 +65,7 @@ def run_playbook(
     on_event: EventHandler | None = None,
     limit: str | None = None,
     check: bool = False,
+    extravars: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Run `playbook` (relative to the project) against `inventory` (YAML text).
 
@@ -71,8 +74,11 @@ def run_playbook(
     """
     work = Path(tempfile.mkdtemp(prefix="aisite-run-"))
     failures: list[str] = []
+    custom: dict[str, Any] = {}
 
     def handler(event: dict[str, Any]) -> bool:
+        if event.get("event") == "playbook_on_stats":
+            custom.update(event.get("event_data", {}).get("artifact_data") or {})
         if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
             data = event.get("event_data", {})
             if not (event["event"] == "runner_on_failed" and data.get("ignore_errors")):
@@ -95,6 +101,8 @@ def run_playbook(
             # The lab's podman settings, for the containers.podman connection.
             "CONTAINERS_CONF": str(ROOT / "aisite" / "lab" / "containers.conf"),
             "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+            "ANSIBLE_CLICONF_PLUGINS": str(ROOT / "plugins" / "cliconf"),
+            "ANSIBLE_TERMINAL_PLUGINS": str(ROOT / "plugins" / "terminal"),
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_FORCE_COLOR": "0",
         }
@@ -111,6 +119,7 @@ def run_playbook(
                 envvars=env,
                 limit=limit,
                 cmdline=cmdline,
+                extravars=dict(extravars or {}),
                 quiet=True,
                 event_handler=handler,
                 artifact_dir=str(work / "artifacts"),
@@ -127,6 +136,6 @@ def run_playbook(
             # Ansible stopped before any task failed (syntax error, missing executable): keep its own words.
             text = r.stdout.read() if r.stdout else ""
             failures.append(" ".join(text.split()[-60:]) or f"ansible-runner {r.status} (rc {rc})")
-        return RunResult(status=r.status, rc=rc, recap=_recap(r.stats), failures=failures)
+        return RunResult(status=r.status, rc=rc, recap=_recap(r.stats), failures=failures, stats=custom)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -46,6 +46,9 @@ def sites(draw: st.DrawFn) -> dict[str, Any]:
     spines = draw(st.integers(0, 3))
     uplinks = draw(st.integers(1, 2))
     with_access = draw(st.booleans())
+    leaf_os = draw(st.sampled_from(["frr", "sonic", "onyx", "cumulus"]))
+    # Spines peer the way the leaves do: unnumbered (frr, cumulus) or over /31s (sonic, onyx).
+    spine_os = draw(st.sampled_from(["frr", "cumulus"] if leaf_os in ("frr", "cumulus") else ["sonic", "onyx"]))
     data: dict[str, Any] = {
         "name": "prop",
         "domain": "prop.example.org",
@@ -68,11 +71,17 @@ def sites(draw: st.DrawFn) -> dict[str, Any]:
             "leaves": {
                 "count": 1,
                 "name_pattern": "leaf{n:03d}",
-                "os": draw(st.sampled_from(["frr", "sonic", "onyx", "cumulus"])),
+                "os": leaf_os,
                 "ports": 1024,
                 "speed_gbps": 400,
             },
-            "spines": {"count": spines, "name_pattern": "spine{n:02d}", "os": "frr", "ports": 1024, "speed_gbps": 400},
+            "spines": {
+                "count": spines,
+                "name_pattern": "spine{n:02d}",
+                "os": spine_os,
+                "ports": 1024,
+                "speed_gbps": 400,
+            },
         },
         "fabric": {"scalable_unit": su, "uplinks_per_spine": uplinks},
     }

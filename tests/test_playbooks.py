@@ -12,7 +12,14 @@ from tests.conftest import ROOT
 
 
 def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
-    assert playbooks.playbook_roles(ROOT / "playbooks" / "site.yml") == ["preflight", "fabric_frr"]
+    assert playbooks.playbook_roles(ROOT / "playbooks" / "site.yml") == [
+        "preflight",
+        "fabric_frr",
+        "lldp",
+        "fabric_cumulus",
+        "fabric_sonic",
+        "fabric_onyx",
+    ]
     for layer in ("oob", "fabric", "hosts", "cluster", "workloads"):
         for role in playbooks.playbook_roles(ROOT / "playbooks" / f"{layer}.yml"):
             assert (ROOT / "roles" / role / "tasks" / "main.yml").is_file()

@@ -15,15 +15,19 @@ from aisite.plan import Node, Plan, Switch
 
 NODE_GROUPS = {"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}
 SWITCH_GROUPS = {"leaf": "leaf", "spine": "spine"}
-# Switch OS -> how Ansible reaches it on a real site (the lab reaches everything through podman).
+# Switch OS -> how Ansible reaches it on a real site (the lab reaches everything through podman). Cumulus and
+# SONiC are Linux: their roles run nv / sonic-cfggen / config over SSH as root. Onyx has only its CLI: network_cli
+# with the project's cliconf and terminal plugins (plugins/), in enable mode.
 NETWORK_OS = {
-    "cumulus": {"ansible_connection": "ansible.builtin.ssh"},
-    "frr": {"ansible_connection": "ansible.builtin.ssh"},
-    "sonic": {
+    "cumulus": {"ansible_connection": "ansible.builtin.ssh", "ansible_become": True},
+    "frr": {"ansible_connection": "ansible.builtin.ssh", "ansible_become": True},
+    "sonic": {"ansible_connection": "ansible.builtin.ssh", "ansible_become": True},
+    "onyx": {
         "ansible_connection": "ansible.netcommon.network_cli",
-        "ansible_network_os": "dellemc.enterprise_sonic.sonic",
+        "ansible_network_os": "onyx",
+        "ansible_become": True,
+        "ansible_become_method": "ansible.netcommon.enable",
     },
-    "onyx": {"ansible_connection": "ansible.netcommon.network_cli", "ansible_network_os": "mellanox.onyx.onyx"},
 }
 
 

@@ -1,0 +1,323 @@
+"""The four switch renderings (FRR, Cumulus NVUE, SONiC config_db, Onyx CLI), made by `aisite render
+--switch-configs` with the switch roles' own templates, parsed back and held against the plan: the lossless
+profile (priority, DSCP, ECN thresholds, ETS, MTU, PFC watchdog) agrees across the operating systems and with the
+host side, and every planned BGP session, loopback and rail gateway is there.
+
+What these cannot show: that a real Cumulus, SONiC or Onyx switch accepts the files (none runs here). FRR's port
+MTU lives in systemd-networkd files; the lab test checks it on the running FRR switches."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from aisite.loader import load_site, resolve_stack
+from aisite.plan import Plan, RoceQos, Switch, build_plan
+from tests.conftest import ROOT, run_cli
+
+OSES = ("frr", "cumulus", "sonic", "onyx")
+
+
+def stack_for(os_name: str, tmp: Path) -> Path:
+    """The lab stack with every leaf and spine on one operating system (rendering connects to nothing)."""
+    text = resolve_stack("lab").read_text().replace("os: frr", f"os: {os_name}")
+    text = text.replace("name: lab\n", f"name: sw{os_name}\n")
+    path = tmp / f"Pulumi.sw{os_name}.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Plan, Path]]:
+    out: dict[str, tuple[Plan, Path]] = {}
+    for os_name in OSES:
+        tmp = tmp_path_factory.mktemp(os_name)
+        stack = stack_for(os_name, tmp)
+        r = run_cli("render", str(stack), "--out", str(tmp / "out"), "--switch-configs")
+        assert r.returncode == 0, r.stdout + r.stderr
+        out[os_name] = (build_plan(load_site(stack)), tmp / "out" / "switches")
+    return out
+
+
+def fabric(plan: Plan) -> list[Switch]:
+    return [s for s in plan.switches if s.role in ("leaf", "spine")]
+
+
+def host_side(roce: RoceQos) -> dict[str, int]:
+    """What the hosts are told (inventory roce_qos, read by the host roles): ToS, PFC vector, MTU."""
+    return {
+        "dscp": roce.nccl_ib_tc >> 2,
+        "pfc_priority": roce.pfc_enable.split(",").index("1"),
+        "mtu": roce.host_mtu,
+    }
+
+
+# ------------------------------------------------------------------------------ parsers, one per OS
+def qos_cumulus(path: Path) -> dict[str, Any]:
+    doc = yaml.safe_load(path.read_text())[0]["set"]
+    qos = doc["qos"]
+    dscp = {int(k): v["switch-priority"] for k, v in qos["mapping"]["default-global"]["dscp"].items()}
+    ecn = qos["congestion-control"]["default-global"]["traffic-class"]
+    (tc,) = ecn
+    sched = qos["egress-scheduler"]["default-global"]["traffic-class"]
+    ports = {name: i["link"]["mtu"] for name, i in doc["interface"].items() if i.get("type") == "swp"}
+    return {
+        "trust": qos["mapping"]["default-global"]["trust"],
+        "lossless": qos["roce"]["mode"],
+        "pfc": [int(p) for p in qos["pfc"]["default-global"]["switch-priority"]],
+        "dscp": dscp,
+        "ecn": (int(tc), ecn[tc]["min-threshold"], ecn[tc]["max-threshold"]),
+        "ets": {int(k): v.get("bw-percent", "strict") for k, v in sched.items()},
+        "watchdog": "pfc-watchdog" in qos
+        and all("pfc-watchdog" in i.get("qos", {}) for i in doc["interface"].values() if i.get("type") == "swp"),
+        "mtu": ports,
+    }
+
+
+def qos_sonic(path: Path) -> dict[str, Any]:
+    db = json.loads(path.read_text())
+    (name,) = db["DSCP_TO_TC_MAP"]
+    dscp = {int(k): int(v) for k, v in db["DSCP_TO_TC_MAP"][name].items() if v != "0"}
+    port_qos = db["PORT_QOS_MAP"]
+    pfc = {v["pfc_enable"] for v in port_qos.values()}
+    assert len(pfc) == 1, pfc
+    wred = db["WRED_PROFILE"][f"{name}_LOSSLESS"]
+    lossless_queues = {k.split("|")[1] for k, v in db["QUEUE"].items() if "wred_profile" in v}
+    (tc,) = lossless_queues
+    sched = {int(k.split("|")[1]): db["SCHEDULER"][v["scheduler"]] for k, v in db["QUEUE"].items()}
+    return {
+        "trust": "l3" if all(v["dscp_to_tc_map"] == name for v in port_qos.values()) else "none",
+        "lossless": "lossless" if wred["ecn"] == "ecn_all" else "lossy",
+        "pfc": [int(p) for p in pfc.pop().split(",")],
+        "dscp": dscp,
+        "ecn": (int(tc), int(wred["green_min_threshold"]), int(wred["green_max_threshold"])),
+        "ets": {tc: int(s["weight"]) if s["type"] == "DWRR" else "strict" for tc, s in sched.items()},
+        "watchdog": set(db.get("PFC_WD", {})) - {"GLOBAL"} == set(db["PORT"]),
+        "mtu": {p: int(v["mtu"]) for p, v in db["PORT"].items()},
+    }
+
+
+def qos_onyx(path: Path, roce: RoceQos) -> dict[str, Any]:
+    lines = path.read_text().splitlines()
+    ecn = {
+        (int(m[2]), int(m[3]) * 1000, int(m[4]) * 1000)
+        for line in lines
+        if (
+            m := re.fullmatch(
+                r"interface ethernet (\S+) traffic-class (\d) congestion-control ecn "
+                r"minimum-absolute (\d+) maximum-absolute (\d+)",
+                line,
+            )
+        )
+    }
+    assert len(ecn) == 1, ecn
+    ets: dict[int, Any] = {}
+    for line in lines:
+        if m := re.fullmatch(r"interface ethernet \S+ traffic-class (\d) dcb ets (wrr (\d+)|strict)", line):
+            ets[int(m[1])] = int(m[3]) if m[3] else "strict"
+    ports = {m[1] for line in lines if (m := re.fullmatch(r"interface ethernet (\S+) mtu (\d+) force", line))}
+    trusted = {m[1] for line in lines if (m := re.fullmatch(r"interface ethernet (\S+) qos trust L3", line))}
+    assert "roce lossless" in lines
+    return {
+        "trust": "l3" if trusted == ports else "none",
+        "lossless": "lossless",
+        "pfc": [
+            int(m[1]) for line in lines if (m := re.fullmatch(r"dcb priority-flow-control priority (\d) enable", line))
+        ],
+        # `roce lossless` maps these (the site checks refuse any other profile on Onyx): see ONYX_ROCE.
+        "dscp": {26: 3, 48: 6},
+        "ecn": ecn.pop(),
+        "ets": ets,
+        "watchdog": "dcb priority-flow-control watch-dog enable" in lines,
+        "mtu": {
+            f"Eth{m[1]}": int(m[2])
+            for line in lines
+            if (m := re.fullmatch(r"interface ethernet (\S+) mtu (\d+) force", line))
+        },
+    }
+
+
+def expected_qos(plan: Plan, sw: Switch) -> dict[str, Any]:
+    r = plan.roce
+    ports = [nb.interface for nb in sw.neighbors] + [p for h in sw.host_subnets for p in h.ports]
+    return {
+        "trust": "l3",
+        "lossless": "lossless",
+        "pfc": [r.pfc_priority],
+        "dscp": {r.roce_dscp: r.pfc_priority, r.cnp_dscp: r.cnp_priority},
+        "ecn": (r.roce_tc, r.ecn_min_bytes, r.ecn_max_bytes),
+        "ets": {0: r.ets_default_percent, r.roce_tc: r.ets_roce_percent, r.cnp_priority: "strict"},
+        "watchdog": r.pfc_watchdog,
+        "mtu": dict.fromkeys(ports, r.switch_mtu),
+    }
+
+
+def test_every_switch_gets_its_own_rendering(rendered: dict[str, tuple[Plan, Path]]) -> None:
+    suffix = {"frr": "frr.conf", "cumulus": "nvue.yaml", "sonic": "config_db.json", "onyx": "onyx.cfg"}
+    for os_name, (plan, out) in rendered.items():
+        assert sorted(p.name for p in out.iterdir()) == sorted(f"{s.name}.{suffix[os_name]}" for s in fabric(plan))
+
+
+def test_lossless_profile_agrees_across_the_renderings_and_with_the_hosts(
+    rendered: dict[str, tuple[Plan, Path]],
+) -> None:
+    seen: dict[str, dict[str, Any]] = {}
+    for os_name in ("cumulus", "sonic", "onyx"):
+        plan, out = rendered[os_name]
+        for sw in fabric(plan):
+            if os_name == "cumulus":
+                got = qos_cumulus(out / f"{sw.name}.nvue.yaml")
+            elif os_name == "sonic":
+                got = qos_sonic(out / f"{sw.name}.config_db.json")
+            else:
+                got = qos_onyx(out / f"{sw.name}.onyx.cfg", plan.roce)
+            assert got == expected_qos(plan, sw), (os_name, sw.name)
+            seen[f"{os_name}/{sw.name}"] = {k: v for k, v in got.items() if k != "mtu"}
+            hosts = host_side(plan.roce)
+            assert got["dscp"][hosts["dscp"]] == hosts["pfc_priority"] and got["pfc"] == [hosts["pfc_priority"]]
+            # A host's full frame (MTU + Ethernet header and VLAN tag) fits every switch port.
+            assert all(mtu >= hosts["mtu"] + 18 for mtu in got["mtu"].values())
+    assert len({json.dumps(v, sort_keys=True) for v in seen.values()}) == 1, seen
+
+
+def test_bgp_sessions_loopbacks_and_rail_gateways_are_rendered(rendered: dict[str, tuple[Plan, Path]]) -> None:
+    for os_name, (plan, out) in rendered.items():
+        for sw in fabric(plan):
+            assert sw.asn is not None and sw.loopback is not None
+            loopback = sw.loopback.split("/")[0]
+            if os_name == "frr":
+                text = (out / f"{sw.name}.frr.conf").read_text()
+                assert f"router bgp {sw.asn}\n bgp router-id {loopback}" in text
+                for nb in sw.neighbors:
+                    assert f" neighbor {nb.interface} interface peer-group FABRIC" in text
+            elif os_name == "cumulus":
+                doc = yaml.safe_load((out / f"{sw.name}.nvue.yaml").read_text())[0]["set"]
+                bgp = doc["vrf"]["default"]["router"]["bgp"]
+                assert doc["router"]["bgp"]["autonomous-system"] == sw.asn
+                assert bgp["neighbor"] == {
+                    nb.interface: {"type": "unnumbered", "peer-group": "FABRIC", "description": nb.peer}
+                    for nb in sw.neighbors
+                }
+                assert list(doc["interface"]["lo"]["ip"]["address"]) == [sw.loopback]
+                for h in sw.host_subnets:
+                    svi = doc["interface"][f"vlan{100 + h.rail}"]
+                    assert list(svi["ip"]["address"]) == [f"{h.gateway}/{h.subnet.split('/')[1]}"]
+                    assert all(
+                        doc["interface"][p]["bridge"]["domain"]["br_default"]["access"] == 100 + h.rail for p in h.ports
+                    )
+            elif os_name == "sonic":
+                db = json.loads((out / f"{sw.name}.config_db.json").read_text())
+                assert db["DEVICE_METADATA"]["localhost"]["bgp_asn"] == str(sw.asn)
+                assert db["BGP_NEIGHBOR"] == {
+                    nb.peer_address.split("/")[0]: {
+                        "asn": str(nb.peer_asn),
+                        "name": nb.peer,
+                        "local_addr": nb.local_address.split("/")[0],
+                        "admin_status": "up",
+                        "keepalive": "3",
+                        "holdtime": "9",
+                    }
+                    for nb in sw.neighbors
+                }
+                assert {f"{nb.interface}|{nb.local_address}" for nb in sw.neighbors} <= set(db["INTERFACE"])
+                assert f"Loopback0|{sw.loopback}" in db["LOOPBACK_INTERFACE"]
+                for h in sw.host_subnets:
+                    assert f"Vlan{100 + h.rail}|{h.gateway}/{h.subnet.split('/')[1]}" in db["VLAN_INTERFACE"]
+                    assert {f"Vlan{100 + h.rail}|{p}" for p in h.ports} <= set(db["VLAN_MEMBER"])
+            else:
+                lines = (out / f"{sw.name}.onyx.cfg").read_text().splitlines()
+                bgp = f"router bgp {sw.asn} vrf default"
+                assert f"{bgp} router-id {loopback} force" in lines
+                assert f"{bgp} network {loopback} /32" in lines
+                for nb in sw.neighbors:
+                    assert f"{bgp} neighbor {nb.peer_address.split('/')[0]} remote-as {nb.peer_asn}" in lines
+                    port = nb.interface.removeprefix("Eth")
+                    assert f"interface ethernet {port} ip address {nb.local_address} primary" in lines
+                for h in sw.host_subnets:
+                    assert f"{bgp} network {h.subnet.split('/')[0]} /{h.subnet.split('/')[1]}" in lines
+
+
+def test_sessions_pair_up_across_the_fabric(rendered: dict[str, tuple[Plan, Path]]) -> None:
+    """Numbered renderings: each side's neighbour address is the other side's own address on that link."""
+    plan, out = rendered["sonic"]
+    own = {}
+    for sw in fabric(plan):
+        db = json.loads((out / f"{sw.name}.config_db.json").read_text())
+        own[sw.name] = {k.split("|")[1].split("/")[0] for k in db["INTERFACE"] if "|" in k}
+    for sw in fabric(plan):
+        db = json.loads((out / f"{sw.name}.config_db.json").read_text())
+        for address, nb in db["BGP_NEIGHBOR"].items():
+            assert address in own[nb["name"]], (sw.name, address)
+
+
+# ------------------------------------------------------------------------------ the roles' own helpers
+def load_plugin(path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_config_db_drift_names_what_differs_and_ignores_what_aisite_does_not_own() -> None:
+    drift = load_plugin("roles/fabric_sonic/filter_plugins/config_db.py").config_db_drift
+    want = {
+        "PORT": {"Ethernet0": {"mtu": "9216"}, "Ethernet4": {"mtu": "9216"}},
+        "LOOPBACK_INTERFACE": {"Loopback0": {}},
+    }
+    have = {
+        "PORT": {"Ethernet0": {"mtu": "9216", "lanes": "0,1,2,3"}, "Ethernet4": {"mtu": "1500"}},
+        "LOOPBACK_INTERFACE": {"Loopback0": {"NULL": "NULL"}},
+    }
+    assert drift(want, have) == ["PORT|Ethernet4"]
+    assert drift(want, {}) == ["LOOPBACK_INTERFACE|Loopback0", "PORT|Ethernet0", "PORT|Ethernet4"]
+    have["PORT"]["Ethernet4"]["mtu"] = "9216"
+    assert drift(want, have) == []
+
+
+def test_onyx_cliconf_sends_only_the_lines_the_switch_lacks() -> None:
+    pytest.importorskip("ansible_collections.ansible.netcommon", reason="ansible.netcommon ships with ansible")
+    onyx = load_plugin("plugins/cliconf/onyx.py")
+    candidate = "## managed\nhostname leaf01\n\ninterface ethernet 1/1 mtu 9216 force\nroce lossless\n"
+    running = "##\n## Running-config\nhostname leaf01\n   interface ethernet 1/1 mtu 1500 force\n"
+    assert onyx.missing_lines(candidate, running) == ["interface ethernet 1/1 mtu 9216 force", "roce lossless"]
+    assert onyx.missing_lines(candidate, running + "roce lossless\ninterface ethernet 1/1 mtu 9216 force\n") == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "path", "words"),
+    [
+        (
+            (
+                "os: frr, ports: 16, speed_gbps: 100}\n      spines",
+                "os: sonic, ports: 16, speed_gbps: 100}\n      spines",
+            ),
+            "site.switches.spines.os",
+            "frr spines cannot peer with sonic leaves",
+        ),
+        (
+            ("asn_base: 4200000000", "asn_base: 4200000000\n      roce: {roce_dscp: 24}"),
+            "site.fabric.roce.roce_dscp",
+            "Onyx's `roce lossless` uses 26",
+        ),
+    ],
+)
+def test_switch_os_choices_the_roles_cannot_honour_are_refused(
+    tmp_path: Path, edit: tuple[str, str], path: str, words: str
+) -> None:
+    text = resolve_stack("lab").read_text()
+    if "roce_dscp" in edit[1]:
+        text = text.replace("os: frr", "os: onyx")
+    assert edit[0] in text
+    stack = tmp_path / "Pulumi.bad.yaml"
+    stack.write_text(text.replace(edit[0], edit[1]))
+    r = run_cli("validate", str(stack))
+    assert r.returncode != 0
+    assert path in r.stderr and words in r.stderr, r.stderr
