@@ -1,5 +1,5 @@
 # The README's two commands: `make lab` and `make test`. Each sets itself up first.
-.PHONY: setup lab test bench bench-lab bench-lab-cold manifests clean
+.PHONY: setup lab test bench bench-lab bench-lab-cold bench-fabric manifests clean
 
 setup:
 	@bash scripts/setup.sh
@@ -27,3 +27,7 @@ bench-lab: setup
 
 bench-lab-cold: setup
 	@.venv/bin/python benchmarks/lab_bench.py --cold
+
+# iperf3 between two lab nodes, same rail and across rails through the spines (JSON).
+bench-fabric: setup
+	@.venv/bin/python benchmarks/fabric_bench.py

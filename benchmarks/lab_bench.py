@@ -47,7 +47,7 @@ def main() -> None:
     rows.append(("up, warm (images cached)", aisite("lab", "up", str(stack))))
     rows.append(("up again (nothing to change)", aisite("lab", "up", str(stack))))
     rows.append(("down", aisite("lab", "down", str(stack))))
-    print("aisite lab benchmark: lab stack (4 nodes, 3 FRR switches, 6 cables, 4 BMC emulators), wall-clock seconds")
+    print("aisite lab benchmark: lab stack (4 nodes, 4 FRR switches, 8 cables, 4 BMC emulators), wall-clock seconds")
     for what, seconds in rows:
         print(f"  {what:<40} {seconds:7.2f}")
 
