@@ -183,7 +183,14 @@ def _render_switch_configs(p: Plan, dest: Path) -> list[Path]:
 
 
 def _progress_runner(
-    playbook: str, inventory: str, secret_env: dict[str, str], *, limit: str | None, check: bool, groups: dict[str, int]
+    playbook: str,
+    inventory: str,
+    secret_env: dict[str, str],
+    *,
+    limit: str | None,
+    check: bool,
+    groups: dict[str, int],
+    extravars: dict[str, str] | None = None,
 ) -> RunResult:
     with Progress(
         SpinnerColumn(),
@@ -218,7 +225,9 @@ def _progress_runner(
                 if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
                     progress.console.print(f"[red]{kind.split('_')[-1]}[/]: {data.get('host')}: {state['task']}")
 
-        result = run_playbook(playbook, inventory, secret_env, on_event=on_event, limit=limit, check=check)
+        result = run_playbook(
+            playbook, inventory, secret_env, on_event=on_event, limit=limit, check=check, extravars=extravars
+        )
         progress.update(bar, description=f"{playbook}: {result.status}")
     return result
 
@@ -234,14 +243,25 @@ def _recap_table(result: RunResult) -> Table:
 
 
 @app.command()
-def deploy(
+def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     stack: StackArg,
     layer: Annotated[str | None, typer.Option(help=f"Run one layer only: {', '.join(LAYERS)}.")] = None,
     limit: Annotated[str | None, typer.Option(help="Ansible host pattern to limit the run to.")] = None,
     check: Annotated[bool, typer.Option("--check", help="Ansible check mode: report, change nothing.")] = False,
+    one_time_boot: Annotated[
+        str | None,
+        typer.Option(
+            "--one-time-boot",
+            help="pxe or cd: the BMCs set this boot device for the next boot only and restart the node "
+            "(provisioning; use --limit NODE-bmc to pick the nodes).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run playbooks/site.yml (or one layer) against the site's rendered inventory with ansible-runner."""
+    if one_time_boot is not None and one_time_boot not in ("pxe", "cd"):
+        print(f"--one-time-boot: {one_time_boot!r} is not pxe or cd", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
     if layer is not None and layer not in LAYERS:
         print(f"--layer: unknown layer {layer!r}; known: {', '.join(LAYERS)}", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID)
@@ -253,7 +273,13 @@ def deploy(
     inv = inventory(p)
     groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
     result = _progress_runner(
-        playbook, to_yaml(inv), {k: str(v) for k, v in secret_env.items()}, limit=limit, check=check, groups=groups
+        playbook,
+        to_yaml(inv),
+        {k: str(v) for k, v in secret_env.items()},
+        limit=limit,
+        check=check,
+        groups=groups,
+        extravars={"bmc_one_time_boot": one_time_boot} if one_time_boot else None,
     )
     if as_json:
         print(
@@ -300,6 +326,87 @@ def cabling(stack: StackArg, as_json: JsonOpt = False) -> None:
             out.print(f"cabling: {checked} hosts, every cabled port sees its planned neighbour")
     if miswires or errors or not result.ok:
         raise typer.Exit(EXIT_FAILED)
+
+
+oob_app = typer.Typer(no_args_is_help=True, help="The out-of-band network: the site's BMCs.")
+app.add_typer(oob_app, name="oob")
+
+
+@oob_app.command("discover")
+def oob_discover(
+    stack: StackArg,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for each address to answer.")] = 1.0,
+    via_gateway: Annotated[
+        bool,
+        typer.Option(
+            "--via-gateway", help="Probe even though the range is reached through a gateway, not a local link."
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Probe the plan's out-of-band range: which declared BMCs answer (with serials and MACs), which are
+    missing, and which BMCs answer at addresses the site does not declare (new hardware)."""
+    from aisite import oob  # sushy and pyghmi load only for this command
+
+    p = _load(stack, as_json)
+    route = oob.route_to(p.networks.oob)
+    if not route or (route.get("gateway") and not via_gateway):
+        # A range this machine does not sit on (a lab that is down, a site elsewhere) would be probed through the
+        # default route: refuse unless asked.
+        how = f"through gateway {route['gateway']} on {route.get('dev')}" if route else "not at all"
+        print(
+            f"site.networks.oob: {p.networks.oob} is reached {how}, not on a local link; bring the lab up, run "
+            "from a machine on the out-of-band network, or pass --via-gateway",
+            file=sys.stderr,
+        )
+        raise typer.Exit(EXIT_FAILED)
+    values, problems = resolve(p)
+    if problems:
+        raise _invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
+    declared = {n.bmc.address: (n.name, n.bmc.protocol, n.bmc.port) for n in p.nodes}
+    creds = {n.bmc.address: n.bmc.credentials for n in p.nodes}
+    default_creds = next(iter(creds.values()), "")
+    tls = {n.bmc.address: n.bmc.tls_verify for n in p.nodes}
+    default_tls = all(tls.values()) if tls else True
+
+    def target_for(address: str, protocol: str) -> oob.Target:
+        # An undeclared BMC is tried with the credentials of the site's BMCs (new hardware is usually set up alike).
+        name = creds.get(address, default_creds)
+        port = declared[address][2] if address in declared else (443 if protocol == "redfish" else 623)
+        username = str(p.secrets.get(name, {}).get("username") or "")
+        password = str(values.get(secret_env(name), ""))
+        return oob.Target(protocol, address, port, username, password, tls.get(address, default_tls), timeout * 5)
+
+    with err.status(f"probing {p.networks.oob} for BMCs"):
+        found = oob.discover(p.networks.oob, declared, target_for, timeout=timeout)
+    if as_json:
+        print(json.dumps(found.to_dict(), indent=2))
+        return
+    table = Table(title=f"BMCs on {found.network}")
+    for col in ("address", "node", "protocol", "state", "power", "serial", "MACs / error"):
+        table.add_column(col)
+    for what, rows, style in (
+        ("declared", found.declared, "green"),
+        ("missing", found.missing, "red"),
+        ("undeclared", found.undeclared, "yellow"),
+    ):
+        for f in rows:
+            facts = f.facts
+            table.add_row(
+                f.address,
+                f.node or "-",
+                f.protocol or "-",
+                what,
+                facts.power if facts else "-",
+                (facts.serial or "-") if facts else "-",
+                ", ".join(facts.macs) if facts and facts.macs else (f.error or "-"),
+                style=style,
+            )
+    out.print(table)
+    out.print(
+        f"{len(found.declared)} declared BMC(s) answer, {len(found.missing)} missing, "
+        f"{len(found.undeclared)} undeclared"
+    )
 
 
 lab_app = typer.Typer(no_args_is_help=True, help="The emulated lab: a site rehearsed on this machine with podman.")

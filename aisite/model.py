@@ -83,6 +83,7 @@ class BmcSpec(Strict):
     mac: Mac | None = None
     credentials: str | None = None
     port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    power: Literal["on", "off"] | None = None
 
 
 class InterfaceSpec(Strict):
@@ -259,6 +260,10 @@ class Fabric(Strict):
 class OobDefaults(Strict):
     protocol: Literal["redfish", "ipmi"] = "redfish"
     credentials: str | None = None
+    # The power state the BMC role holds every node in (a node's or group's bmc.power overrides it).
+    power: Literal["on", "off"] = "on"
+    # Check the BMCs' Redfish TLS certificates; many ship self-signed ones, so a site may turn this off.
+    tls_verify: bool = True
 
 
 class Tenant(Strict):

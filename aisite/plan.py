@@ -52,6 +52,8 @@ class Bmc:
     credentials: str
     switch: str | None
     switch_port: str | None
+    power: str  # on | off: the state the BMC role holds the node in
+    tls_verify: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,6 +474,7 @@ class _Builder:
         slot = self.oob_slots.take()
         if slot:
             self.cables.append(Cable("bmc", f"{ref.name}-bmc", "bmc", *slot, self.oob_slots.speed))
+        power = (spec and spec.power) or (gspec and gspec.power) or oob.power
         return Bmc(
             protocol,
             str(address),
@@ -480,6 +483,8 @@ class _Builder:
             creds,
             slot[0] if slot else None,
             slot[1] if slot else None,
+            power,
+            oob.tls_verify,
         )
 
     def interface(self, ref: _NodeRef, kind: str) -> Interface:

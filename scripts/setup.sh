@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(git python3 python3-venv python3-dev)
+# ipmitool: the bmc role reads FRU and firmware data of IPMI BMCs with it.
+APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do

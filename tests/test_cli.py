@@ -97,19 +97,21 @@ def test_plan_json_matches_the_human_table() -> None:
 
 
 def test_deploy_runs_a_layer_through_ansible_runner_and_prints_the_recap() -> None:
-    """The out-of-band layer runs on the controller (one `<node>-bmc` host per BMC), so no lab is needed here;
-    the whole site.yml against a running lab is tested in tests/test_lab_integration.py."""
-    r = run_cli("deploy", "lab", "--layer", "oob", "--json", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
+    """The cluster layer is still only the controller-side preflight checks, so no lab is needed (and nothing is
+    contacted: the out-of-band layer would reach for the BMCs); the whole site.yml against a running lab is tested
+    in tests/test_lab_integration.py."""
+    r = run_cli("deploy", "lab", "--layer", "cluster", "--json", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["status"] == "successful"
-    assert set(doc["recap"]) == {f"{n}-bmc" for n in ("cp01", "gpu01", "gpu02", "stor01")}
+    assert set(doc["recap"]) == {"cp01"}
     assert all(h["failed"] == 0 and h["ok"] > 0 for h in doc["recap"].values())
     assert LAB_SECRET not in r.stdout + r.stderr
-    human = run_cli("deploy", "lab", "--layer", "oob", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
+    human = run_cli("deploy", "lab", "--layer", "cluster", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
     assert human.returncode == 0, human.stderr
-    assert "Recap" in human.stdout and "gpu01-bmc" in human.stdout and "playbooks/oob.yml: successful" in human.stdout
-    assert "Out-of-band | BMCs | Preflight | Check BMC protocol and address" in human.stderr  # a line per task
+    assert "Recap" in human.stdout and "cp01" in human.stdout and "playbooks/cluster.yml: successful" in human.stdout
+    # A line per task.
+    assert "Cluster | Kubernetes control plane | Preflight | Check control plane size keeps etcd quorum" in human.stderr
 
 
 def test_deploy_without_the_secret_is_invalid_input() -> None:
@@ -146,7 +148,8 @@ def test_unwritable_output_is_a_failure_not_a_traceback(tmp_path: Path) -> None:
 
 
 def test_deploy_leaves_no_inventory_or_artifacts_behind(tmp_path: Path) -> None:
-    r = run_cli("deploy", "lab", "--layer", "oob", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET, "TMPDIR": str(tmp_path)})
+    env = {"AISITE_LAB_BMC_PASSWORD": LAB_SECRET, "TMPDIR": str(tmp_path)}
+    r = run_cli("deploy", "lab", "--layer", "cluster", env=env)
     assert r.returncode == 0, r.stderr
     assert list(tmp_path.iterdir()) == []
 

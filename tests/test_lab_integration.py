@@ -8,8 +8,10 @@ Needs root (podman networks and veth between namespaces); `lab up` installs podm
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
+import shutil
 import ssl
 import subprocess
 import sys
@@ -22,7 +24,9 @@ from typing import Any
 
 import pytest
 
-from aisite.lab import lab
+from aisite import oob
+from aisite.components.bmc import BmcStateProvider
+from aisite.lab import images, lab
 from aisite.lab.bmc import system_uuid
 from aisite.lab.podman import CONF
 from aisite.lab.topology import lab_topology
@@ -77,6 +81,7 @@ def up(stack_file: Path, plan: Plan) -> Iterator[subprocess.CompletedProcess[str
         yield result
     finally:
         run_cli("lab", "down", str(stack_file))
+        shutil.rmtree(ROOT / ".aisite" / "itest", ignore_errors=True)  # the BMC inventory the deploys wrote
 
 
 def test_up_builds_every_container_and_cable(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
@@ -194,37 +199,18 @@ def test_redfish_bmcs_answer_with_tls_credentials_and_state(up: subprocess.Compl
         time.sleep(1)
 
 
+def ipmitool(address: str, *args: str, password: str = BMC_PASSWORD) -> subprocess.CompletedProcess[str]:
+    """ipmitool from this machine (setup installs it) to a lab BMC on the lab's OOB bridge."""
+    # Cipher suite 3 (what ipmi_sim offers); ipmitool's default 17 costs ~10 s of timeouts before falling back.
+    cmd = ["ipmitool", "-I", "lanplus", "-C", "3", "-R", "2", "-N", "2", "-H", address, "-U", "admin", "-E", *args]
+    env = os.environ | {"IPMI_PASSWORD": password}
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+
+
 def test_ipmi_bmcs_keep_power_and_boot_device(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
     assert up.returncode == 0, up.stderr
     nodes = [n for n in plan.nodes if n.bmc.protocol == "ipmi"]
     assert nodes, "the lab stack declares IPMI BMCs"
-    client = f"aisite-itest-{nodes[0].name}-bmc"  # ipmitool from a container on the lab's OOB network
-
-    def ipmitool(address: str, *args: str, password: str = BMC_PASSWORD) -> subprocess.CompletedProcess[str]:
-        env = os.environ | {"CONTAINERS_CONF": str(CONF)}
-        # Cipher suite 3 (what ipmi_sim offers); ipmitool's default 17 costs ~10 s of timeouts before falling back.
-        cmd = [
-            "podman",
-            "exec",
-            client,
-            "ipmitool",
-            "-I",
-            "lanplus",
-            "-C",
-            "3",
-            "-R",
-            "2",
-            "-N",
-            "2",
-            "-H",
-            address,
-            "-U",
-            "admin",
-            "-P",
-            password,
-        ]
-        return subprocess.run([*cmd, *args], env=env, capture_output=True, text=True, check=False)
-
     for node in nodes:
         addr = node.bmc.address
         assert "Chassis Power is off" in ipmitool(addr, "power", "status").stdout
@@ -288,6 +274,170 @@ def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], s
     fabric = {s.name for s in plan.switches if s.role in ("leaf", "spine")}
     assert set(doc["recap"]) == {n.name for n in plan.nodes} | {f"{n.name}-bmc" for n in plan.nodes} | fabric
     assert all(h["failed"] == 0 and h["unreachable"] == 0 and h["ok"] > 0 for h in doc["recap"].values())
+    assert BMC_PASSWORD not in r.stdout + r.stderr
+
+
+def power_of(plan: Plan, node_name: str) -> str:
+    """on | off as the node's BMC reports it, over its own protocol."""
+    node = next(n for n in plan.nodes if n.name == node_name)
+    if node.bmc.protocol == "redfish":
+        system = redfish(node.bmc.address, f"/redfish/v1/Systems/{system_uuid('itest', node.name)}")[1]
+        return str(system["PowerState"]).lower()
+    return ipmitool(node.bmc.address, "power", "status").stdout.split()[-1]
+
+
+def deploy_oob(stack_file: Path, *args: str, password: str = BMC_PASSWORD) -> tuple[int, dict[str, Any], str]:
+    r = run_cli("deploy", str(stack_file), "--layer", "oob", "--json", *args, env={"AISITE_LAB_BMC_PASSWORD": password})
+    assert password not in r.stdout + r.stderr
+    return r.returncode, json.loads(r.stdout), r.stderr
+
+
+def test_bmcs_power_every_node_and_save_its_inventory(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    rc, doc, err = deploy_oob(stack_file)
+    assert rc == 0, doc["failures"] or err
+    for node in plan.nodes:
+        assert power_of(plan, node.name) == "on", node.name
+        inv = json.loads((ROOT / ".aisite" / "itest" / "bmc" / f"{node.name}.json").read_text())
+        assert inv["node"] == node.name and inv["protocol"] == node.bmc.protocol and inv["power"] == "on"
+        if node.bmc.protocol == "redfish":
+            # sushy-tools' fake driver: a manufacturer and a NIC MAC, no serial or firmware inventory.
+            assert inv["manufacturer"] == "Sushy Emulator" and len(inv["macs"]) == 1, inv
+            assert inv["uuid"] == system_uuid("itest", node.name) and "firmware" in inv["not_reported"]
+        else:
+            assert inv["bmc_firmware"], inv  # ipmi_sim answers mc info; it has no FRU data
+    rc, doc, err = deploy_oob(stack_file)
+    assert rc == 0 and {h: r["changed"] for h, r in doc["recap"].items()} == {f"{n.name}-bmc": 0 for n in plan.nodes}
+
+
+def test_a_node_powered_off_by_hand_is_powered_on_again(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    by_proto = {n.bmc.protocol: n for n in reversed(plan.nodes)}
+    rf, ipmi = by_proto["redfish"], by_proto["ipmi"]
+    path = f"/redfish/v1/Systems/{system_uuid('itest', rf.name)}/Actions/ComputerSystem.Reset"
+    assert redfish(rf.bmc.address, path, body={"ResetType": "ForceOff"})[0] in (200, 202, 204)
+    assert ipmitool(ipmi.bmc.address, "power", "off").returncode == 0
+    wait_for("both nodes off", lambda: power_of(plan, rf.name) == power_of(plan, ipmi.name) == "off", 30)
+    rc, doc, err = deploy_oob(stack_file)
+    assert rc == 0, doc["failures"] or err
+    changed = {h for h, r in doc["recap"].items() if r["changed"]}
+    assert {f"{rf.name}-bmc", f"{ipmi.name}-bmc"} <= changed <= {f"{rf.name}-bmc", f"{ipmi.name}-bmc"}
+    assert power_of(plan, rf.name) == power_of(plan, ipmi.name) == "on"
+
+
+def test_a_one_time_pxe_boot_is_set_for_the_nodes_asked(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    by_proto = {n.bmc.protocol: n for n in plan.nodes}
+    rf, ipmi = by_proto["redfish"], by_proto["ipmi"]
+    assert ipmitool(ipmi.bmc.address, "chassis", "bootdev", "disk").returncode == 0
+    rc, doc, err = deploy_oob(stack_file, "--one-time-boot", "pxe", "--limit", f"{rf.name}-bmc,{ipmi.name}-bmc")
+    assert rc == 0, doc["failures"] or err
+    assert set(doc["recap"]) == {f"{rf.name}-bmc", f"{ipmi.name}-bmc"}
+    boot = redfish(rf.bmc.address, f"/redfish/v1/Systems/{system_uuid('itest', rf.name)}")[1]["Boot"]
+    assert boot["BootSourceOverrideTarget"] == "Pxe"
+    flags = ipmitool(ipmi.bmc.address, "chassis", "bootparam", "get", "5").stdout
+    assert "Force PXE" in flags and "only next boot" in flags
+    wait_for("nodes on after the restart", lambda: power_of(plan, rf.name) == power_of(plan, ipmi.name) == "on", 60)
+
+
+def test_bmc_errors_name_the_node_and_the_others_carry_on(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    ipmi = next(n for n in plan.nodes if n.bmc.protocol == "ipmi")
+    podman("pause", f"aisite-itest-{ipmi.name}-bmc")  # a BMC that does not answer
+    try:
+        rc, doc, _ = deploy_oob(stack_file)
+    finally:
+        podman("unpause", f"aisite-itest-{ipmi.name}-bmc")
+    assert rc == 1 and doc["status"] == "failed"
+    assert [f.split(":")[0] for f in doc["failures"]] == [f"{ipmi.name}-bmc"]
+    assert "no IPMI session" in doc["failures"][0] and ipmi.bmc.address in doc["failures"][0]
+    assert all(r["failed"] == 0 for h, r in doc["recap"].items() if h != f"{ipmi.name}-bmc")
+    rc, doc, _ = deploy_oob(stack_file, password="not-the-bmc-password")
+    assert rc == 1
+    assert sorted(f.split(":")[0] for f in doc["failures"]) == sorted(f"{n.name}-bmc" for n in plan.nodes)
+    for n in plan.nodes:
+        (msg,) = [f for f in doc["failures"] if f.startswith(f"{n.name}-bmc:")]
+        assert n.bmc.address in msg and "lab-bmc" in msg
+        assert ("refused the credentials" if n.bmc.protocol == "redfish" else "no IPMI session") in msg, msg
+
+
+def provider_props(plan: Plan, node_name: str, **extra: Any) -> dict[str, Any]:
+    node = next(n for n in plan.nodes if n.name == node_name)
+    return {
+        "node": node.name,
+        "protocol": node.bmc.protocol,
+        "address": node.bmc.address,
+        "port": node.bmc.port,
+        "username": "admin",
+        "password": BMC_PASSWORD,
+        "power": "on",
+        "tls_verify": node.bmc.tls_verify,
+        "one_time_boot": None,
+        "timeout": 5,
+    } | extra
+
+
+@pytest.mark.parametrize("protocol", ["redfish", "ipmi"])
+def test_bmc_provider_reads_a_change_made_behind_its_back_and_puts_it_back(
+    up: subprocess.CompletedProcess[str], plan: Plan, protocol: str
+) -> None:
+    """The Pulumi provider's methods, called as the engine would, against the lab's emulators."""
+    node = next(n for n in plan.nodes if n.bmc.protocol == protocol)
+    provider = BmcStateProvider()
+    props = provider_props(plan, node.name)
+    created = provider.create(props)
+    assert created.id == f"{node.name}-bmc" and created.outs["power"] == "on"
+    if protocol == "redfish":
+        assert created.outs["macs"] and created.outs["uuid"] == system_uuid("itest", node.name)
+    oob.set_power(oob.Target(protocol, node.bmc.address, node.bmc.port, "admin", BMC_PASSWORD, False), "off")
+    wait_for(f"{node.name} off", lambda: power_of(plan, node.name) == "off", 60)
+    read = provider.read(created.id, created.outs)
+    assert read.outs["power"] == "off"  # drift, as `pulumi refresh` shows it
+    diff = provider.diff(created.id, read.outs, props)
+    assert diff.changes and not diff.replaces
+    updated = provider.update(created.id, read.outs, props)
+    assert updated.outs["power"] == "on" and power_of(plan, node.name) == "on"
+    assert not provider.diff(created.id, updated.outs, props).changes
+    assert provider.diff(created.id, updated.outs, props | {"address": "10.252.0.99"}).replaces == ["address"]
+    provider.delete(created.id, updated.outs)
+    assert power_of(plan, node.name) == "on"  # forgetting a node does not power it off
+    with pytest.raises(oob.BmcError, match=r"refused the credentials|no session"):
+        provider.read(created.id, props | {"password": "not-the-bmc-password"})
+
+
+def test_discover_finds_declared_missing_and_undeclared_bmcs(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    topo = lab_topology(plan)
+    template = next(b for b in topo.bmcs if b.protocol == "redfish")
+    extra = dataclasses.replace(
+        template,
+        name="aisite-itest-extra01-bmc",
+        node="extra01",
+        node_mac=None,
+        address=plan.networks.oob.replace(".0/24", ".200"),
+    )
+    lab.start_bmc("itest", extra, images.image_tag("bmc"), {template.credentials: ("admin", BMC_PASSWORD)})
+    gone = next(n for n in plan.nodes if n.bmc.protocol == "ipmi")
+    try:
+        wait_for("the new BMC answers", lambda: oob.answers_tcp(extra.address, 443), 30)
+        podman("pause", f"aisite-itest-{gone.name}-bmc")
+        r = run_cli("oob", "discover", str(stack_file), "--json", env=BMC_ENV)
+    finally:
+        podman("unpause", f"aisite-itest-{gone.name}-bmc")
+        podman("rm", "-f", "-t", "0", extra.name)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert sorted(f["node"] for f in doc["declared"]) == sorted(n.name for n in plan.nodes if n is not gone)
+    assert all(f["facts"]["power"] in ("on", "off") for f in doc["declared"])
+    assert [(f["node"], f["address"]) for f in doc["missing"]] == [(gone.name, gone.bmc.address)]
+    (new,) = doc["undeclared"]
+    assert new["address"] == extra.address and new["protocol"] == "redfish"
+    assert new["facts"]["name"] == "extra01" and new["facts"]["macs"], new
     assert BMC_PASSWORD not in r.stdout + r.stderr
 
 

@@ -31,6 +31,7 @@ class Registered:
     parent: str
     dependencies: list[str]
     inputs: dict[str, Any] = field(default_factory=dict)
+    protect: bool = False
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -56,7 +57,9 @@ class RecordingMonitor(MockMonitor):
         self.registered: list[Registered] = []
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - the gRPC method name
-        self.registered.append(Registered(request.type, request.name, request.parent, list(request.dependencies)))
+        self.registered.append(
+            Registered(request.type, request.name, request.parent, list(request.dependencies), protect=request.protect)
+        )
         return super().RegisterResource(request)
 
 
@@ -106,7 +109,32 @@ def test_program_registers_the_site_and_its_layers_in_order(stack: str) -> None:
     assert [c.name for c in commands] == [f"{stack}-{layer}-ansible" for layer in LAYERS]
     for c, comp in zip(commands, components, strict=True):
         assert c.parent.endswith(f"::{comp.name}")
-    assert len(monitor.registered) == 1 + 5 + 5 + 1  # stack, site, layers, commands
+    plan = build_plan(parse_site(data))
+    bmcs = by_type["pulumi-python:dynamic:Resource"]
+    assert [b.name for b in bmcs] == [f"{stack}-{n.name}-bmc" for n in plan.nodes]
+    for b in bmcs:
+        # Under the OutOfBand layer, after its play, protected (a deleted node must not be powered off by mistake).
+        assert b.parent.endswith(f"::{stack}-oob") and b.protect
+        assert any(d.endswith(f"::{stack}-oob-ansible") for d in b.dependencies), b.dependencies
+    assert len(monitor.registered) == 1 + 5 + 5 + 1 + len(plan.nodes)  # stack, site, layers, commands, BMCs
+
+
+def test_bmc_states_carry_the_plan_and_a_secret_password(stack: str) -> None:
+    data = stack_data(stack)
+    mocks, _ = run_program(stack, data)
+    plan = build_plan(parse_site(data))
+    for n in plan.nodes:
+        inputs = mocks.inputs[f"{stack}-{n.name}-bmc"]
+        assert {k: inputs[k] for k in ("node", "protocol", "address", "port", "power", "tls_verify")} == {
+            "node": n.name,
+            "protocol": n.bmc.protocol,
+            "address": n.bmc.address,
+            "port": n.bmc.port,
+            "power": n.bmc.power,
+            "tls_verify": n.bmc.tls_verify,
+        }
+        assert inputs["password"].get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270", inputs["password"]
+        assert inputs["username"] == plan.secrets[n.bmc.credentials]["username"]
 
 
 def test_commands_carry_inventory_triggers_and_secrets(stack: str) -> None:

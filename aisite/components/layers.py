@@ -11,8 +11,10 @@ from typing import Any
 import pulumi
 from pulumi_command import local
 
+from aisite.components.bmc import BmcState, BmcStateArgs
 from aisite.plan import Plan
 from aisite.playbooks import ROOT, layer_trigger
+from aisite.render.inventory import secret_env
 
 
 @dataclass(frozen=True)
@@ -46,15 +48,40 @@ class AnsibleLayer(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.outputs = self.layer_outputs(args.plan)
+        self.children(args)
         self.register_outputs({"trigger": self.trigger, "stdout": self.ansible.stdout, **self.outputs})
 
     def layer_outputs(self, plan: Plan) -> dict[str, Any]:
         return {}
 
+    def children(self, args: LayerArgs) -> None:
+        """Resources of the layer besides its playbook run."""
+
 
 class OutOfBand(AnsibleLayer):
     layer = "oob"
     type_token = "aisite:site:OutOfBand"
+
+    def children(self, args: LayerArgs) -> None:
+        # Each node's power held through its BMC (after the play, which inventories the BMCs): `pulumi refresh`
+        # shows a node switched off by hand, the next `pulumi up` switches it back on.
+        self.bmcs = {}
+        for node in args.plan.nodes:
+            secret = args.plan.secrets.get(node.bmc.credentials, {})
+            self.bmcs[node.name] = BmcState(
+                f"{args.plan.site}-{node.name}-bmc",
+                BmcStateArgs(
+                    node=node.name,
+                    protocol=node.bmc.protocol,
+                    address=node.bmc.address,
+                    port=node.bmc.port,
+                    username=str(secret.get("username") or ""),
+                    password=args.secret_env.get(secret_env(node.bmc.credentials), ""),
+                    power=node.bmc.power,
+                    tls_verify=node.bmc.tls_verify,
+                ),
+                pulumi.ResourceOptions(parent=self, depends_on=[self.ansible]),
+            )
 
     def layer_outputs(self, plan: Plan) -> dict[str, Any]:
         return {"bmcs": {n.name: {"protocol": n.bmc.protocol, "address": n.bmc.address} for n in plan.nodes}}

@@ -176,6 +176,41 @@ def _ensure_links(topo: LabTopology, report: UpReport, say: Say) -> None:
         report.links_created += 1
 
 
+def start_bmc(site: str, b: LabBmc, tag: str, credentials: Credentials) -> None:
+    """Create, configure (a tar on stdin: the password is in no command or file here) and start one emulator."""
+    username, password = credentials[b.credentials]
+    files = (
+        bmc.redfish_files(b, site, username, password)
+        if b.protocol == "redfish"
+        else (bmc.ipmi_files(b, username, password))
+    )
+    podman(
+        "create",
+        "--name",
+        b.name,
+        "--hostname",
+        f"{b.node}-bmc",
+        "--label",
+        f"{LABEL}={site}",
+        "--label",
+        f"{ROLE_LABEL}=bmc",
+        "--label",
+        f"{HOST_LABEL}={b.node}",
+        "--network",
+        f"{b.network}:ip={b.address},interface_name=bmc0",
+        tag,
+        f"{bmc.CONFIG_DIR}/start",
+        b.address,
+        what=f"creating BMC emulator {b.name}",
+    )
+    run(
+        ["podman", "cp", "-", f"{b.name}:{bmc.CONFIG_DIR}"],
+        stdin=bmc.tar_of(files),
+        what=f"configuring BMC emulator {b.name}",
+    )
+    podman("start", b.name, what=f"starting BMC emulator {b.name}")
+
+
 def _ensure_bmcs(topo: LabTopology, tag: str, credentials: Credentials, report: UpReport, say: Say) -> None:
     have = _containers(topo.site)
     started: list[LabBmc] = []
@@ -186,37 +221,7 @@ def _ensure_bmcs(topo: LabTopology, tag: str, credentials: Credentials, report: 
         if state:
             podman("rm", "-f", "-t", "0", b.name, what=f"removing stale BMC emulator {b.name}")
         say(f"BMC emulator {b.name} ({b.protocol} on {b.address})")
-        username, password = credentials[b.credentials]
-        files = (
-            bmc.redfish_files(b, topo.site, username, password)
-            if b.protocol == "redfish"
-            else (bmc.ipmi_files(b, username, password))
-        )
-        podman(
-            "create",
-            "--name",
-            b.name,
-            "--hostname",
-            f"{b.node}-bmc",
-            "--label",
-            f"{LABEL}={topo.site}",
-            "--label",
-            f"{ROLE_LABEL}=bmc",
-            "--label",
-            f"{HOST_LABEL}={b.node}",
-            "--network",
-            f"{b.network}:ip={b.address},interface_name=bmc0",
-            tag,
-            f"{bmc.CONFIG_DIR}/start",
-            b.address,
-            what=f"creating BMC emulator {b.name}",
-        )
-        run(
-            ["podman", "cp", "-", f"{b.name}:{bmc.CONFIG_DIR}"],
-            stdin=bmc.tar_of(files),
-            what=f"configuring BMC emulator {b.name}",
-        )
-        podman("start", b.name, what=f"starting BMC emulator {b.name}")
+        start_bmc(topo.site, b, tag, credentials)
         report.bmcs_started.append(b.name)
         started.append(b)
     for b in started:

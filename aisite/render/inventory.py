@@ -63,7 +63,12 @@ def _switch_vars(plan: Plan, sw: Switch) -> dict[str, Any]:
 
 
 def _bmc_vars(node: Node) -> dict[str, Any]:
-    return {"ansible_connection": "local", "aisite_bmc": asdict(node.bmc) | {"node": node.name}}
+    # BMCs are driven from the controller, with the Python that runs Ansible (it has pyghmi).
+    return {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "aisite_bmc": asdict(node.bmc) | {"node": node.name},
+    }
 
 
 def inventory(plan: Plan) -> dict[str, Any]:

@@ -1,0 +1,320 @@
+"""BMCs from Python: facts, power and one-time boot over Redfish (sushy) and IPMI (pyghmi), and the discovery of
+a site's out-of-band range. The bmc Ansible role drives the BMCs during a deploy; this module serves
+`aisite oob discover` and the Pulumi BMC provider."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import subprocess
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PowerState = str  # "on" | "off"
+ONE_TIME_BOOT = ("pxe", "cd")
+
+
+class BmcError(Exception):
+    """A BMC that did not answer, refused the credentials or refused an action; the message says which."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """How to reach one BMC."""
+
+    protocol: str  # redfish | ipmi
+    address: str
+    port: int
+    username: str
+    password: str = field(repr=False)
+    tls_verify: bool = True
+    timeout: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    protocol: str
+    address: str
+    power: PowerState
+    name: str | None = None
+    manufacturer: str | None = None
+    model: str | None = None
+    serial: str | None = None
+    uuid: str | None = None
+    macs: tuple[str, ...] = ()
+    boot_override: str | None = None  # pxe | cd | hdd | none, where the BMC says
+
+
+# ------------------------------------------------------------------------------------------ Redfish (sushy)
+def _redfish_system(t: Target) -> Any:
+    import sushy  # imported here: slow, and only BMC commands need it
+    import urllib3
+
+    if not t.tls_verify:
+        # The site chose not to verify this BMC's certificate (oob.tls_verify: false); say so once, not per call.
+        warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+    try:
+        root = sushy.Sushy(
+            f"https://{t.address}:{t.port}/redfish/v1",
+            username=t.username,
+            password=t.password,
+            verify=t.tls_verify,
+            read_timeout=int(t.timeout),
+            connect_timeout=int(t.timeout),
+            # A BMC that refuses the credentials or an action says so once; no retries that lock the account.
+            server_side_retries=0,
+        )
+        members = root.get_system_collection().get_members()
+    except sushy.exceptions.AccessError as exc:
+        raise BmcError(f"Redfish BMC {t.address}:{t.port} refused the credentials (HTTP {exc.status_code})") from exc
+    except sushy.exceptions.ConnectionError as exc:
+        raise BmcError(f"Redfish BMC {t.address}:{t.port} did not answer") from exc
+    except sushy.exceptions.SushyError as exc:
+        raise BmcError(f"Redfish BMC {t.address}:{t.port}: {exc}") from exc
+    if len(members) != 1:
+        raise BmcError(f"Redfish BMC {t.address}:{t.port} manages {len(members)} systems; aisite expects one")
+    return members[0]
+
+
+def _redfish_facts(t: Target) -> Facts:
+    system = _redfish_system(t)
+    try:
+        macs = tuple(str(e.mac_address) for e in system.ethernet_interfaces.get_members() if e.mac_address)
+    except Exception:
+        macs = ()
+    boot = system.boot
+    target = str(boot.target.value).lower() if boot and boot.target else None
+    return Facts(
+        protocol="redfish",
+        address=t.address,
+        power=str(system.power_state.value).lower() if system.power_state else "unknown",
+        name=system.name,
+        manufacturer=system.manufacturer,
+        model=system.model,
+        serial=system.serial_number,
+        uuid=system.uuid,
+        macs=macs,
+        boot_override=target,
+    )
+
+
+def _redfish_power(t: Target, state: PowerState) -> None:
+    import sushy  # imported here: slow, and only BMC commands need it
+
+    system = _redfish_system(t)
+    reset = sushy.ResetType.ON if state == "on" else sushy.ResetType.FORCE_OFF
+    try:
+        system.reset_system(reset)
+    except sushy.exceptions.SushyError as exc:
+        raise BmcError(f"Redfish BMC {t.address}:{t.port} refused power {state}: {exc}") from exc
+
+
+def _redfish_boot(t: Target, device: str) -> None:
+    import sushy  # imported here: slow, and only BMC commands need it
+
+    system = _redfish_system(t)
+    target = {"pxe": sushy.BootSource.PXE, "cd": sushy.BootSource.CD}[device]
+    try:
+        system.set_system_boot_options(target=target, enabled=sushy.BootSourceOverrideEnabled.ONCE)
+    except sushy.exceptions.SushyError as exc:
+        raise BmcError(f"Redfish BMC {t.address}:{t.port} refused a one-time {device} boot: {exc}") from exc
+
+
+# ------------------------------------------------------------------------------------------ IPMI (pyghmi)
+# pyghmi keeps one session per BMC and process: a second Command to the same BMC waits on the first one's session
+# forever, so a process reuses its Command.
+_IPMI_SESSIONS: dict[tuple[str, int, str, str], Any] = {}
+_IPMI_LOCK = threading.Lock()
+
+
+def _ipmi(t: Target) -> Any:
+    from pyghmi import exceptions as ipmi_exc
+    from pyghmi.ipmi import command
+
+    key = (t.address, t.port, t.username, t.password)
+    try:
+        with _IPMI_LOCK:
+            if key not in _IPMI_SESSIONS:
+                _IPMI_SESSIONS[key] = command.Command(
+                    bmc=t.address, userid=t.username, password=t.password, port=t.port
+                )
+            return _IPMI_SESSIONS[key]
+    except ipmi_exc.IpmiException as exc:
+        raise BmcError(f"IPMI BMC {t.address}:{t.port}: no session ({exc}): wrong credentials or no answer") from exc
+
+
+def _ipmi_call(t: Target, what: str, fn: Callable[[Any], Any]) -> Any:
+    from pyghmi import exceptions as ipmi_exc
+
+    try:
+        return fn(_ipmi(t))
+    except ipmi_exc.IpmiException as exc:
+        raise BmcError(f"IPMI BMC {t.address}:{t.port} refused {what}: {exc}") from exc
+
+
+def _ipmi_facts(t: Target) -> Facts:
+    def read(c: Any) -> Facts:
+        power = str(c.get_power()["powerstate"])
+        boot = c.get_bootdev()
+        device = {"network": "pxe", "optical": "cd", "hd": "hdd"}.get(str(boot.get("bootdev")), "none")
+        return Facts(protocol="ipmi", address=t.address, power=power, boot_override=device)
+
+    return _ipmi_call(t, "a power read", read)  # type: ignore[no-any-return]
+
+
+# ------------------------------------------------------------------------------------------ per protocol
+def facts(t: Target) -> Facts:
+    return _redfish_facts(t) if t.protocol == "redfish" else _ipmi_facts(t)
+
+
+def set_power(t: Target, state: PowerState) -> None:
+    if state not in ("on", "off"):
+        raise BmcError(f"{t.address}: power {state!r} is not on or off")
+    if t.protocol == "redfish":
+        _redfish_power(t, state)
+    else:
+        _ipmi_call(t, f"power {state}", lambda c: c.set_power(state, wait=True))
+
+
+def wait_for_power(t: Target, state: PowerState, timeout: float = 120.0, poll: float = 2.0) -> Facts:
+    """Poll until the BMC reports `state` (BMCs apply power changes after a delay); the facts then."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = facts(t)
+        if now.power == state:
+            return now
+        if time.monotonic() > deadline:
+            raise BmcError(
+                f"{t.protocol} BMC {t.address}:{t.port} still reports power {now.power} after {timeout:.0f} s"
+            )
+        time.sleep(poll)
+
+
+def set_one_time_boot(t: Target, device: str) -> None:
+    if device not in ONE_TIME_BOOT:
+        raise BmcError(f"{t.address}: one-time boot {device!r} is not one of {', '.join(ONE_TIME_BOOT)}")
+    if t.protocol == "redfish":
+        _redfish_boot(t, device)
+    else:
+        bootdev = {"pxe": "network", "cd": "optical"}[device]
+        _ipmi_call(t, f"a one-time {device} boot", lambda c: c.set_bootdev(bootdev, persist=False))
+
+
+# ------------------------------------------------------------------------------------------ discovery
+# IPMI 1.5 "Get Channel Authentication Capabilities" without a session: every IPMI BMC answers it (ipmitool
+# sends the same first), so one datagram tells whether an address speaks IPMI before a session is tried.
+_IPMI_PING = bytes.fromhex(
+    "0600ff07"  # RMCP: version 6, no ACK, class IPMI
+    "00"
+    "00000000"
+    "00000000"
+    "09"  # IPMI 1.5 session header: no auth, no session, 9-byte message
+    "2018c8"
+    "810038"
+    "8e04"
+    "b5"  # BMC, App netFn, checksum; sequence, command 0x38; channel E, admin; checksum
+)
+
+
+def answers_ipmi(address: str, port: int = 623, timeout: float = 1.0) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(timeout)
+        try:
+            s.sendto(_IPMI_PING, (address, port))
+            data, _ = s.recvfrom(512)
+        except OSError:
+            return False
+    return len(data) > 4 and data[:4] == b"\x06\x00\xff\x07"
+
+
+def answers_tcp(address: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def route_to(network: str) -> dict[str, Any]:
+    """How this machine reaches a network (`ip route get` of its first host): dev, and gateway if routed."""
+    host = str(next(ipaddress.IPv4Network(network).hosts()))
+    r = subprocess.run(["ip", "-j", "route", "get", host], capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        return {}
+    routes: list[dict[str, Any]] = json.loads(r.stdout or "[]")
+    return routes[0] if routes else {}
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    address: str
+    protocol: str | None  # redfish | ipmi | None (nothing answered)
+    node: str | None  # the declared node, if any
+    facts: Facts | None = None
+    error: str | None = None  # it answered, but refused the credentials or the read
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    network: str
+    declared: tuple[Found, ...]  # declared BMCs that answered
+    missing: tuple[Found, ...]  # declared BMCs that did not answer
+    undeclared: tuple[Found, ...]  # BMCs that answered at addresses the plan does not declare
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def probe(
+    address: str,
+    node: str | None,
+    target_for: Callable[[str, str], Target],
+    protocols: Iterable[tuple[str, int]],
+    timeout: float,
+) -> Found:
+    """What answers at one address: Redfish (HTTPS port open) or IPMI (channel capabilities answered)."""
+    for protocol, port in protocols:
+        alive = answers_tcp(address, port, timeout) if protocol == "redfish" else answers_ipmi(address, port, timeout)
+        if not alive:
+            continue
+        try:
+            return Found(address, protocol, node, facts(target_for(address, protocol)))
+        except BmcError as exc:
+            return Found(address, protocol, node, error=str(exc))
+    return Found(address, None, node)
+
+
+def discover(
+    network: str,
+    declared: dict[str, tuple[str, str, int]],
+    target_for: Callable[[str, str], Target],
+    *,
+    timeout: float = 1.0,
+    workers: int = 128,
+) -> Discovery:
+    """Probe every host address of `network`. `declared` maps BMC address -> (node, protocol, port);
+    `target_for(address, protocol)` gives the credentials to try there."""
+    net = ipaddress.IPv4Network(network)
+    gateway = net.network_address + 1
+    addresses = [str(a) for a in net.hosts() if a != gateway]
+
+    def one(address: str) -> Found:
+        if address in declared:
+            node, protocol, port = declared[address]
+            return probe(address, node, target_for, [(protocol, port)], timeout)
+        return probe(address, None, target_for, [("redfish", 443), ("ipmi", 623)], timeout)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        found = list(pool.map(one, addresses))
+    return Discovery(
+        network=str(net),
+        declared=tuple(f for f in found if f.node and f.protocol),
+        missing=tuple(f for f in found if f.node and not f.protocol),
+        undeclared=tuple(f for f in found if not f.node and f.protocol),
+    )

@@ -1,0 +1,92 @@
+"""The out-of-band helpers that need no BMC: ipmitool output parsing (the bmc role's filter), the IPMI presence
+probe against a responder on loopback, how discovery sorts what answered, and the refusal to probe a range this
+machine does not sit on. The BMCs themselves are exercised in tests/test_lab_integration.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from aisite import oob
+from tests.conftest import ROOT, run_cli
+
+
+def test_ipmitool_fields_reads_name_value_lines() -> None:
+    spec = importlib.util.spec_from_file_location("ipmitool", ROOT / "roles/bmc/filter_plugins/ipmitool.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = (
+        "Device ID                 : 32\n"
+        "Firmware Revision         : 9.08\n"
+        "Additional Device Support :\n"
+        "    Sensor Device\n"
+        " Product Serial        : SN123 : with colon\n"
+        "Firmware Revision         : 1.00\n"
+    )
+    assert module.ipmitool_fields(text) == {
+        "Device ID": "32",
+        "Firmware Revision": "9.08",
+        "Product Serial": "SN123 : with colon",
+    }
+
+
+@pytest.fixture
+def responder() -> Iterator[int]:
+    """A UDP port on loopback that answers like a BMC's RMCP/IPMI port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(2)
+
+    def serve() -> None:
+        try:
+            data, peer = sock.recvfrom(512)
+            if data[:4] == b"\x06\x00\xff\x07":
+                sock.sendto(b"\x06\x00\xff\x07" + b"\x00" * 20, peer)
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield sock.getsockname()[1]
+    thread.join(timeout=3)
+    sock.close()
+
+
+def test_ipmi_probe_tells_a_bmc_from_silence(responder: int) -> None:
+    assert oob.answers_ipmi("127.0.0.1", responder, timeout=1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as quiet:
+        quiet.bind(("127.0.0.1", 0))
+        assert not oob.answers_ipmi("127.0.0.1", quiet.getsockname()[1], timeout=0.2)
+
+
+def test_discover_sorts_declared_missing_and_undeclared(monkeypatch: pytest.MonkeyPatch) -> None:
+    answering = {"127.0.0.2": "redfish", "127.0.0.4": "ipmi"}
+    seen: list[str] = []
+
+    def fake_probe(address: str, node: str | None, target_for: Any, protocols: Any, timeout: float) -> oob.Found:
+        seen.append(address)
+        proto = answering.get(address)
+        facts = oob.Facts(proto, address, "on") if proto else None
+        return oob.Found(address, proto, node, facts)
+
+    monkeypatch.setattr(oob, "probe", fake_probe)
+    declared = {"127.0.0.2": ("cp01", "redfish", 443), "127.0.0.3": ("gpu01", "ipmi", 623)}
+    found = oob.discover("127.0.0.0/29", declared, lambda a, p: oob.Target(p, a, 1, "u", "p"))
+    assert sorted(seen) == [f"127.0.0.{i}" for i in range(2, 7)]  # every host but the gateway
+    assert [(f.node, f.address) for f in found.declared] == [("cp01", "127.0.0.2")]
+    assert [(f.node, f.address) for f in found.missing] == [("gpu01", "127.0.0.3")]
+    assert [(f.address, f.protocol) for f in found.undeclared] == [("127.0.0.4", "ipmi")]
+    assert found.to_dict()["undeclared"][0]["facts"]["power"] == "on"
+
+
+def test_discover_refuses_a_range_not_on_a_local_link() -> None:
+    """dc1's out-of-band range is not on this machine: nothing is sent there (only `ip route get` is asked)."""
+    r = run_cli("oob", "discover", "dc1")
+    assert r.returncode == 1
+    assert "site.networks.oob: 10.10.0.0/24 is reached" in r.stderr and "--via-gateway" in r.stderr
