@@ -14,6 +14,7 @@ from tests.conftest import ROOT
 def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
     assert playbooks.playbook_roles(ROOT / "playbooks" / "site.yml") == [
         "preflight",
+        "bmc",
         "fabric_frr",
         "lldp",
         "fabric_cumulus",
