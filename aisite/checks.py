@@ -37,6 +37,7 @@ def check_site(site: Site) -> list[Problem]:
     _check_addresses(site, groups, out)
     _check_macs(groups, out)
     _check_credentials(site, groups, out)
+    _check_admin_users(site, out)
     layout = fabric_layout(site)
     _check_fabric(site, layout, out)
     _check_capacity(site, layout, out)
@@ -235,6 +236,22 @@ def _check_macs(groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None
                         used[iface.mac] = where.rsplit(".", 1)[0]
 
 
+def _check_admin_users(site: Site, out: list[Problem]) -> None:
+    seen: dict[str, int] = {}
+    for i, user in enumerate(site.admin_users):
+        if user.name in seen:
+            out.append(
+                Problem(f"site.admin_users[{i}].name", f"{user.name!r} is already site.admin_users[{seen[user.name]}]")
+            )
+        seen.setdefault(user.name, i)
+        if user.name == "root":
+            out.append(
+                Problem(f"site.admin_users[{i}].name", "root is not an admin user: keys for root are the deploy's")
+            )
+        if not user.ssh_keys:
+            out.append(Problem(f"site.admin_users[{i}].ssh_keys", "no key: admin users log in with SSH keys only"))
+
+
 def _check_credentials(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
     for name, secret in site.secrets.items():
         src = secret.password_from
@@ -250,6 +267,14 @@ def _check_credentials(site: Site, groups: list[tuple[str, NodeGroup]], out: lis
 
     if site.oob.credentials:
         ref("site.oob.credentials", site.oob.credentials)
+    seen: set[str] = set()
+    for i, account in enumerate(site.oob.accounts):
+        ref(f"site.oob.accounts[{i}].secret", account.secret)
+        user = site.secrets[account.secret].username if account.secret in site.secrets else None
+        if user is not None and user in seen:
+            out.append(Problem(f"site.oob.accounts[{i}].secret", f"user {user!r} is already an account above"))
+        if user is not None:
+            seen.add(user)
     for path, group in groups:
         gspec: BmcSpec | None = group.bmc
         if gspec and gspec.credentials:

@@ -256,11 +256,21 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
             "(provisioning; use --limit NODE-bmc to pick the nodes).",
         ),
     ] = None,
+    boot_media: Annotated[
+        str | None,
+        typer.Option(
+            "--boot-media",
+            help="With --one-time-boot cd: an http(s) image URL that Redfish BMCs insert as virtual media first.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run playbooks/site.yml (or one layer) against the site's rendered inventory with ansible-runner."""
     if one_time_boot is not None and one_time_boot not in ("pxe", "cd"):
         print(f"--one-time-boot: {one_time_boot!r} is not pxe or cd", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    if boot_media is not None and (one_time_boot != "cd" or not boot_media.startswith(("http://", "https://"))):
+        print(f"--boot-media: {boot_media!r} needs --one-time-boot cd and an http(s) URL", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID)
     if layer is not None and layer not in LAYERS:
         print(f"--layer: unknown layer {layer!r}; known: {', '.join(LAYERS)}", file=sys.stderr)
@@ -279,8 +289,14 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         limit=limit,
         check=check,
         groups=groups,
-        extravars={"bmc_one_time_boot": one_time_boot} if one_time_boot else None,
+        extravars=({"bmc_one_time_boot": one_time_boot} if one_time_boot else {})
+        | ({"bmc_boot_media_url": boot_media} if boot_media else {}),
     )
+    # What a host could not do and said so (a BMC without NTP, a node without a GPU): host -> role -> reasons.
+    skipped = {
+        str(h): {str(role): [str(x) for x in reasons] for role, reasons in dict(by_role).items()}
+        for h, by_role in dict(result.stats.get("skipped") or {}).items()
+    }
     if as_json:
         print(
             json.dumps(
@@ -288,6 +304,7 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
                     "status": result.status,
                     "rc": result.rc,
                     "failures": result.failures,
+                    "skipped": skipped,
                     "recap": {h: vars(r) for h, r in result.recap.items()},
                 },
                 indent=2,
@@ -295,6 +312,10 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         )
     else:
         out.print(_recap_table(result))
+        for host, by_role in sorted(skipped.items()):
+            for role, reasons in sorted(by_role.items()):
+                for reason in reasons:
+                    out.print(f"[yellow]skipped[/] {host} ({role}): {reason}")
         for f in result.failures:
             err.print(f"[red]failed[/]: {f}")
         out.print(f"{playbook}: [{'green' if result.ok else 'red'}]{result.status}[/]")

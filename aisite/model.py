@@ -171,6 +171,8 @@ class StorageNodes(NodeGroup):
     name_pattern: Pattern = "stor{n:02d}"
     disks: list[Disk] = []
     exports: list[Export] = []
+    # The kernel NFS server on real sites; NFS-Ganesha (user space) where the kernel has none (the lab).
+    nfs_server: Literal["kernel", "ganesha"] = "kernel"
 
 
 SwitchOs = Literal["cumulus", "sonic", "onyx", "frr"]
@@ -257,6 +259,13 @@ class Fabric(Strict):
     roce: RoceProfile = RoceProfile()
 
 
+class BmcAccount(Strict):
+    """A local account the BMC role keeps on every Redfish BMC: user name and password from the named secret."""
+
+    secret: str
+    role: Literal["Administrator", "Operator", "ReadOnly"] = "Operator"
+
+
 class OobDefaults(Strict):
     protocol: Literal["redfish", "ipmi"] = "redfish"
     credentials: str | None = None
@@ -264,6 +273,8 @@ class OobDefaults(Strict):
     power: Literal["on", "off"] = "on"
     # Check the BMCs' Redfish TLS certificates; many ship self-signed ones, so a site may turn this off.
     tls_verify: bool = True
+    # Accounts kept on every Redfish BMC (besides the one in credentials); NTP comes from site.ntp_servers.
+    accounts: list[BmcAccount] = []
 
 
 class Tenant(Strict):
@@ -309,6 +320,19 @@ class Nvidia(Strict):
     repository: str = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
 
 
+_SSH_KEY = r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$"
+
+
+class AdminUser(Strict):
+    """A site administrator: a local account on every node, SSH keys only, sudo when asked."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+    ssh_keys: list[
+        Annotated[str, Field(pattern=r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$")]
+    ]
+    sudo: bool = True
+
+
 class AnsibleSettings(Strict):
     connection: Literal["ssh", "podman"] = "ssh"
     user: str = "root"
@@ -321,6 +345,7 @@ class Site(Strict):
     ntp_servers: list[str] = []
     dns_servers: list[IPv4Address] = []
     ansible: AnsibleSettings = AnsibleSettings()
+    admin_users: list[AdminUser] = []
     secrets: dict[str, Secret] = {}
     networks: Networks
     oob: OobDefaults = OobDefaults()

@@ -206,6 +206,43 @@ class KubernetesPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class AdminUserPlan:
+    name: str
+    ssh_keys: tuple[str, ...]
+    sudo: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ExportPlan:
+    """An NFS export: served by one storage node on the storage network, mounted by the GPU nodes."""
+
+    name: str
+    path: str
+    tier: str
+    server: str
+    address: str  # the server's storage address
+    clients: str  # the storage network: nothing else may mount it
+    mount_point: str
+
+
+def exports(site: Site, nodes: tuple[Node, ...]) -> tuple[ExportPlan, ...]:
+    """Export i is served by storage node i mod n (round-robin, so tiers spread over the nodes)."""
+    servers = [n for n in nodes if n.role == "storage" and n.storage]
+    if not site.storage_nodes or not servers:
+        return ()
+    out = []
+    for i, e in enumerate(site.storage_nodes.exports):
+        srv = servers[i % len(servers)]
+        assert srv.storage is not None
+        out.append(
+            ExportPlan(
+                e.name, e.path, e.tier, srv.name, srv.storage.address, str(site.networks.storage), f"/mnt/{e.name}"
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
 class NetworksPlan:
     oob: str
     management: str
@@ -239,6 +276,11 @@ class Plan:
     tenants: tuple[TenantPlan, ...]
     workloads: tuple[WorkloadPlan, ...]
     secrets: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    # Accounts the BMC role keeps on every Redfish BMC: ({secret, role}, ...).
+    bmc_accounts: tuple[dict[str, str], ...] = ()
+    admin_users: tuple[AdminUserPlan, ...] = ()
+    nfs_server: str = "kernel"
+    exports: tuple[ExportPlan, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -729,6 +771,10 @@ def build_plan(site: Site) -> Plan:
             }
             for name, s in site.secrets.items()
         },
+        bmc_accounts=tuple({"secret": a.secret, "role": a.role} for a in site.oob.accounts),
+        admin_users=tuple(AdminUserPlan(u.name, tuple(u.ssh_keys), u.sudo) for u in site.admin_users),
+        nfs_server=site.storage_nodes.nfs_server if site.storage_nodes else "kernel",
+        exports=exports(site, nodes),
     )
 
 

@@ -16,8 +16,9 @@ from aisite.render.inventory import secret_env
 
 
 def referenced(plan: Plan) -> list[str]:
-    """Secrets the plan uses (every BMC's credentials), in first-use order."""
-    return list(dict.fromkeys(n.bmc.credentials for n in plan.nodes if n.bmc.credentials))
+    """Secrets the plan uses (every BMC's credentials, then the BMC accounts), in first-use order."""
+    names = [n.bmc.credentials for n in plan.nodes if n.bmc.credentials]
+    return list(dict.fromkeys([*names, *(a["secret"] for a in plan.bmc_accounts)]))
 
 
 def _vault_password() -> bytes | None:

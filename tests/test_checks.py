@@ -220,3 +220,17 @@ def test_roce_profile_consistency(lab: dict[str, Any]) -> None:
 def test_asn_range(lab: dict[str, Any]) -> None:
     lab["fabric"]["asn_base"] = 65533
     assert has(problems(lab), "site.fabric.asn_base", "run past the private range 64512-65534")
+
+
+def test_bmc_accounts_name_declared_secrets_once(lab: dict[str, Any]) -> None:
+    lab["secrets"]["ops"] = {"username": "ops", "password_from": {"env": "OPS_PW"}}
+    lab["oob"]["accounts"] = [
+        {"secret": "ops", "role": "ReadOnly"},
+        {"secret": "nope"},
+        {"secret": "ops"},
+    ]
+    found = problems(lab)
+    assert has(found, "site.oob.accounts[1].secret", "secret 'nope' is not declared")
+    assert has(found, "site.oob.accounts[2].secret", "user 'ops' is already an account above")
+    lab["oob"]["accounts"] = [{"secret": "ops", "role": "Root"}]
+    assert has(problems(lab), "site.oob.accounts[0].role", "'ReadOnly'", "got 'Root'")

@@ -37,7 +37,8 @@ from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.lab
 BMC_PASSWORD = "itest-bmc-pw-7Qx"
-BMC_ENV = {"AISITE_LAB_BMC_PASSWORD": BMC_PASSWORD}
+OPS_PASSWORD = "itest-ops-pw-3Rk"
+BMC_ENV = {"AISITE_LAB_BMC_PASSWORD": BMC_PASSWORD, "AISITE_ITEST_OPS_PASSWORD": OPS_PASSWORD}
 
 if os.geteuid() != 0:
     pytest.skip("the lab needs root (podman networks, veth between namespaces); not root here", allow_module_level=True)
@@ -47,6 +48,12 @@ if os.geteuid() != 0:
 def stack_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     text = resolve_stack("lab").read_text()
     text = text.replace("10.250.", "10.252.").replace("10.251.", "10.253.").replace("name: lab\n", "name: itest\n")
+    # A BMC account to keep (sushy-tools has no AccountService: the role must say it skipped it).
+    text = text.replace(
+        "    secrets:\n",
+        "    secrets:\n      itest-ops:\n        username: ops\n"
+        "        password_from: {env: AISITE_ITEST_OPS_PASSWORD}\n",
+    ).replace("    oob:\n", "    oob:\n      accounts: [{secret: itest-ops, role: ReadOnly}]\n")
     path = tmp_path_factory.mktemp("stack") / "Pulumi.itest.yaml"
     path.write_text(text)
     return path
@@ -287,8 +294,9 @@ def power_of(plan: Plan, node_name: str) -> str:
 
 
 def deploy_oob(stack_file: Path, *args: str, password: str = BMC_PASSWORD) -> tuple[int, dict[str, Any], str]:
-    r = run_cli("deploy", str(stack_file), "--layer", "oob", "--json", *args, env={"AISITE_LAB_BMC_PASSWORD": password})
-    assert password not in r.stdout + r.stderr
+    env = BMC_ENV | {"AISITE_LAB_BMC_PASSWORD": password}
+    r = run_cli("deploy", str(stack_file), "--layer", "oob", "--json", *args, env=env)
+    assert password not in r.stdout + r.stderr and OPS_PASSWORD not in r.stdout + r.stderr
     return r.returncode, json.loads(r.stdout), r.stderr
 
 
@@ -307,6 +315,16 @@ def test_bmcs_power_every_node_and_save_its_inventory(
             assert inv["uuid"] == system_uuid("itest", node.name) and "firmware" in inv["not_reported"]
         else:
             assert inv["bmc_firmware"], inv  # ipmi_sim answers mc info; it has no FRU data
+        # NTP (site.ntp_servers) and the declared account: neither emulator offers them, and each says so.
+        if node.bmc.protocol == "redfish":
+            assert [s.split(":")[0] for s in inv["skipped"]] == ["ntp", "accounts"], inv
+            assert "no ManagerNetworkProtocol" in inv["skipped"][0] and "no AccountService" in inv["skipped"][1]
+        else:
+            assert inv["skipped"] == [
+                "ntp: IPMI has no standard NTP setting (set it over Redfish or the vendor tool)",
+                "accounts: kept over Redfish only",
+            ]
+        assert doc["skipped"][f"{node.name}-bmc"]["bmc"] == inv["skipped"]
     rc, doc, err = deploy_oob(stack_file)
     assert rc == 0 and {h: r["changed"] for h, r in doc["recap"].items()} == {f"{n.name}-bmc": 0 for n in plan.nodes}
 
@@ -341,6 +359,34 @@ def test_a_one_time_pxe_boot_is_set_for_the_nodes_asked(
     flags = ipmitool(ipmi.bmc.address, "chassis", "bootparam", "get", "5").stdout
     assert "Force PXE" in flags and "only next boot" in flags
     wait_for("nodes on after the restart", lambda: power_of(plan, rf.name) == power_of(plan, ipmi.name) == "on", 60)
+
+
+def test_a_virtual_media_boot_inserts_the_image_and_boots_from_it(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    by_proto = {n.bmc.protocol: n for n in plan.nodes}
+    rf, ipmi = by_proto["redfish"], by_proto["ipmi"]
+    # The image server: inside the Redfish BMC's own container, on its loopback (nothing leaves the lab).
+    bmc = f"aisite-itest-{rf.name}-bmc"
+    podman("exec", bmc, "sh", "-c", "mkdir -p /tmp/media && head -c 65536 /dev/urandom > /tmp/media/install.iso")
+    podman("exec", "-d", bmc, "/opt/sushy/bin/python", "-m", "http.server", "8088", "--bind", "127.0.0.1",
+           "--directory", "/tmp/media")  # fmt: skip
+    url = "http://127.0.0.1:8088/install.iso"
+    wait_for("the image server", lambda: "install.iso" in podman("exec", bmc, "sh", "-c", "ls /tmp/media"), 10)
+    time.sleep(1)
+    args = ("--one-time-boot", "cd", "--boot-media", url, "--limit", f"{rf.name}-bmc,{ipmi.name}-bmc")
+    rc, doc, err = deploy_oob(stack_file, *args)
+    assert rc == 1, err
+    # IPMI cannot attach an image: that node fails with the reason, the Redfish one goes on.
+    assert [f.split(":")[0] for f in doc["failures"]] == [f"{ipmi.name}-bmc"], doc["failures"]
+    assert "cannot insert virtual media" in doc["failures"][0]
+    system = f"/redfish/v1/Systems/{system_uuid('itest', rf.name)}"
+    cd = redfish(rf.bmc.address, f"{system}/VirtualMedia/Cd")[1]
+    assert cd["Image"] == url and cd["Inserted"] is True, cd
+    assert redfish(rf.bmc.address, system)[1]["Boot"]["BootSourceOverrideTarget"] == "Cd"
+    wait_for("the node on after the restart", lambda: power_of(plan, rf.name) == "on", 60)
+    bad = run_cli("deploy", str(stack_file), "--layer", "oob", "--one-time-boot", "pxe", "--boot-media", url)
+    assert bad.returncode == 2 and "--boot-media" in bad.stderr
 
 
 def test_bmc_errors_name_the_node_and_the_others_carry_on(

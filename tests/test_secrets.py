@@ -61,3 +61,15 @@ def test_missing_secret_names_every_source_tried(monkeypatch: pytest.MonkeyPatch
     assert [str(p) for p in problems] == ["site.secrets.lab-bmc.password_from: vault file /nonexistent does not exist"]
     values, problems = resolve(lab_plan({"env": "NOPE_PW"}), environ={"NOPE_PW": ""})
     assert "environment variable NOPE_PW" in problems[0].message
+
+
+def test_bmc_account_secrets_are_resolved_too() -> None:
+    data = stack_data("lab")
+    data["secrets"]["ops"] = {"username": "ops", "password_from": {"env": "OPS_PW"}}
+    data["oob"]["accounts"] = [{"secret": "ops", "role": "ReadOnly"}]
+    p = build_plan(parse_site(data, "test"))
+    values, problems = resolve(p, environ={"AISITE_LAB_BMC_PASSWORD": "x"})
+    assert [str(q).split(":")[0] for q in problems] == ["site.secrets.ops.password_from"], problems
+    assert "OPS_PW" in str(problems[0])
+    values, problems = resolve(p, environ={"AISITE_LAB_BMC_PASSWORD": "x", "OPS_PW": "y"})
+    assert not problems and sorted(values.values()) == ["x", "y"]

@@ -89,6 +89,8 @@ def _run_container(topo: LabTopology, c: LabContainer, tags: dict[str, str]) -> 
         args += ["--cap-add", cap]
     for sysctl in c.sysctls:
         args += ["--sysctl", sysctl]
+    for path in c.volumes:
+        args += ["--volume", path]  # one path: an anonymous volume
     if c.attachments:
         for a in c.attachments:
             args += ["--network", f"{a.network}:ip={a.address},interface_name={a.interface}"]
@@ -99,7 +101,7 @@ def _run_container(topo: LabTopology, c: LabContainer, tags: dict[str, str]) -> 
 
 def _spec(c: LabContainer) -> str:
     """A digest of how a container is started (networks, addresses, capabilities, sysctls): a change recreates it."""
-    return hashlib.sha256(repr((c.attachments, c.caps, c.sysctls)).encode()).hexdigest()[:12]
+    return hashlib.sha256(repr((c.attachments, c.caps, c.sysctls, c.volumes)).encode()).hexdigest()[:12]
 
 
 def _ensure_containers(topo: LabTopology, tags: dict[str, str], report: UpReport, say: Say) -> None:
@@ -116,7 +118,7 @@ def _ensure_containers(topo: LabTopology, tags: dict[str, str], report: UpReport
             continue
         if state:
             # Stopped, built from an older image or started differently: start it afresh so it matches the plan.
-            podman("rm", "-f", "-t", "0", c.name, what=f"removing stale container {c.name}")
+            podman("rm", "-f", "-v", "-t", "0", c.name, what=f"removing stale container {c.name}")
         say(f"container {c.name} ({c.role})")
         _run_container(topo, c, tags)
         report.containers_started.append(c.name)
@@ -341,7 +343,7 @@ def down(site: str, say: Say) -> dict[str, list[str]]:
     names = sorted(have)
     if names:
         say(f"removing {len(names)} containers")
-        podman("rm", "-f", "-t", "0", *names, what="removing lab containers")
+        podman("rm", "-f", "-v", "-t", "0", *names, what="removing lab containers")
         removed["containers"] = names
         _wait_for_monitors([have[n]["Id"] for n in names])
     nets = sorted(_existing_networks(site))

@@ -13,6 +13,8 @@ ROLE_LABEL = "io.aisite.role"
 HOST_LABEL = "io.aisite.host"
 SPEC_LABEL = "io.aisite.spec"  # digest of how a container was started; lab up recreates it when that changes
 NODE_CAPS = ("NET_ADMIN", "NET_RAW", "SYS_ADMIN")
+# NFS-Ganesha serves from a storage node: it opens files by handle (DAC_READ_SEARCH) and raises its limits.
+STORAGE_CAPS = (*NODE_CAPS, "DAC_READ_SEARCH", "SYS_RESOURCE")
 SWITCH_CAPS = ("NET_ADMIN", "NET_RAW", "SYS_ADMIN")
 # /proc/sys is read-only in a container, so the lab sets at start what fabric_frr would set on a white-box switch
 # (its fabric_frr_sysctls): forwarding, and ECMP hashing on the 5-tuple so flows spread over the spines.
@@ -49,6 +51,9 @@ class LabContainer:
     attachments: tuple[Attachment, ...]
     caps: tuple[str, ...]
     sysctls: tuple[str, ...] = ()
+    # Paths on anonymous podman volumes (removed with the container): NFS exports need a file system with file
+    # handles, which the container's overlay root does not have.
+    volumes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +116,17 @@ def lab_topology(plan: Plan) -> LabTopology:
         att = [Attachment(mgmt.name, node.management.address, node.management.name)]
         if node.storage:
             att.append(Attachment(storage.name, node.storage.address, node.storage.name))
+        storage_node = node.role == "storage"
         containers.append(
-            LabContainer(container_name(plan, node.name), node.name, node.role, "node", tuple(att), NODE_CAPS)
+            LabContainer(
+                container_name(plan, node.name),
+                node.name,
+                node.role,
+                "node",
+                tuple(att),
+                STORAGE_CAPS if storage_node else NODE_CAPS,
+                volumes=tuple(e.path for e in plan.exports if e.server == node.name) if storage_node else (),
+            )
         )
     for sw in plan.switches:
         if sw.role in ("leaf", "spine"):

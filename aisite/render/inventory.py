@@ -90,6 +90,7 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         "aisite_site": plan.site,
         "aisite_domain": plan.domain,
         "aisite_ntp_servers": list(plan.ntp_servers),
+        "aisite_bmc_accounts": [dict(a) for a in plan.bmc_accounts],
         "aisite_dns_servers": list(plan.dns_servers),
         # Every host's name and management address, so /etc/hosts needs no cross-host facts.
         "aisite_hosts": [{"name": n.name, "fqdn": n.fqdn, "address": n.management.address} for n in plan.nodes],
@@ -99,6 +100,9 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         "aisite_networks": asdict(plan.networks),
         "roce_qos": asdict(plan.roce),
         "nvidia_repository": plan.nvidia_repository,
+        "aisite_admin_users": [asdict(u) for u in plan.admin_users],
+        "aisite_nfs_server": plan.nfs_server,
+        "aisite_exports": [asdict(e) for e in plan.exports],
         "k8s_version": k.version,
         "k8s_cni": k.cni,
         "k8s_api_vip": k.api_vip,
