@@ -20,6 +20,10 @@ def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
         "fabric_cumulus",
         "fabric_sonic",
         "fabric_onyx",
+        "common",
+        "roce_host",
+        "nvidia",
+        "storage",
     ]
     for layer in ("oob", "fabric", "hosts", "cluster", "workloads"):
         for role in playbooks.playbook_roles(ROOT / "playbooks" / f"{layer}.yml"):

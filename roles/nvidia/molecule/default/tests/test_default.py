@@ -1,0 +1,33 @@
+"""Without a GPU: the repository (off), the branch pin, peermem and containerd configuration; nothing installed."""
+
+
+def test_no_gpu_here(host):
+    assert host.run("grep -l 0x10de /sys/bus/pci/devices/*/vendor").stdout.strip() == ""
+
+
+def test_repository_written_but_disabled(host):
+    src = host.file("/etc/apt/sources.list.d/aisite-nvidia.sources").content_string
+    assert "URIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/" in src
+    assert "Enabled: no" in src
+    # apt reads the file and skips it: an update does not ask NVIDIA's servers.
+    assert "developer.download.nvidia.com" not in host.run("apt-get update --print-uris -qq").stdout
+
+
+def test_branch_pinned_for_volta(host):
+    pref = host.file("/etc/apt/preferences.d/aisite-nvidia.pref").content_string
+    assert "Pin: version 580.*" in pref and "Pin-Priority: 1001" in pref and "nvidia-fabricmanager*" in pref
+    assert "volta" in pref
+
+
+def test_peermem_and_containerd_runtime(host):
+    assert host.file("/etc/modules-load.d/aisite-nvidia.conf").content_string.strip() == "nvidia-peermem"
+    toml = host.file("/etc/containerd/conf.d/99-nvidia.toml").content_string
+    assert 'default_runtime_name = "nvidia"' in toml and 'BinaryName = "/usr/bin/nvidia-container-runtime"' in toml
+    import tomllib
+
+    assert tomllib.loads(toml)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["default_runtime_name"] == "nvidia"
+
+
+def test_no_driver_installed_without_a_gpu(host):
+    assert not host.package("cuda-drivers-580").is_installed
+    assert not host.file("/usr/share/keyrings/aisite-nvidia.asc").exists
