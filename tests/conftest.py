@@ -35,7 +35,10 @@ def lab() -> dict[str, Any]:
 def run_cli(
     *args: str, env: dict[str, str] | None = None, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """The real `aisite` entry point in a subprocess, so exit codes and stderr are what a user gets."""
+    """The real `aisite` entry point in a subprocess, so exit codes and stderr are what a user gets.
+
+    A whole-site deploy of the lab takes about 5 minutes on 2 cores (the podman connection costs ~2 s a task a
+    host there): the limit only catches a hang."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("AISITE_", "PULUMI_"))}
     full_env.update(env or {})
     return subprocess.run(
@@ -45,6 +48,6 @@ def run_cli(
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
         check=False,
     )

@@ -302,9 +302,12 @@ def test_hosts_have_the_baseline_rails_and_nfs(up: subprocess.CompletedProcess[s
     assert all(f"{n.management.address} {n.fqdn} {n.name}" in hosts for n in plan.nodes)
     assert podman("exec", c, "systemctl", "is-active", "chrony").strip() == "active"
     assert "NCCL_IB_TC=106" in podman("exec", c, "cat", "/etc/nccl.conf")
+    rules = podman("exec", c, "ip", "rule", "show")
     for r in gpu.rails:
         (link,) = json.loads(podman("exec", c, "ip", "-j", "addr", "show", "dev", r.interface))
         assert link["mtu"] == 9000 and r.address in [a["local"] for a in link["addr_info"]]
+        # The lab cabled and addressed this rail before networkd took it over: networkd must have configured it.
+        assert f"{1000 + r.index}:\tfrom {r.address} lookup {r.table}" in rules, rules
     # The storage node serves its exports; the GPU node reads them with libnfs (the lab kernel has no NFS client).
     for e in plan.exports:
         podman("exec", f"aisite-itest-{e.server}", "sh", "-c", f"echo {e.name} > {e.path}/probe")

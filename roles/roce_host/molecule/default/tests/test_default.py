@@ -64,3 +64,15 @@ def test_lossless_unit_enabled_and_script_matches_the_profile(host):
 def test_rdma_tools_installed(host):
     for binary in ("ib_write_bw", "ibv_devices", "rdma"):
         assert host.exists(binary), binary
+
+
+def test_every_sysctl_written_names_a_setting_this_kernel_has(host):
+    # The file is applied at boot (and per interface by udev); a misspelt key would be rejected there, unseen here
+    # where /proc/sys is read-only. Each key must name an existing entry, with a value of the same shape.
+    for line in host.file("/etc/sysctl.d/91-aisite-rails.conf").content_string.splitlines():
+        if not line.strip() or line.startswith(("#", ";")):
+            continue
+        key, value = (part.strip() for part in line.split("=", 1))
+        entry = host.file("/proc/sys/" + key.replace(".", "/"))
+        assert entry.exists, key
+        assert len(value.split()) == len(entry.content_string.split()), (key, value)
