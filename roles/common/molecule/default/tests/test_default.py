@@ -55,6 +55,36 @@ def test_admins_with_keys_and_sudo_as_declared(host):
     assert host.run("visudo -c").rc == 0
 
 
+def test_an_administrator_no_longer_declared_is_retired_and_others_left_alone(host):
+    former = host.user("formeradmin")
+    assert former.exists and "aisite-admins" not in former.groups
+    # Expired (in the past): PAM's account check refuses it, so neither a key nor a password logs in.
+    assert former.expiration_date is not None and former.expiration_date.year == 1970
+    assert host.run("su -s /bin/true formeradmin").rc != 0
+    assert not host.file(former.home + "/.ssh/authorized_keys").exists
+    assert host.file(former.home).is_directory  # the home is kept
+    assert host.user("labadmin").expiration_date is None
+    local = host.user("localops")
+    assert local.exists and local.gecos == "local operator" and local.expiration_date is None
+
+
 def test_driver_packages_held_from_unattended_upgrades(host):
     dump = host.run("apt-config dump Unattended-Upgrade::Package-Blacklist").stdout
     assert '"nvidia-"' in dump and '"cuda-"' in dump and '"datacenter-gpu-manager"' in dump
+
+
+INIT_NETNS_ONLY = {"net.core.netdev_max_backlog"}
+
+
+def test_every_sysctl_written_names_a_setting_this_kernel_has(host):
+    # The file is applied at boot (and per interface by udev); a misspelt key would be rejected there, unseen here
+    # where /proc/sys is read-only. Each key must name an existing entry, with a value of the same shape.
+    for line in host.file("/etc/sysctl.d/90-aisite.conf").content_string.splitlines():
+        if not line.strip() or line.startswith(("#", ";")):
+            continue
+        key, value = (part.strip() for part in line.split("=", 1))
+        entry = host.file("/proc/sys/" + key.replace(".", "/"))
+        if not entry.exists and key in INIT_NETNS_ONLY:
+            continue  # the host's network namespace has it; a container's own one does not show it
+        assert entry.exists, key
+        assert len(value.split()) == len(entry.content_string.split()), (key, value)
