@@ -81,13 +81,6 @@ def _check_control_plane(site: Site, out: list[Problem]) -> None:
                 f"{n - 1}; use 1 or an odd number from 3",
             )
         )
-    if site.control_plane.vip not in site.networks.management:
-        out.append(
-            Problem(
-                "site.control_plane.vip",
-                f"{site.control_plane.vip} is outside site.networks.management ({site.networks.management})",
-            )
-        )
 
 
 _GENERIC_ONLY = ("gpu_type", "gpus", "nics", "nic_speed_gbps", "nvswitch")

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,8 +20,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from aisite.deploy import RunResult, run_playbook
-from aisite.errors import SiteError
+from aisite.deploy import RunResult, record_run, run_playbook
+from aisite.errors import Problem, SiteError
 from aisite.lab import images, lab
 from aisite.lab.podman import LabError, ensure_tools
 from aisite.lab.topology import LabTopology, lab_topology
@@ -282,6 +284,7 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     playbook = f"playbooks/{layer or 'site'}.yml"
     inv = inventory(p)
     groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
+    started = time.time()
     result = _progress_runner(
         playbook,
         to_yaml(inv),
@@ -297,19 +300,27 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         str(h): {str(role): [str(x) for x in reasons] for role, reasons in dict(by_role).items()}
         for h, by_role in dict(result.stats.get("skipped") or {}).items()
     }
+    doc = {
+        "status": result.status,
+        "rc": result.rc,
+        "failures": result.failures,
+        "skipped": skipped,
+        "recap": {h: vars(r) for h, r in result.recap.items()},
+    }
+    record_run(
+        p.site,
+        layer or "site",
+        doc
+        | {
+            "playbook": playbook,
+            "limit": limit,
+            "check": check,
+            "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+            "seconds": round(time.time() - started, 1),
+        },
+    )
     if as_json:
-        print(
-            json.dumps(
-                {
-                    "status": result.status,
-                    "rc": result.rc,
-                    "failures": result.failures,
-                    "skipped": skipped,
-                    "recap": {h: vars(r) for h, r in result.recap.items()},
-                },
-                indent=2,
-            )
-        )
+        print(json.dumps(doc, indent=2))
     else:
         out.print(_recap_table(result))
         for host, by_role in sorted(skipped.items()):
@@ -370,6 +381,9 @@ def oob_discover(
     from aisite import oob  # sushy and pyghmi load only for this command
 
     p = _load(stack, as_json)
+    values, problems = resolve(p)
+    if problems:
+        raise _invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
     route = oob.route_to(p.networks.oob)
     if not route or (route.get("gateway") and not via_gateway):
         # A range this machine does not sit on (a lab that is down, a site elsewhere) would be probed through the
@@ -381,9 +395,6 @@ def oob_discover(
             file=sys.stderr,
         )
         raise typer.Exit(EXIT_FAILED)
-    values, problems = resolve(p)
-    if problems:
-        raise _invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
     declared = {n.bmc.address: (n.name, n.bmc.protocol, n.bmc.port) for n in p.nodes}
     creds = {n.bmc.address: n.bmc.credentials for n in p.nodes}
     default_creds = next(iter(creds.values()), "")
@@ -455,7 +466,17 @@ def _lab_credentials(stack: str, as_json: bool) -> dict[str, tuple[str, str]]:
     if problems:
         raise _invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
     by_env = {secret_env(name): name for name in p.secrets}
-    return {by_env[k]: (str(p.secrets[by_env[k]]["username"]), str(v)) for k, v in values.items()}
+    creds = {by_env[k]: (str(p.secrets[by_env[k]]["username"]), str(v)) for k, v in values.items()}
+    # The emulators' own limit, on top of what real BMCs accept: ipmi_sim reads its users from a quoted file.
+    problems = [
+        Problem(f"site.secrets.{name}", f"the {what} contains '\"', which the lab's IPMI emulator cannot read")
+        for name, (username, password) in creds.items()
+        for what, value in (("user name", username), ("password", password))
+        if '"' in value
+    ]
+    if problems:
+        raise _invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
+    return creds
 
 
 def _lab_failed(exc: LabError) -> typer.Exit:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -139,3 +140,16 @@ def run_playbook(
         return RunResult(status=r.status, rc=rc, recap=_recap(r.stats), failures=failures, stats=custom)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def record_run(site: str, name: str, doc: Mapping[str, Any]) -> Path:
+    """Keep the outcome of the last `deploy` of a layer (or the site) under .aisite/<site>/deploys/<name>.json.
+
+    What a person or a later step (a test, CI) reads to know how the last run went; holds no secret (the recap,
+    the failures and what was skipped)."""
+    path = ROOT / ".aisite" / site / "deploys" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.new")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(path)
+    return path

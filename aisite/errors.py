@@ -19,8 +19,9 @@ class SiteError(Exception):
 
     def __init__(self, source: str, problems: list[Problem]) -> None:
         self.source = source
-        self.problems = problems
-        super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(str(p) for p in problems))
+        # Two rules may notice the same fact: each problem is reported once, in the order found.
+        self.problems = list(dict.fromkeys(problems))
+        super().__init__(f"{source}: {len(self.problems)} problem(s)\n" + "\n".join(str(p) for p in self.problems))
 
 
 def join_path(base: str, *parts: str | int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pulumi
@@ -10,12 +11,20 @@ from aisite.components import SiteArgs, SiteDeployment
 from aisite.errors import SiteError
 from aisite.loader import CONFIG_KEY, parse_site
 from aisite.plan import build_plan
-from aisite.secrets import resolve
+from aisite.render.inventory import secret_env as env_name
+from aisite.secrets import Use, limit_problems, resolve, uses
 
 
 def _pulumi_secret(key: str) -> pulumi.Output[str] | None:
     namespace, _, name = key.rpartition(":")
     return pulumi.Config(namespace or "aisite").get_secret(name)
+
+
+def _checked(source: str, name: str, username: str, used: list[Use], value: object) -> str:
+    problems = limit_problems(name, username, str(value), used)
+    if problems:
+        raise pulumi.RunError(str(SiteError(source, problems)))
+    return str(value)
 
 
 def run() -> SiteDeployment:
@@ -34,6 +43,14 @@ def run() -> SiteDeployment:
     secret_env: dict[str, pulumi.Input[str]] = {
         k: v if isinstance(v, pulumi.Output) else pulumi.Output.secret(str(v)) for k, v in secrets.items()
     }
+    # A Pulumi secret's value is known only inside apply: check it there, so every resource that uses it fails
+    # with the problem instead of reaching a BMC that will refuse it.
+    used = uses(plan)
+    for name in used:
+        value = secrets.get(env_name(name))
+        if isinstance(value, pulumi.Output):
+            username = str(plan.secrets.get(name, {}).get("username") or "")
+            secret_env[env_name(name)] = value.apply(functools.partial(_checked, source, name, username, used[name]))
     deployment = SiteDeployment(SiteArgs(plan=plan, secret_env=secret_env))
     pulumi.export("site", plan.site)
     pulumi.export("nodes", len(plan.nodes))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from aisite.errors import Problem
@@ -19,6 +20,86 @@ def referenced(plan: Plan) -> list[str]:
     """Secrets the plan uses (every BMC's credentials, then the BMC accounts), in first-use order."""
     names = [n.bmc.credentials for n in plan.nodes if n.bmc.credentials]
     return list(dict.fromkeys([*names, *(a["secret"] for a in plan.bmc_accounts)]))
+
+
+# What BMCs accept. IPMI 2.0 (RAKP) carries a password of at most 20 bytes and a user name of at most 16; ipmitool
+# refuses longer ones before it sends anything. HTTP Basic authentication (Redfish) splits `user:password` at the
+# first colon (RFC 7617), and BMCs differ in how they decode bytes outside printable ASCII.
+IPMI_PASSWORD_MAX = 20
+IPMI_USERNAME_MAX = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """One place a secret is used: a BMC's credentials, or an account kept on the Redfish BMCs."""
+
+    host: str  # the inventory host, `<node>-bmc`
+    protocol: str
+    address: str
+    account: bool = False
+
+
+def uses(plan: Plan) -> dict[str, list[Use]]:
+    """secret name -> where it is used, in plan order."""
+    out: dict[str, list[Use]] = {}
+    for n in plan.nodes:
+        if n.bmc.credentials:
+            out.setdefault(n.bmc.credentials, []).append(Use(f"{n.name}-bmc", n.bmc.protocol, n.bmc.address))
+    redfish = [n for n in plan.nodes if n.bmc.protocol == "redfish"]
+    for a in plan.bmc_accounts:
+        out.setdefault(a["secret"], []).extend(
+            Use(f"{n.name}-bmc", "redfish", n.bmc.address, account=True) for n in redfish
+        )
+    return out
+
+
+def _hosts(used: list[Use], protocol: str | None = None) -> str:
+    hosts = list(dict.fromkeys(f"{u.host} ({u.address})" for u in used if protocol in (None, u.protocol)))
+    return ", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")
+
+
+def limit_problems(name: str, username: str, password: str, used: list[Use]) -> list[Problem]:
+    """What keeps the BMCs that use secret `name` from accepting it: every problem, each naming the BMCs."""
+    path = f"site.secrets.{name}"
+    out: list[Problem] = []
+    protocols = {u.protocol for u in used}
+    for what, value in (("user name", username), ("password", password)):
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            out.append(Problem(path, f"the {what} contains a control character (a newline, a tab...): no BMC takes it"))
+        elif not value.isascii():
+            out.append(
+                Problem(
+                    path,
+                    f"the {what} has characters outside ASCII, which BMCs decode differently (used by {_hosts(used)})",
+                )
+            )
+    if "ipmi" in protocols:
+        hosts = _hosts(used, "ipmi")
+        size = len(password.encode())
+        if size > IPMI_PASSWORD_MAX:
+            out.append(
+                Problem(
+                    path,
+                    f"the password is {size} bytes; IPMI 2.0 BMCs accept at most {IPMI_PASSWORD_MAX} (used by {hosts})",
+                )
+            )
+        if len(username.encode()) > IPMI_USERNAME_MAX:
+            out.append(
+                Problem(
+                    path,
+                    f"the user name {username!r} is {len(username.encode())} bytes; IPMI BMCs accept at most "
+                    f"{IPMI_USERNAME_MAX} (used by {hosts})",
+                )
+            )
+    if "redfish" in protocols and ":" in username:
+        out.append(
+            Problem(
+                path,
+                f"the user name {username!r} contains ':', which HTTP Basic authentication cannot carry "
+                f"(used by the Redfish BMCs {_hosts(used, 'redfish')})",
+            )
+        )
+    return out
 
 
 def _vault_password() -> bytes | None:
@@ -43,10 +124,13 @@ def resolve(
     """env variable for Ansible -> secret value, and a problem for every secret that cannot be found.
 
     Sources are tried in order: Pulumi secret config (under `pulumi up`), the environment, an ansible-vault file.
+    A value found is checked against what the BMCs using it accept (`limit_problems`); a Pulumi output, whose
+    value is not known yet, is left to the caller to check.
     """
     env = os.environ if environ is None else environ
     values: dict[str, object] = {}
     problems: list[Problem] = []
+    used = uses(plan)
     for name in referenced(plan):
         src = plan.secrets.get(name, {})
         path = f"site.secrets.{name}.password_from"
@@ -76,5 +160,8 @@ def resolve(
         if value is None:
             problems.append(Problem(path, f"secret {name!r} was not found (tried {', '.join(tried) or 'nothing'})"))
         else:
+            if isinstance(value, str):
+                username = str(src.get("username") or "")
+                problems += limit_problems(name, username, value, used.get(name, []))
             values[secret_env(name)] = value
     return values, problems

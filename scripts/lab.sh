@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# The main job on the embedded lab site: bring the emulated lab up from the plan and deploy it. The lab BMC password is generated once, kept out of git (0600), and
-# handed to aisite through the environment only.
+# The main job on the embedded lab site: bring the emulated lab up from the plan and deploy it. The lab BMC
+# password is generated once, kept out of git (0600), and handed to aisite through the environment only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
-mkdir -p .aisite/lab
 secret=.aisite/lab/bmc-password
-if [ ! -s "$secret" ]; then
-  (umask 077 && .venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(18))' > "$secret")
-fi
+# Generated once; replaced (saying why) when an earlier version left one the BMCs refuse.
+.venv/bin/python -m aisite.lab.password "$secret"
 AISITE_LAB_BMC_PASSWORD="$(cat "$secret")"
 export AISITE_LAB_BMC_PASSWORD
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from aisite.errors import SiteError
 from aisite.loader import load_site, parse_site
-from tests.conftest import STACKS, stack_data
+from tests.conftest import STACKS, run_cli, stack_data
 
 
 def problems(data: dict[str, Any]) -> list[str]:
     with pytest.raises(SiteError) as exc:
         parse_site(data, "test")
-    return [str(p) for p in exc.value.problems]
+    found = [str(p) for p in exc.value.problems]
+    assert len(found) == len(set(found)), f"a problem reported twice: {found}"
+    return found
 
 
 def has(found: list[str], path: str, *words: str) -> bool:
@@ -67,6 +71,18 @@ def test_address_outside_its_network_and_the_gateway(lab: dict[str, Any]) -> Non
 def test_vip_outside_management(lab: dict[str, Any]) -> None:
     lab["control_plane"]["vip"] = "10.250.2.9"
     assert has(problems(lab), "site.control_plane.vip", "outside site.networks.management")
+
+
+def test_validate_prints_each_problem_once(lab: dict[str, Any], tmp_path: Path) -> None:
+    lab["control_plane"]["vip"] = "192.168.1.1"
+    lab["control_plane"]["count"] = 2
+    stack = tmp_path / "Pulumi.bad.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"aisite:site": lab}}))
+    r = run_cli("validate", str(stack))
+    lines = r.stderr.splitlines()
+    assert r.returncode == 2 and lines[0] == f"error: {stack}: 2 problem(s)", r.stderr
+    assert sum(line.startswith("site.control_plane.vip: 192.168.1.1 is outside") for line in lines) == 1, lines
+    assert len(lines) == 3 and len(set(lines)) == 3, lines
 
 
 def test_duplicate_macs(lab: dict[str, Any]) -> None:

@@ -78,6 +78,18 @@ def lab_mac(site: str, node: str, nic: str) -> str:
     return ":".join(f"{b:02x}" for b in (0x02, *digest[:5]))
 
 
+def credentials_digest(username: str, password: str) -> str:
+    """A salted bcrypt digest of the credentials (as an htpasswd file holds one), never the password itself."""
+    return bcrypt.hashpw(f"{username}\0{password}".encode(), bcrypt.gensalt(rounds=10)).decode()
+
+
+def credentials_match(digest: str, username: str, password: str) -> bool:
+    try:
+        return bool(digest) and bcrypt.checkpw(f"{username}\0{password}".encode(), digest.encode())
+    except ValueError:  # not a bcrypt digest: an emulator from before the label
+        return False
+
+
 def _quote(value: str) -> str:
     if '"' in value or "\n" in value:
         raise ValueError("a BMC user name or password may not contain double quotes or newlines")

@@ -19,6 +19,8 @@ from aisite.lab.podman import LabError, ensure_tools, netns_links, podman, podma
 from aisite.lab.topology import HOST_LABEL, LABEL, ROLE_LABEL, SPEC_LABEL, LabBmc, LabContainer, LabTopology
 
 Say = Callable[[str], None]
+# A bcrypt digest of the credentials an emulator was configured with: a changed password reconfigures it.
+CREDENTIALS_LABEL = "io.aisite.bmc-credentials"
 Credentials = dict[str, tuple[str, str]]
 
 
@@ -234,6 +236,8 @@ def start_bmc(site: str, b: LabBmc, tag: str, credentials: Credentials) -> None:
         "--hostname",
         f"{b.node}-bmc",
         "--label",
+        f"{CREDENTIALS_LABEL}={bmc.credentials_digest(username, password)}",
+        "--label",
         f"{LABEL}={site}",
         "--label",
         f"{ROLE_LABEL}=bmc",
@@ -259,10 +263,13 @@ def _ensure_bmcs(topo: LabTopology, tag: str, credentials: Credentials, report: 
     started: list[LabBmc] = []
     for b in topo.bmcs:
         state = have.get(b.name)
-        if state and state.get("State") == "running" and state.get("Image") == tag:
+        digest = (state or {}).get("Labels", {}).get(CREDENTIALS_LABEL, "")
+        same_credentials = bmc.credentials_match(digest, *credentials[b.credentials])
+        if state and state.get("State") == "running" and state.get("Image") == tag and same_credentials:
             continue
         if state:
-            podman("rm", "-f", "-t", "0", b.name, what=f"removing stale BMC emulator {b.name}")
+            why = "its credentials changed" if not same_credentials else "stale"
+            podman("rm", "-f", "-t", "0", b.name, what=f"removing BMC emulator {b.name} ({why})")
         say(f"BMC emulator {b.name} ({b.protocol} on {b.address})")
         start_bmc(topo.site, b, tag, credentials)
         report.bmcs_started.append(b.name)
