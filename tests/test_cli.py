@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from aisite.render.inventory import inventory_yaml
-from tests.conftest import run_cli, stack_data
+from tests.conftest import ROOT, run_cli, stack_data
 
 LAB_SECRET = "lab-secret-Zq9"
 
@@ -110,6 +110,11 @@ def test_deploy_runs_a_layer_through_ansible_runner_and_prints_the_recap() -> No
     human = run_cli("deploy", "lab", "--layer", "cluster", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
     assert human.returncode == 0, human.stderr
     assert "Recap" in human.stdout and "cp01" in human.stdout and "playbooks/cluster.yml: successful" in human.stdout
+    # The last run of the layer is kept for people and later steps (CI reads the lab's), with no secret in it.
+    record = ROOT / ".aisite" / "lab" / "deploys" / "cluster.json"
+    kept = json.loads(record.read_text())
+    assert kept["status"] == "successful" and kept["playbook"] == "playbooks/cluster.yml" and kept["check"] is False
+    assert set(kept["recap"]) == {"cp01"} and LAB_SECRET not in record.read_text()
     # A line per task.
     assert "Cluster | Kubernetes control plane | Preflight | Check control plane size keeps etcd quorum" in human.stderr
 
@@ -118,6 +123,20 @@ def test_deploy_without_the_secret_is_invalid_input() -> None:
     r = run_cli("deploy", "lab")
     assert r.returncode == 2
     assert "site.secrets.lab-bmc.password_from: secret 'lab-bmc' was not found" in r.stderr
+
+
+def test_a_secret_the_ipmi_bmcs_would_refuse_stops_every_command_before_it_runs() -> None:
+    """24 bytes (what `make lab` once generated): IPMI 2.0 takes 20. Exit 2 before any play, container or probe."""
+    env = {"AISITE_LAB_BMC_PASSWORD": "Q" * 24}
+    want = (
+        "site.secrets.lab-bmc: the password is 24 bytes; IPMI 2.0 BMCs accept at most 20 "
+        "(used by gpu02-bmc (10.250.0.4), stor01-bmc (10.250.0.5))"
+    )
+    for args in (("deploy", "lab"), ("deploy", "lab", "--layer", "oob"), ("lab", "up"), ("oob", "discover", "lab")):
+        r = run_cli(*args, env=env)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.splitlines()[1:] == [want], (args, r.stderr)
+        assert "Recap" not in r.stdout and "playbooks/" not in r.stderr + r.stdout and "Q" * 24 not in r.stderr
 
 
 def test_deploy_rejects_an_unknown_layer() -> None:

@@ -1,7 +1,10 @@
 """The lab for real: podman up from the plan, every container, address and cable checked from inside, Ansible
 connected, a second up that changes nothing, down that leaves no container, network, bridge or process.
 
-It runs a copy of the lab stack named `itest` on 10.252.0.0/15, so a developer's running `lab` is never touched.
+By default it runs a copy of the lab stack named `itest` on 10.252.0.0/15, so a developer's running `lab` is never
+touched. CI first runs the README's `make lab` as a newcomer does and then sets AISITE_ITEST_REUSE_LAB=1: the tests
+build on that lab (its generated password, its containers, and its whole-site deploy as the first of the two the
+deploy test needs) instead of a lab and a deploy of their own; they end with `lab down` all the same.
 Needs root (podman networks and veth between namespaces); `lab up` installs podman, runc and debootstrap itself.
 """
 
@@ -36,27 +39,50 @@ from aisite.render.inventory import inventory_yaml
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.lab
-BMC_PASSWORD = "itest-bmc-pw-7Qx"
-OPS_PASSWORD = "itest-ops-pw-3Rk"
-BMC_ENV = {"AISITE_LAB_BMC_PASSWORD": BMC_PASSWORD, "AISITE_ITEST_OPS_PASSWORD": OPS_PASSWORD}
+REUSE = os.environ.get("AISITE_ITEST_REUSE_LAB") == "1"
+SITE = "lab" if REUSE else "itest"
+LAB_SECRET_FILE = ROOT / ".aisite" / "lab" / "bmc-password"  # what `make lab` generated
 
 if os.geteuid() != 0:
     pytest.skip("the lab needs root (podman networks, veth between namespaces); not root here", allow_module_level=True)
+if REUSE and not LAB_SECRET_FILE.is_file():
+    pytest.fail(f"AISITE_ITEST_REUSE_LAB=1 builds on `make lab`, but {LAB_SECRET_FILE} is missing: run make lab first")
+
+BMC_PASSWORD = LAB_SECRET_FILE.read_text().strip() if REUSE else "itest-bmc-pw-7Qx"
+OPS_PASSWORD = "itest-ops-pw-3Rk"
+BMC_ENV = {"AISITE_LAB_BMC_PASSWORD": BMC_PASSWORD, "AISITE_ITEST_OPS_PASSWORD": OPS_PASSWORD}
+
+
+def _write_stack(directory: Path, text: str) -> Path:
+    path = directory / f"Pulumi.{SITE}.yaml"
+    path.write_text(text)
+    return path
 
 
 @pytest.fixture(scope="module")
 def stack_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lab stack itself (reusing `make lab`'s lab), or its `itest` copy on ranges of its own."""
     text = resolve_stack("lab").read_text()
-    text = text.replace("10.250.", "10.252.").replace("10.251.", "10.253.").replace("name: lab\n", "name: itest\n")
-    # A BMC account to keep (sushy-tools has no AccountService: the role must say it skipped it).
-    text = text.replace(
-        "    secrets:\n",
-        "    secrets:\n      itest-ops:\n        username: ops\n"
-        "        password_from: {env: AISITE_ITEST_OPS_PASSWORD}\n",
-    ).replace("    oob:\n", "    oob:\n      accounts: [{secret: itest-ops, role: ReadOnly}]\n")
-    path = tmp_path_factory.mktemp("stack") / "Pulumi.itest.yaml"
-    path.write_text(text)
-    return path
+    if not REUSE:
+        text = text.replace("10.250.", "10.252.").replace("10.251.", "10.253.").replace("name: lab\n", "name: itest\n")
+    return _write_stack(tmp_path_factory.mktemp("stack"), text)
+
+
+@pytest.fixture(scope="module")
+def oob_stack_file(stack_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same site with a BMC account to keep (sushy-tools has no AccountService: the role must say it skipped it).
+
+    Only the out-of-band tests use it, so the whole-site deploys see the stack `make lab` deployed."""
+    text = (
+        stack_file.read_text()
+        .replace(
+            "    secrets:\n",
+            "    secrets:\n      itest-ops:\n        username: ops\n"
+            "        password_from: {env: AISITE_ITEST_OPS_PASSWORD}\n",
+        )
+        .replace("    oob:\n", "    oob:\n      accounts: [{secret: itest-ops, role: ReadOnly}]\n")
+    )
+    return _write_stack(tmp_path_factory.mktemp("oob-stack"), text)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +114,8 @@ def up(stack_file: Path, plan: Plan) -> Iterator[subprocess.CompletedProcess[str
         yield result
     finally:
         run_cli("lab", "down", str(stack_file))
-        shutil.rmtree(ROOT / ".aisite" / "itest", ignore_errors=True)  # the BMC inventory the deploys wrote
+        if not REUSE:
+            shutil.rmtree(ROOT / ".aisite" / SITE, ignore_errors=True)  # the BMC inventory the deploys wrote
 
 
 def test_up_builds_every_container_and_cable(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
@@ -106,7 +133,7 @@ def test_up_builds_every_container_and_cable(up: subprocess.CompletedProcess[str
 def test_interfaces_addresses_and_mtu_inside(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
     assert up.returncode == 0, up.stderr
     for node in plan.nodes:
-        ifs = addresses(f"aisite-itest-{node.name}")
+        ifs = addresses(f"aisite-{SITE}-{node.name}")
         assert ifs[node.management.name]["v4"] == [node.management.address]
         if node.storage:
             assert ifs[node.storage.name]["v4"] == [node.storage.address]
@@ -117,7 +144,7 @@ def test_interfaces_addresses_and_mtu_inside(up: subprocess.CompletedProcess[str
     for sw in plan.switches:
         if sw.role not in ("leaf", "spine"):
             continue
-        ifs = addresses(f"aisite-itest-{sw.name}")
+        ifs = addresses(f"aisite-{SITE}-{sw.name}")
         assert ifs["eth0"]["v4"] == [sw.management_address]
         ports = [nb.interface for nb in sw.neighbors] + [p for h in sw.host_subnets for p in h.ports]
         assert ports
@@ -130,11 +157,11 @@ def test_nodes_reach_each_other_on_management_and_storage(up: subprocess.Complet
     src = plan.by_role("gpu")[0]
     for dst in plan.nodes:
         if dst is not src:
-            podman("exec", f"aisite-itest-{src.name}", "ping", "-c1", "-W2", dst.management.address)
+            podman("exec", f"aisite-{SITE}-{src.name}", "ping", "-c1", "-W2", dst.management.address)
     storage = plan.by_role("storage")[0]
     assert storage.storage is not None
     # A full jumbo frame with DF set crosses the storage network.
-    podman("exec", f"aisite-itest-{src.name}", "ping", "-c1", "-W2", "-M", "do", "-s", "8972", storage.storage.address)
+    podman("exec", f"aisite-{SITE}-{src.name}", "ping", "-c1", "-W2", "-M", "do", "-s", "8972", storage.storage.address)
 
 
 def test_ansible_connects_to_every_node_and_switch(
@@ -185,25 +212,29 @@ def redfish(
         return exc.code, None
 
 
+def redfish_power(address: str, uuid: str, reset: str, want: str) -> None:
+    system = f"/redfish/v1/Systems/{uuid}"
+    status, _ = redfish(address, f"{system}/Actions/ComputerSystem.Reset", body={"ResetType": reset})
+    assert status in (200, 202, 204), status
+    # The fake driver applies power changes after a delay, as BMCs do.
+    wait_for(f"{uuid} {want}", lambda: redfish(address, system)[1]["PowerState"] == want, 30)
+
+
 def test_redfish_bmcs_answer_with_tls_credentials_and_state(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
+    """Off when the lab is new, on after `make lab`'s deploy: either way the emulator keeps what it is told."""
     assert up.returncode == 0, up.stderr
     nodes = [n for n in plan.nodes if n.bmc.protocol == "redfish"]
     assert nodes, "the lab stack declares Redfish BMCs"
     for node in nodes:
-        uuid = system_uuid("itest", node.name)
+        uuid = system_uuid(SITE, node.name)
         status, system = redfish(node.bmc.address, f"/redfish/v1/Systems/{uuid}")
-        assert status == 200 and system["Name"] == node.name and system["PowerState"] == "Off"
+        assert status == 200 and system["Name"] == node.name
+        assert system["PowerState"] == ("On" if REUSE else "Off"), system
         assert redfish(node.bmc.address, "/redfish/v1/Systems", password="wrong")[0] == 401
     node = nodes[0]
-    uuid = system_uuid("itest", node.name)
-    status, _ = redfish(
-        node.bmc.address, f"/redfish/v1/Systems/{uuid}/Actions/ComputerSystem.Reset", body={"ResetType": "On"}
-    )
-    assert status in (200, 202, 204)
-    deadline = time.monotonic() + 30  # the fake driver applies power changes after a delay, as BMCs do
-    while redfish(node.bmc.address, f"/redfish/v1/Systems/{uuid}")[1]["PowerState"] != "On":
-        assert time.monotonic() < deadline, "power-on did not take effect within 30 s"
-        time.sleep(1)
+    uuid = system_uuid(SITE, node.name)
+    redfish_power(node.bmc.address, uuid, "ForceOff", "Off")
+    redfish_power(node.bmc.address, uuid, "On", "On")
 
 
 def ipmitool(address: str, *args: str, password: str = BMC_PASSWORD) -> subprocess.CompletedProcess[str]:
@@ -220,6 +251,8 @@ def test_ipmi_bmcs_keep_power_and_boot_device(up: subprocess.CompletedProcess[st
     assert nodes, "the lab stack declares IPMI BMCs"
     for node in nodes:
         addr = node.bmc.address
+        assert f"Chassis Power is {'on' if REUSE else 'off'}" in ipmitool(addr, "power", "status").stdout
+        assert ipmitool(addr, "power", "off").returncode == 0
         assert "Chassis Power is off" in ipmitool(addr, "power", "status").stdout
         assert ipmitool(addr, "power", "on").returncode == 0
         assert "Chassis Power is on" in ipmitool(addr, "power", "status").stdout
@@ -241,10 +274,13 @@ def test_status_lists_the_bmc_emulators(up: subprocess.CompletedProcess[str], st
 
 def test_no_bmc_password_in_plain_text_on_disk_or_in_podman(up: subprocess.CompletedProcess[str]) -> None:
     assert up.returncode == 0, up.stderr
-    ids = podman("ps", "-aq", "--filter", "label=io.aisite.lab=itest", "--filter", "label=io.aisite.role=bmc").split()
+    ids = podman("ps", "-aq", "--filter", f"label=io.aisite.lab={SITE}", "--filter", "label=io.aisite.role=bmc").split()
     assert BMC_PASSWORD not in podman("inspect", *ids)  # not in any container's command, env or labels
     for path in (ROOT / ".aisite").rglob("*"):
-        if path.is_file() and path.stat().st_size < 1_000_000:
+        if path == LAB_SECRET_FILE and REUSE:
+            # The one place `make lab` keeps the generated password: git-ignored, readable by its owner alone.
+            assert path.stat().st_mode & 0o077 == 0, oct(path.stat().st_mode)
+        elif path.is_file() and path.stat().st_size < 1_000_000:
             assert BMC_PASSWORD.encode() not in path.read_bytes(), path
 
 
@@ -257,31 +293,31 @@ def test_second_up_changes_nothing(up: subprocess.CompletedProcess[str], stack_f
     assert report["bmcs_started"] == []
 
 
-def test_a_cut_cable_is_repaired_by_up(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
-    assert up.returncode == 0, up.stderr
-    rail = plan.by_role("gpu")[1].rails[0]
-    podman("exec", f"aisite-itest-{plan.by_role('gpu')[1].name}", "ip", "link", "del", rail.interface)
-    again = json.loads(run_cli("lab", "up", str(stack_file), "--json", env=BMC_ENV).stdout)
-    assert again["links_created"] == 1
-    assert addresses(f"aisite-itest-{plan.by_role('gpu')[1].name}")[rail.interface]["v4"] == [rail.address]
-    assert addresses(f"aisite-itest-{rail.leaf}")[rail.leaf_port]["up"]
-
-
 def bgp_peers(container: str) -> dict[str, str]:
     doc = json.loads(podman("exec", container, "vtysh", "-c", "show bgp summary json"))
     return {name: peer["state"] for name, peer in doc.get("ipv4Unicast", {}).get("peers", {}).items()}
 
 
-def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
-    assert up.returncode == 0, up.stderr
+def first_site_deploy(stack_file: Path) -> dict[str, Any]:
+    """The first whole-site deploy: `make lab`'s, as it recorded it, or one of our own."""
+    if REUSE:
+        doc: dict[str, Any] = json.loads((ROOT / ".aisite" / SITE / "deploys" / "site.json").read_text())
+        assert doc["playbook"] == "playbooks/site.yml" and doc["limit"] is None and doc["check"] is False, doc
+        print(f"building on make lab's deploy of {doc['started']} ({doc['seconds']} s)")
+        return doc
     r = run_cli("deploy", str(stack_file), "--json", env=BMC_ENV)
     assert r.returncode == 0, r.stdout + r.stderr
-    doc = json.loads(r.stdout)
-    assert doc["status"] == "successful"
+    assert BMC_PASSWORD not in r.stdout + r.stderr
+    return dict(json.loads(r.stdout))
+
+
+def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
+    assert up.returncode == 0, up.stderr
+    doc = first_site_deploy(stack_file)
+    assert doc["status"] == "successful" and doc["rc"] == 0 and doc["failures"] == [], doc["failures"]
     fabric = {s.name for s in plan.switches if s.role in ("leaf", "spine")}
     assert set(doc["recap"]) == {n.name for n in plan.nodes} | {f"{n.name}-bmc" for n in plan.nodes} | fabric
     assert all(h["failed"] == 0 and h["unreachable"] == 0 and h["ok"] > 0 for h in doc["recap"].values())
-    assert BMC_PASSWORD not in r.stdout + r.stderr
     # What the lab cannot do is said per host and role, not passed over.
     gpu = plan.by_role("gpu")[0].name
     assert "no RDMA device" in doc["skipped"][gpu]["roce_host"][0]
@@ -290,13 +326,14 @@ def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], s
     # A second run changes nothing anywhere.
     again = run_cli("deploy", str(stack_file), "--json", env=BMC_ENV)
     assert again.returncode == 0, again.stdout + again.stderr
+    assert BMC_PASSWORD not in again.stdout + again.stderr
     changed = {h: x["changed"] for h, x in json.loads(again.stdout)["recap"].items() if x["changed"]}
     assert changed == {}, changed
 
 
 def test_hosts_have_the_baseline_rails_and_nfs(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
     gpu, stor = plan.by_role("gpu")[0], plan.by_role("storage")[0]
-    c = f"aisite-itest-{gpu.name}"
+    c = f"aisite-{SITE}-{gpu.name}"
     assert podman("exec", c, "hostname").strip() == gpu.name
     hosts = podman("exec", c, "cat", "/etc/hosts")
     assert all(f"{n.management.address} {n.fqdn} {n.name}" in hosts for n in plan.nodes)
@@ -310,7 +347,7 @@ def test_hosts_have_the_baseline_rails_and_nfs(up: subprocess.CompletedProcess[s
         assert f"{1000 + r.index}:\tfrom {r.address} lookup {r.table}" in rules, rules
     # The storage node serves its exports; the GPU node reads them with libnfs (the lab kernel has no NFS client).
     for e in plan.exports:
-        podman("exec", f"aisite-itest-{e.server}", "sh", "-c", f"echo {e.name} > {e.path}/probe")
+        podman("exec", f"aisite-{SITE}-{e.server}", "sh", "-c", f"echo {e.name} > {e.path}/probe")
         got = podman("exec", c, "nfs-cat", f"nfs://{e.address}{e.path}/probe?version=4").strip()
         assert got == e.name, e
     assert stor.name in {e.server for e in plan.exports}
@@ -320,7 +357,7 @@ def power_of(plan: Plan, node_name: str) -> str:
     """on | off as the node's BMC reports it, over its own protocol."""
     node = next(n for n in plan.nodes if n.name == node_name)
     if node.bmc.protocol == "redfish":
-        system = redfish(node.bmc.address, f"/redfish/v1/Systems/{system_uuid('itest', node.name)}")[1]
+        system = redfish(node.bmc.address, f"/redfish/v1/Systems/{system_uuid(SITE, node.name)}")[1]
         return str(system["PowerState"]).lower()
     return ipmitool(node.bmc.address, "power", "status").stdout.split()[-1]
 
@@ -333,18 +370,18 @@ def deploy_oob(stack_file: Path, *args: str, password: str = BMC_PASSWORD) -> tu
 
 
 def test_bmcs_power_every_node_and_save_its_inventory(
-    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+    up: subprocess.CompletedProcess[str], oob_stack_file: Path, plan: Plan
 ) -> None:
-    rc, doc, err = deploy_oob(stack_file)
+    rc, doc, err = deploy_oob(oob_stack_file)
     assert rc == 0, doc["failures"] or err
     for node in plan.nodes:
         assert power_of(plan, node.name) == "on", node.name
-        inv = json.loads((ROOT / ".aisite" / "itest" / "bmc" / f"{node.name}.json").read_text())
+        inv = json.loads((ROOT / ".aisite" / SITE / "bmc" / f"{node.name}.json").read_text())
         assert inv["node"] == node.name and inv["protocol"] == node.bmc.protocol and inv["power"] == "on"
         if node.bmc.protocol == "redfish":
             # sushy-tools' fake driver: a manufacturer and a NIC MAC, no serial or firmware inventory.
             assert inv["manufacturer"] == "Sushy Emulator" and len(inv["macs"]) == 1, inv
-            assert inv["uuid"] == system_uuid("itest", node.name) and "firmware" in inv["not_reported"]
+            assert inv["uuid"] == system_uuid(SITE, node.name) and "firmware" in inv["not_reported"]
         else:
             assert inv["bmc_firmware"], inv  # ipmi_sim answers mc info; it has no FRU data
         # NTP (site.ntp_servers) and the declared account: neither emulator offers them, and each says so.
@@ -357,20 +394,20 @@ def test_bmcs_power_every_node_and_save_its_inventory(
                 "accounts: kept over Redfish only",
             ]
         assert doc["skipped"][f"{node.name}-bmc"]["bmc"] == inv["skipped"]
-    rc, doc, err = deploy_oob(stack_file)
+    rc, doc, err = deploy_oob(oob_stack_file)
     assert rc == 0 and {h: r["changed"] for h, r in doc["recap"].items()} == {f"{n.name}-bmc": 0 for n in plan.nodes}
 
 
 def test_a_node_powered_off_by_hand_is_powered_on_again(
-    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+    up: subprocess.CompletedProcess[str], oob_stack_file: Path, plan: Plan
 ) -> None:
     by_proto = {n.bmc.protocol: n for n in reversed(plan.nodes)}
     rf, ipmi = by_proto["redfish"], by_proto["ipmi"]
-    path = f"/redfish/v1/Systems/{system_uuid('itest', rf.name)}/Actions/ComputerSystem.Reset"
+    path = f"/redfish/v1/Systems/{system_uuid(SITE, rf.name)}/Actions/ComputerSystem.Reset"
     assert redfish(rf.bmc.address, path, body={"ResetType": "ForceOff"})[0] in (200, 202, 204)
     assert ipmitool(ipmi.bmc.address, "power", "off").returncode == 0
     wait_for("both nodes off", lambda: power_of(plan, rf.name) == power_of(plan, ipmi.name) == "off", 30)
-    rc, doc, err = deploy_oob(stack_file)
+    rc, doc, err = deploy_oob(oob_stack_file)
     assert rc == 0, doc["failures"] or err
     changed = {h for h, r in doc["recap"].items() if r["changed"]}
     assert {f"{rf.name}-bmc", f"{ipmi.name}-bmc"} <= changed <= {f"{rf.name}-bmc", f"{ipmi.name}-bmc"}
@@ -378,15 +415,15 @@ def test_a_node_powered_off_by_hand_is_powered_on_again(
 
 
 def test_a_one_time_pxe_boot_is_set_for_the_nodes_asked(
-    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+    up: subprocess.CompletedProcess[str], oob_stack_file: Path, plan: Plan
 ) -> None:
     by_proto = {n.bmc.protocol: n for n in plan.nodes}
     rf, ipmi = by_proto["redfish"], by_proto["ipmi"]
     assert ipmitool(ipmi.bmc.address, "chassis", "bootdev", "disk").returncode == 0
-    rc, doc, err = deploy_oob(stack_file, "--one-time-boot", "pxe", "--limit", f"{rf.name}-bmc,{ipmi.name}-bmc")
+    rc, doc, err = deploy_oob(oob_stack_file, "--one-time-boot", "pxe", "--limit", f"{rf.name}-bmc,{ipmi.name}-bmc")
     assert rc == 0, doc["failures"] or err
     assert set(doc["recap"]) == {f"{rf.name}-bmc", f"{ipmi.name}-bmc"}
-    boot = redfish(rf.bmc.address, f"/redfish/v1/Systems/{system_uuid('itest', rf.name)}")[1]["Boot"]
+    boot = redfish(rf.bmc.address, f"/redfish/v1/Systems/{system_uuid(SITE, rf.name)}")[1]["Boot"]
     assert boot["BootSourceOverrideTarget"] == "Pxe"
     flags = ipmitool(ipmi.bmc.address, "chassis", "bootparam", "get", "5").stdout
     assert "Force PXE" in flags and "only next boot" in flags
@@ -394,12 +431,12 @@ def test_a_one_time_pxe_boot_is_set_for_the_nodes_asked(
 
 
 def test_a_virtual_media_boot_inserts_the_image_and_boots_from_it(
-    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+    up: subprocess.CompletedProcess[str], oob_stack_file: Path, plan: Plan
 ) -> None:
     by_proto = {n.bmc.protocol: n for n in plan.nodes}
     rf, ipmi = by_proto["redfish"], by_proto["ipmi"]
     # The image server: inside the Redfish BMC's own container, on its loopback (nothing leaves the lab).
-    bmc = f"aisite-itest-{rf.name}-bmc"
+    bmc = f"aisite-{SITE}-{rf.name}-bmc"
     podman("exec", bmc, "sh", "-c", "mkdir -p /tmp/media && head -c 65536 /dev/urandom > /tmp/media/install.iso")
     podman("exec", "-d", bmc, "/opt/sushy/bin/python", "-m", "http.server", "8088", "--bind", "127.0.0.1",
            "--directory", "/tmp/media")  # fmt: skip
@@ -407,34 +444,34 @@ def test_a_virtual_media_boot_inserts_the_image_and_boots_from_it(
     wait_for("the image server", lambda: "install.iso" in podman("exec", bmc, "sh", "-c", "ls /tmp/media"), 10)
     time.sleep(1)
     args = ("--one-time-boot", "cd", "--boot-media", url, "--limit", f"{rf.name}-bmc,{ipmi.name}-bmc")
-    rc, doc, err = deploy_oob(stack_file, *args)
+    rc, doc, err = deploy_oob(oob_stack_file, *args)
     assert rc == 1, err
     # IPMI cannot attach an image: that node fails with the reason, the Redfish one goes on.
     assert [f.split(":")[0] for f in doc["failures"]] == [f"{ipmi.name}-bmc"], doc["failures"]
     assert "cannot insert virtual media" in doc["failures"][0]
-    system = f"/redfish/v1/Systems/{system_uuid('itest', rf.name)}"
+    system = f"/redfish/v1/Systems/{system_uuid(SITE, rf.name)}"
     cd = redfish(rf.bmc.address, f"{system}/VirtualMedia/Cd")[1]
     assert cd["Image"] == url and cd["Inserted"] is True, cd
     assert redfish(rf.bmc.address, system)[1]["Boot"]["BootSourceOverrideTarget"] == "Cd"
     wait_for("the node on after the restart", lambda: power_of(plan, rf.name) == "on", 60)
-    bad = run_cli("deploy", str(stack_file), "--layer", "oob", "--one-time-boot", "pxe", "--boot-media", url)
+    bad = run_cli("deploy", str(oob_stack_file), "--layer", "oob", "--one-time-boot", "pxe", "--boot-media", url)
     assert bad.returncode == 2 and "--boot-media" in bad.stderr
 
 
 def test_bmc_errors_name_the_node_and_the_others_carry_on(
-    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+    up: subprocess.CompletedProcess[str], oob_stack_file: Path, plan: Plan
 ) -> None:
     ipmi = next(n for n in plan.nodes if n.bmc.protocol == "ipmi")
-    podman("pause", f"aisite-itest-{ipmi.name}-bmc")  # a BMC that does not answer
+    podman("pause", f"aisite-{SITE}-{ipmi.name}-bmc")  # a BMC that does not answer
     try:
-        rc, doc, _ = deploy_oob(stack_file)
+        rc, doc, _ = deploy_oob(oob_stack_file)
     finally:
-        podman("unpause", f"aisite-itest-{ipmi.name}-bmc")
+        podman("unpause", f"aisite-{SITE}-{ipmi.name}-bmc")
     assert rc == 1 and doc["status"] == "failed"
     assert [f.split(":")[0] for f in doc["failures"]] == [f"{ipmi.name}-bmc"]
     assert "no IPMI session" in doc["failures"][0] and ipmi.bmc.address in doc["failures"][0]
     assert all(r["failed"] == 0 for h, r in doc["recap"].items() if h != f"{ipmi.name}-bmc")
-    rc, doc, _ = deploy_oob(stack_file, password="not-the-bmc-password")
+    rc, doc, _ = deploy_oob(oob_stack_file, password="not-the-bmc-password")
     assert rc == 1
     assert sorted(f.split(":")[0] for f in doc["failures"]) == sorted(f"{n.name}-bmc" for n in plan.nodes)
     for n in plan.nodes:
@@ -470,7 +507,7 @@ def test_bmc_provider_reads_a_change_made_behind_its_back_and_puts_it_back(
     created = provider.create(props)
     assert created.id == f"{node.name}-bmc" and created.outs["power"] == "on"
     if protocol == "redfish":
-        assert created.outs["macs"] and created.outs["uuid"] == system_uuid("itest", node.name)
+        assert created.outs["macs"] and created.outs["uuid"] == system_uuid(SITE, node.name)
     oob.set_power(oob.Target(protocol, node.bmc.address, node.bmc.port, "admin", BMC_PASSWORD, False), "off")
     wait_for(f"{node.name} off", lambda: power_of(plan, node.name) == "off", 60)
     read = provider.read(created.id, created.outs)
@@ -494,19 +531,19 @@ def test_discover_finds_declared_missing_and_undeclared_bmcs(
     template = next(b for b in topo.bmcs if b.protocol == "redfish")
     extra = dataclasses.replace(
         template,
-        name="aisite-itest-extra01-bmc",
+        name=f"aisite-{SITE}-extra01-bmc",
         node="extra01",
         node_mac=None,
         address=plan.networks.oob.replace(".0/24", ".200"),
     )
-    lab.start_bmc("itest", extra, images.image_tag("bmc"), {template.credentials: ("admin", BMC_PASSWORD)})
+    lab.start_bmc(SITE, extra, images.image_tag("bmc"), {template.credentials: ("admin", BMC_PASSWORD)})
     gone = next(n for n in plan.nodes if n.bmc.protocol == "ipmi")
     try:
         wait_for("the new BMC answers", lambda: oob.answers_tcp(extra.address, 443), 30)
-        podman("pause", f"aisite-itest-{gone.name}-bmc")
+        podman("pause", f"aisite-{SITE}-{gone.name}-bmc")
         r = run_cli("oob", "discover", str(stack_file), "--json", env=BMC_ENV)
     finally:
-        podman("unpause", f"aisite-itest-{gone.name}-bmc")
+        podman("unpause", f"aisite-{SITE}-{gone.name}-bmc")
         podman("rm", "-f", "-t", "0", extra.name)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -530,7 +567,7 @@ def test_fabric_converges_and_a_second_run_changes_nothing(
     for sw in fabric:
         expected = {nb.interface for nb in sw.neighbors}
         while True:
-            peers = bgp_peers(f"aisite-itest-{sw.name}")
+            peers = bgp_peers(f"aisite-{SITE}-{sw.name}")
             if set(peers) == expected and set(peers.values()) == {"Established"}:
                 break
             assert time.monotonic() < deadline, f"{sw.name}: sessions {peers}, expected {sorted(expected)} Established"
@@ -555,7 +592,7 @@ def rail_routes(up: subprocess.CompletedProcess[str], plan: Plan) -> tuple[str, 
     roce_host role in the site deploy above: without it gpu01 would reach gpu02's rail 1 through its own rail 1."""
     assert up.returncode == 0, up.stderr
     for node in plan.by_role("gpu"):
-        c = f"aisite-itest-{node.name}"
+        c = f"aisite-{SITE}-{node.name}"
         rules = podman("exec", c, "ip", "rule", "show")
         for r in node.rails:
             assert f"from {r.address} lookup {r.table}" in rules, (node.name, rules)
@@ -574,14 +611,14 @@ def test_rails_reach_across_the_fabric_with_jumbo_frames(
     deadline = time.monotonic() + 30
     for src, dst in ((a.rails[0].address, b.rails[0].address), rail_routes):
         cmd = ("ping", "-c1", "-W2", "-M", "do", "-s", "8972", "-I", src, dst)
-        while not exec_ok(f"aisite-itest-{a.name}", *cmd):
+        while not exec_ok(f"aisite-{SITE}-{a.name}", *cmd):
             assert time.monotonic() < deadline, f"{src} -> {dst} not reachable"
             time.sleep(1)
 
 
 def route_nexthops(switch: str, prefix: str) -> set[str]:
     """Interfaces of the routes zebra installed for a prefix."""
-    doc = json.loads(podman("exec", f"aisite-itest-{switch}", "vtysh", "-c", f"show ip route {prefix} json"))
+    doc = json.loads(podman("exec", f"aisite-{SITE}-{switch}", "vtysh", "-c", f"show ip route {prefix} json"))
     return {
         hop["interfaceName"]
         for route in doc.get(prefix, [])
@@ -626,7 +663,7 @@ def test_ecmp_spreads_flows_over_every_spine(
     wait_for(
         f"{leaf}: a route to {remote} over every spine", lambda: route_nexthops(leaf, remote) == set(ports.values())
     )
-    before = tx_packets(f"aisite-itest-{leaf}", list(ports.values()))
+    before = tx_packets(f"aisite-{SITE}-{leaf}", list(ports.values()))
     src, dst = rail_routes
     # 256 UDP flows (one datagram each, distinct source ports): the 5-tuple hash sends some over every spine.
     script = (
@@ -635,8 +672,8 @@ def test_ecmp_spreads_flows_over_every_spine(
         "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
         f"    s.bind(('{src}', port)); s.sendto(b'x' * 64, ('{dst}', 9)); s.close()\n"
     )
-    podman("exec", f"aisite-itest-{a.name}", "python3", "-c", script)
-    after = tx_packets(f"aisite-itest-{leaf}", list(ports.values()))
+    podman("exec", f"aisite-{SITE}-{a.name}", "python3", "-c", script)
+    after = tx_packets(f"aisite-{SITE}-{leaf}", list(ports.values()))
     sent = {p: after[p] - before[p] for p in ports.values()}
     assert sum(sent.values()) >= 256, sent
     assert all(n >= 256 // (4 * len(ports)) for n in sent.values()), f"flows per uplink of {leaf}: {sent}"
@@ -646,7 +683,7 @@ class Pinger:
     """ping at 10/s from a node for the length of a failure; the lost replies bound the outage."""
 
     def __init__(self, node: str, src: str, dst: str, seconds: int) -> None:
-        cmd = ["podman", "exec", f"aisite-itest-{node}", "ping", "-i", "0.1", "-W", "1", "-w", str(seconds)]
+        cmd = ["podman", "exec", f"aisite-{SITE}-{node}", "ping", "-i", "0.1", "-W", "1", "-w", str(seconds)]
         env = os.environ | {"CONTAINERS_CONF": str(CONF)}
         self.proc = subprocess.Popen([*cmd, "-I", src, dst], env=env, stdout=subprocess.PIPE, text=True)
 
@@ -668,21 +705,21 @@ def test_traffic_survives_a_failure_and_returns_with_the_repair(
     wait_for(f"{leaf}: ECMP over every spine", lambda: route_nexthops(leaf, remote) == set(ports.values()))
     pinger = Pinger(a.name, *rail_routes, seconds=25)
     # Fail the spine that carries the ping (the flow hashes onto one uplink): 2 s of its 10/s show where.
-    before = tx_packets(f"aisite-itest-{leaf}", list(ports.values()))
+    before = tx_packets(f"aisite-{SITE}-{leaf}", list(ports.values()))
     time.sleep(2)
-    after = tx_packets(f"aisite-itest-{leaf}", list(ports.values()))
+    after = tx_packets(f"aisite-{SITE}-{leaf}", list(ports.values()))
     spine, port = max(ports.items(), key=lambda sp: after[sp[1]] - before[sp[1]])
     assert after[port] - before[port] >= 15, (before, after)
     spine_ports = [nb.interface for nb in next(s for s in plan.switches if s.name == spine).neighbors]
     if failure == "hung spine":
         # Its processes frozen: the kernel still forwards, BGP and BFD fall silent; BFD withdraws the routes.
-        podman("pause", f"aisite-itest-{spine}")
+        podman("pause", f"aisite-{SITE}-{spine}")
     elif failure == "spine":
         # Every port of the spine down at once, as when it loses power.
         for p in spine_ports:
-            podman("exec", f"aisite-itest-{spine}", "ip", "link", "set", p, "down")
+            podman("exec", f"aisite-{SITE}-{spine}", "ip", "link", "set", p, "down")
     else:
-        podman("exec", f"aisite-itest-{leaf}", "ip", "link", "set", port, "down")
+        podman("exec", f"aisite-{SITE}-{leaf}", "ip", "link", "set", port, "down")
     try:
         took = wait_for(
             f"{leaf} routes around {spine}", lambda: route_nexthops(leaf, remote) == set(ports.values()) - {port}, 10
@@ -690,12 +727,12 @@ def test_traffic_survives_a_failure_and_returns_with_the_repair(
         time.sleep(5)
     finally:
         if failure == "hung spine":
-            podman("unpause", f"aisite-itest-{spine}")
+            podman("unpause", f"aisite-{SITE}-{spine}")
         elif failure == "spine":
             for p in spine_ports:
-                podman("exec", f"aisite-itest-{spine}", "ip", "link", "set", p, "up")
+                podman("exec", f"aisite-{SITE}-{spine}", "ip", "link", "set", p, "up")
         else:
-            podman("exec", f"aisite-itest-{leaf}", "ip", "link", "set", port, "up")
+            podman("exec", f"aisite-{SITE}-{leaf}", "ip", "link", "set", port, "up")
     back = wait_for(f"{leaf}: {spine} back in ECMP", lambda: route_nexthops(leaf, remote) == set(ports.values()), 90)
     outage = pinger.outage_seconds()
     print(f"{failure}: rerouted in {took:.1f} s, traffic lost {outage:.1f} s, ECMP restored {back:.1f} s after repair")
@@ -704,7 +741,7 @@ def test_traffic_survives_a_failure_and_returns_with_the_repair(
 
 
 def frr_running(switch: str) -> str:
-    return podman("exec", f"aisite-itest-{switch}", "vtysh", "-c", "show running-config")
+    return podman("exec", f"aisite-{SITE}-{switch}", "vtysh", "-c", "show running-config")
 
 
 def test_a_manual_change_is_reverted_and_then_nothing_changes(
@@ -715,7 +752,7 @@ def test_a_manual_change_is_reverted_and_then_nothing_changes(
     assert "maximum-paths 64" in frr_running(leaf.name)
     podman(
         "exec",
-        f"aisite-itest-{leaf.name}",
+        f"aisite-{SITE}-{leaf.name}",
         "vtysh",
         "-c",
         "configure terminal",
@@ -726,7 +763,7 @@ def test_a_manual_change_is_reverted_and_then_nothing_changes(
         "-c",
         "maximum-paths 1",
     )
-    podman("exec", f"aisite-itest-{leaf.name}", "ip", "link", "set", port, "mtu", "1500")
+    podman("exec", f"aisite-{SITE}-{leaf.name}", "ip", "link", "set", port, "mtu", "1500")
     assert "maximum-paths 1" in frr_running(leaf.name)
     fix = json.loads(run_cli("deploy", str(stack_file), "--layer", "fabric", "--json", env=BMC_ENV).stdout)
     assert fix["status"] == "successful"
@@ -735,11 +772,21 @@ def test_a_manual_change_is_reverted_and_then_nothing_changes(
     assert "maximum-paths 64" in frr_running(leaf.name)
     wait_for(
         f"{leaf.name} {port} MTU back",
-        lambda: addresses(f"aisite-itest-{leaf.name}")[port]["mtu"] == plan.roce.switch_mtu,
+        lambda: addresses(f"aisite-{SITE}-{leaf.name}")[port]["mtu"] == plan.roce.switch_mtu,
         10,
     )
     again = json.loads(run_cli("deploy", str(stack_file), "--layer", "fabric", "--json", env=BMC_ENV).stdout)
     assert {h: r["changed"] for h, r in again["recap"].items() if r["changed"]} == {}
+
+
+def test_a_cut_cable_is_repaired_by_up(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
+    assert up.returncode == 0, up.stderr
+    rail = plan.by_role("gpu")[1].rails[0]
+    podman("exec", f"aisite-{SITE}-{plan.by_role('gpu')[1].name}", "ip", "link", "del", rail.interface)
+    again = json.loads(run_cli("lab", "up", str(stack_file), "--json", env=BMC_ENV).stdout)
+    assert again["links_created"] == 1
+    assert addresses(f"aisite-{SITE}-{plan.by_role('gpu')[1].name}")[rail.interface]["v4"] == [rail.address]
+    assert addresses(f"aisite-{SITE}-{rail.leaf}")[rail.leaf_port]["up"]
 
 
 def cabling(stack_file: Path) -> dict[str, Any]:
@@ -762,8 +809,8 @@ def test_cabling_check_lists_every_miswire(up: subprocess.CompletedProcess[str],
     assert ra.leaf == rb.leaf
     wait_for("a clean cabling report", lambda: cabling(stack_file)["miswires"] == [], 60)
     for node in (a, b):
-        podman("exec", f"aisite-itest-{node.name}", "ip", "link", "del", node.rails[0].interface)
-    leaf_pid = pid(f"aisite-itest-{ra.leaf}")
+        podman("exec", f"aisite-{SITE}-{node.name}", "ip", "link", "del", node.rails[0].interface)
+    leaf_pid = pid(f"aisite-{SITE}-{ra.leaf}")
     for node, leaf_port in ((a, rb.leaf_port), (b, ra.leaf_port)):
         rail = node.rails[0]
         subprocess.run(
@@ -773,7 +820,7 @@ def test_cabling_check_lists_every_miswire(up: subprocess.CompletedProcess[str],
                 "add",
                 rail.interface,
                 "netns",
-                pid(f"aisite-itest-{node.name}"),
+                pid(f"aisite-{SITE}-{node.name}"),
                 "mtu",
                 str(rail.mtu),
                 "type",
@@ -788,8 +835,8 @@ def test_cabling_check_lists_every_miswire(up: subprocess.CompletedProcess[str],
             ],
             check=True,
         )
-        podman("exec", f"aisite-itest-{node.name}", "ip", "link", "set", rail.interface, "up")
-        podman("exec", f"aisite-itest-{ra.leaf}", "ip", "link", "set", leaf_port, "up")
+        podman("exec", f"aisite-{SITE}-{node.name}", "ip", "link", "set", rail.interface, "up")
+        podman("exec", f"aisite-{SITE}-{ra.leaf}", "ip", "link", "set", leaf_port, "up")
     want = sorted(
         [
             f"{a.name} {ra.interface}: cabled to {ra.leaf} {rb.leaf_port}; the plan says {ra.leaf} {ra.leaf_port}",
@@ -800,7 +847,7 @@ def test_cabling_check_lists_every_miswire(up: subprocess.CompletedProcess[str],
         wait_for("both miswires reported", lambda: sorted(cabling(stack_file)["miswires"]) == want, 60)
     finally:
         for node in (a, b):
-            podman("exec", f"aisite-itest-{node.name}", "ip", "link", "del", node.rails[0].interface)
+            podman("exec", f"aisite-{SITE}-{node.name}", "ip", "link", "del", node.rails[0].interface)
         again = json.loads(run_cli("lab", "up", str(stack_file), "--json", env=BMC_ENV).stdout)
         assert again["links_created"] == 2
     wait_for("a clean cabling report after recabling", lambda: cabling(stack_file)["miswires"] == [], 60)
@@ -808,15 +855,15 @@ def test_cabling_check_lists_every_miswire(up: subprocess.CompletedProcess[str],
 
 def test_down_leaves_nothing(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
     assert up.returncode == 0, up.stderr
-    ids = podman("ps", "-aq", "--no-trunc", "--filter", "label=io.aisite.lab=itest").split()
-    nets = json.loads(podman("network", "inspect", "aisite-itest-mgmt", "aisite-itest-stor", "aisite-itest-oob"))
+    ids = podman("ps", "-aq", "--no-trunc", "--filter", f"label=io.aisite.lab={SITE}").split()
+    nets = json.loads(podman("network", "inspect", *(f"aisite-{SITE}-{n}" for n in ("mgmt", "stor", "oob"))))
     bridges = [n["network_interface"] for n in nets]
     down = run_cli("lab", "down", str(stack_file), "--json")
     assert down.returncode == 0, down.stderr
     fabric = [s for s in plan.switches if s.role in ("leaf", "spine")]
     assert len(json.loads(down.stdout)["containers"]) == len(ids) == 2 * len(plan.nodes) + len(fabric)  # a BMC per node
-    assert podman("ps", "-aq", "--filter", "label=io.aisite.lab=itest") == ""
-    assert podman("network", "ls", "-q", "--filter", "label=io.aisite.lab=itest") == ""
+    assert podman("ps", "-aq", "--filter", f"label=io.aisite.lab={SITE}") == ""
+    assert podman("network", "ls", "-q", "--filter", f"label=io.aisite.lab={SITE}") == ""
     for bridge in bridges:
         assert subprocess.run(["ip", "link", "show", bridge], capture_output=True, check=False).returncode != 0
     assert lab.monitors(ids) == []

@@ -8,9 +8,10 @@ import pytest
 from ansible.constants import DEFAULT_VAULT_ID_MATCH
 from ansible.parsing.vault import VaultLib, VaultSecret
 
+from aisite.lab import password
 from aisite.loader import parse_site
 from aisite.plan import build_plan
-from aisite.secrets import resolve
+from aisite.secrets import Use, limit_problems, resolve, uses
 from tests.conftest import stack_data
 
 
@@ -73,3 +74,53 @@ def test_bmc_account_secrets_are_resolved_too() -> None:
     assert "OPS_PW" in str(problems[0])
     values, problems = resolve(p, environ={"AISITE_LAB_BMC_PASSWORD": "x", "OPS_PW": "y"})
     assert not problems and sorted(values.values()) == ["x", "y"]
+
+
+def test_an_ipmi_password_over_20_bytes_names_the_secret_its_bmcs_and_the_limit() -> None:
+    plan = lab_plan({"env": "LAB_PW"})
+    _, problems = resolve(plan, environ={"LAB_PW": "x" * 24})
+    assert [str(p) for p in problems] == [
+        "site.secrets.lab-bmc: the password is 24 bytes; IPMI 2.0 BMCs accept at most 20 "
+        "(used by gpu02-bmc (10.250.0.4), stor01-bmc (10.250.0.5))"
+    ]
+    assert resolve(plan, environ={"LAB_PW": "x" * 20})[1] == []
+    # Bytes, not characters: a non-ASCII password is also refused for its characters.
+    found = [str(p) for p in resolve(plan, environ={"LAB_PW": "é" * 11})[1]]
+    assert any("22 bytes" in p for p in found) and any("outside ASCII" in p for p in found), found
+
+
+def test_bmc_limits_every_problem_at_once() -> None:
+    used = [Use("n1-bmc", "ipmi", "10.0.0.1"), Use("n2-bmc", "redfish", "10.0.0.2")]
+    found = [p.message for p in limit_problems("s", "operator:with-a-colon", "line\nbreak", used)]
+    assert len(found) == 3, found
+    assert any("password contains a control character" in m for m in found)
+    assert any("user name 'operator:with-a-colon' is 21 bytes; IPMI BMCs accept at most 16" in m for m in found)
+    assert any("contains ':'" in m and "n2-bmc (10.0.0.2)" in m for m in found)
+    # Redfish alone: no IPMI length limits apply.
+    assert limit_problems("s", "admin", "y" * 40, used[1:]) == []
+
+
+def test_an_account_secret_is_held_to_redfish_rules_only() -> None:
+    data = stack_data("lab")
+    data["secrets"]["ops"] = {"username": "ops:team", "password_from": {"env": "OPS_PW"}}
+    data["oob"]["accounts"] = [{"secret": "ops", "role": "ReadOnly"}]
+    p = build_plan(parse_site(data, "test"))
+    assert [u.host for u in uses(p)["ops"]] == ["cp01-bmc", "gpu01-bmc"]  # the Redfish BMCs keep accounts
+    _, problems = resolve(p, environ={"AISITE_LAB_BMC_PASSWORD": "x", "OPS_PW": "z" * 30})
+    assert [str(q) for q in problems] == [
+        "site.secrets.ops: the user name 'ops:team' contains ':', which HTTP Basic authentication cannot carry "
+        "(used by the Redfish BMCs cp01-bmc (10.250.0.2), gpu01-bmc (10.250.0.3))"
+    ]
+
+
+def test_the_lab_password_is_generated_kept_and_replaced_when_refused(tmp_path: Path) -> None:
+    path = tmp_path / "lab" / "bmc-password"
+    assert "generated" in str(password.ensure(path))
+    value = path.read_text().strip()
+    assert len(value) == 16 and (path.stat().st_mode & 0o777) == 0o600
+    assert password.refusals("lab", value) == []
+    assert password.ensure(path) is None and path.read_text().strip() == value  # kept
+    path.write_text("A" * 24 + "\n")  # what an earlier make lab generated
+    said = password.ensure(path)
+    assert said is not None and "replaced" in said and "24 bytes" in said and "at most 20" in said
+    assert len(path.read_text().strip()) == 16 and (path.stat().st_mode & 0o777) == 0o600
