@@ -1,5 +1,5 @@
 # The README's two commands: `make lab` and `make test`. Each sets itself up first.
-.PHONY: setup lab test bench bench-lab bench-lab-cold bench-fabric manifests clean
+.PHONY: setup lab test bench bench-lab bench-lab-cold bench-fabric bench-deploy manifests clean
 
 setup:
 	@bash scripts/setup.sh
@@ -31,3 +31,7 @@ bench-lab-cold: setup
 # iperf3 between two lab nodes, same rail and across rails through the spines (JSON).
 bench-fabric: setup
 	@.venv/bin/python benchmarks/fabric_bench.py
+
+# Deploy timings on a lab of its own: cold, 5 no-change passes, a one-host change with --limit (table + JSON).
+bench-deploy: setup
+	@.venv/bin/python benchmarks/deploy_bench.py

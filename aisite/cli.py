@@ -306,6 +306,9 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         "failures": result.failures,
         "skipped": skipped,
         "recap": {h: vars(r) for h, r in result.recap.items()},
+        # Where the time went: wall seconds per play, and the slowest tasks summed over their hosts.
+        "plays": result.plays,
+        "slowest_tasks": [{"task": t, "seconds": sec} for t, sec in result.slowest()],
     }
     record_run(
         p.site,

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,12 @@ class RunResult:
     failures: list[str] = field(default_factory=list)
     # What the playbook recorded with ansible.builtin.set_stats (e.g. the cabling check's miswires).
     stats: dict[str, Any] = field(default_factory=dict)
+    # Where the time went: wall seconds per play, in order, and each task's seconds summed over its hosts.
+    plays: dict[str, float] = field(default_factory=dict)
+    tasks: dict[str, float] = field(default_factory=dict)
+
+    def slowest(self, n: int = 15) -> list[tuple[str, float]]:
+        return sorted(self.tasks.items(), key=lambda kv: -kv[1])[:n]
 
     @property
     def ok(self) -> bool:
@@ -76,10 +83,27 @@ def run_playbook(
     work = Path(tempfile.mkdtemp(prefix="aisite-run-"))
     failures: list[str] = []
     custom: dict[str, Any] = {}
+    plays: dict[str, float] = {}
+    tasks: dict[str, float] = {}
+    current: dict[str, Any] = {"play": None, "since": time.monotonic()}
+
+    def close_play() -> None:
+        if current["play"] is not None:
+            plays[current["play"]] = round(plays.get(current["play"], 0.0) + time.monotonic() - current["since"], 2)
 
     def handler(event: dict[str, Any]) -> bool:
-        if event.get("event") == "playbook_on_stats":
-            custom.update(event.get("event_data", {}).get("artifact_data") or {})
+        kind = event.get("event")
+        data = event.get("event_data", {})
+        if kind == "playbook_on_play_start":
+            close_play()
+            current.update(play=data.get("play", ""), since=time.monotonic())
+        elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"):
+            task = f"{data.get('play', '')} | {data.get('task', '')}"
+            tasks[task] = tasks.get(task, 0.0) + float(data.get("duration") or 0.0)
+        if kind == "playbook_on_stats":
+            close_play()
+            current["play"] = None
+            custom.update(data.get("artifact_data") or {})
         if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
             data = event.get("event_data", {})
             if not (event["event"] == "runner_on_failed" and data.get("ignore_errors")):
@@ -137,7 +161,16 @@ def run_playbook(
             # Ansible stopped before any task failed (syntax error, missing executable): keep its own words.
             text = r.stdout.read() if r.stdout else ""
             failures.append(" ".join(text.split()[-60:]) or f"ansible-runner {r.status} (rc {rc})")
-        return RunResult(status=r.status, rc=rc, recap=_recap(r.stats), failures=failures, stats=custom)
+        close_play()
+        return RunResult(
+            status=r.status,
+            rc=rc,
+            recap=_recap(r.stats),
+            failures=failures,
+            stats=custom,
+            plays=plays,
+            tasks={k: round(v, 2) for k, v in tasks.items()},
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

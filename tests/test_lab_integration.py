@@ -353,6 +353,32 @@ def test_hosts_have_the_baseline_rails_and_nfs(up: subprocess.CompletedProcess[s
     assert stor.name in {e.server for e in plan.exports}
 
 
+def test_a_changed_bmc_password_reconfigures_the_emulators(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    """`make lab` replaces a password the BMCs would refuse: the next `lab up` configures the emulators with the
+    new one (they carry a bcrypt digest of their credentials, never the password)."""
+    other = "other-bmc-pw-4Kd"
+    rf = next(n for n in plan.nodes if n.bmc.protocol == "redfish")
+    ipmi = next(n for n in plan.nodes if n.bmc.protocol == "ipmi")
+    every = sorted(f"aisite-{SITE}-{n.name}-bmc" for n in plan.nodes)
+    r = run_cli("lab", "up", str(stack_file), "--json", env=BMC_ENV | {"AISITE_LAB_BMC_PASSWORD": other})
+    try:
+        assert r.returncode == 0, r.stderr
+        assert sorted(json.loads(r.stdout)["bmcs_started"]) == every
+        assert redfish(rf.bmc.address, "/redfish/v1/Systems", password=other)[0] == 200
+        assert redfish(rf.bmc.address, "/redfish/v1/Systems")[0] == 401
+        assert ipmitool(ipmi.bmc.address, "power", "status", password=other).returncode == 0
+        assert ipmitool(ipmi.bmc.address, "power", "status").returncode != 0
+        ids = podman("ps", "-aq", "--filter", f"label=io.aisite.lab={SITE}", "--filter", "label=io.aisite.role=bmc")
+        assert other not in podman("inspect", *ids.split())
+    finally:
+        back = run_cli("lab", "up", str(stack_file), "--json", env=BMC_ENV)
+    assert back.returncode == 0, back.stderr
+    assert sorted(json.loads(back.stdout)["bmcs_started"]) == every
+    assert redfish(rf.bmc.address, "/redfish/v1/Systems")[0] == 200
+
+
 def power_of(plan: Plan, node_name: str) -> str:
     """on | off as the node's BMC reports it, over its own protocol."""
     node = next(n for n in plan.nodes if n.name == node_name)
