@@ -40,6 +40,8 @@ class RunResult:
     # Where the time went: wall seconds per play, in order, and each task's seconds summed over its hosts.
     plays: dict[str, float] = field(default_factory=dict)
     tasks: dict[str, float] = field(default_factory=dict)
+    # `host: task` of every change, so a pass that should have changed nothing says what it changed.
+    changes: list[str] = field(default_factory=list)
 
     def slowest(self, n: int = 15) -> list[tuple[str, float]]:
         return sorted(self.tasks.items(), key=lambda kv: -kv[1])[:n]
@@ -85,6 +87,7 @@ def run_playbook(
     custom: dict[str, Any] = {}
     plays: dict[str, float] = {}
     tasks: dict[str, float] = {}
+    changes: list[str] = []
     current: dict[str, Any] = {"play": None, "since": time.monotonic()}
 
     def close_play() -> None:
@@ -100,6 +103,9 @@ def run_playbook(
         elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"):
             task = f"{data.get('play', '')} | {data.get('task', '')}"
             tasks[task] = tasks.get(task, 0.0) + float(data.get("duration") or 0.0)
+            res = data.get("res")
+            if kind == "runner_on_ok" and isinstance(res, dict) and res.get("changed"):
+                changes.append(f"{data.get('host')}: {data.get('task')}")
         if kind == "playbook_on_stats":
             close_play()
             current["play"] = None
@@ -170,6 +176,7 @@ def run_playbook(
             stats=custom,
             plays=plays,
             tasks={k: round(v, 2) for k, v in tasks.items()},
+            changes=changes,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -186,3 +193,49 @@ def record_run(site: str, name: str, doc: Mapping[str, Any]) -> Path:
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(path)
     return path
+
+
+def merge(results: list[RunResult]) -> RunResult:
+    """Several playbook runs (the layers `deploy --changed` runs one after another) as one result."""
+    recap: dict[str, HostRecap] = {}
+    skipped: dict[str, dict[str, list[str]]] = {}
+    tasks: dict[str, float] = {}
+    for r in results:
+        for host, counts in r.recap.items():
+            total = recap.setdefault(host, HostRecap())
+            for key, value in vars(counts).items():
+                setattr(total, key, getattr(total, key) + value)
+        for host, by_role in dict(r.stats.get("skipped") or {}).items():
+            for role, reasons in dict(by_role).items():
+                skipped.setdefault(str(host), {}).setdefault(str(role), []).extend(reasons)
+        for task, sec in r.tasks.items():
+            tasks[task] = round(tasks.get(task, 0.0) + sec, 2)
+    ok = all(r.ok for r in results)
+    return RunResult(
+        status="successful" if ok else "failed",
+        rc=max((r.rc for r in results), default=0),
+        recap=dict(sorted(recap.items())),
+        failures=[f for r in results for f in r.failures],
+        stats={"skipped": skipped} if skipped else {},
+        plays={play: sec for r in results for play, sec in r.plays.items()},
+        tasks=tasks,
+        changes=[c for r in results for c in r.changes],
+    )
+
+
+def _triggers_file(site: str) -> Path:
+    return ROOT / ".aisite" / site / "deploys" / "triggers.json"
+
+
+def applied_triggers(site: str) -> dict[str, str]:
+    """layer -> the trigger of its last successful whole run (no --limit, no --check) from this machine."""
+    path = _triggers_file(site)
+    return dict(json.loads(path.read_text())) if path.is_file() else {}
+
+
+def save_triggers(site: str, triggers: Mapping[str, str]) -> None:
+    path = _triggers_file(site)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.new")
+    tmp.write_text(json.dumps(applied_triggers(site) | dict(triggers), indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)

@@ -334,7 +334,9 @@ class AdminUser(Strict):
 
 
 class AnsibleSettings(Strict):
-    connection: Literal["ssh", "podman"] = "ssh"
+    # ssh: real hosts at their management addresses. lab: the containers `aisite lab up` makes for this stack,
+    # reached the same way (SSH, pipelining, ControlPersist) with the key and host keys the lab generates.
+    connection: Literal["ssh", "lab"] = "ssh"
     user: str = "root"
 
 

@@ -63,12 +63,15 @@ def deploy(stack: Path, what: str, *args: str) -> dict[str, Any]:
         "layers": layers,
         "hosts": len(doc["recap"]),
         "changed": changed,
+        "changes": doc.get("changes", []),  # host: task, for each change
         "failed": failed,
         "failures": doc["failures"],
         "slowest_tasks": doc.get("slowest_tasks", []),
     }
     changes = ", ".join(f"{h}={n}" for h, n in changed.items()) or "none"
     print(f"  {what}: {row['seconds']} s, {doc['status']}, changed: {changes}", file=sys.stderr, flush=True)
+    if what.startswith("no-change") and row["changes"]:
+        print("    changes on a converged lab: " + "; ".join(row["changes"]), file=sys.stderr, flush=True)
     return row
 
 

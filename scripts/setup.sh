@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# ipmitool: the bmc role reads FRU and firmware data of IPMI BMCs with it.
-APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool)
+# ipmitool: the bmc role reads FRU and firmware data of IPMI BMCs with it. openssh-client: Ansible reaches hosts
+# (the lab's containers too) over SSH.
+APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool openssh-client)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import yaml
@@ -179,3 +180,32 @@ def test_lab_refuses_a_real_site() -> None:
         r = run_cli("lab", cmd, "dc1")
         assert r.returncode == 2, r.stderr
         assert "describes real hosts" in r.stderr
+
+
+def test_deploy_changed_runs_only_the_layers_whose_trigger_moved(tmp_path: Path) -> None:
+    """The layers already applied (their trigger recorded) are skipped; a --limit run records nothing."""
+    from aisite.deploy import applied_triggers, save_triggers
+    from aisite.loader import load_site
+    from aisite.plan import build_plan
+    from aisite.playbooks import layer_trigger
+    from aisite.render.inventory import inventory, to_yaml
+
+    stack = tmp_path / "Pulumi.chgtest.yaml"
+    stack.write_text((ROOT / "stacks" / "Pulumi.lab.yaml").read_text().replace("name: lab\n", "name: chgtest\n"))
+    text = to_yaml(inventory(build_plan(load_site(stack))))
+    env = {"AISITE_LAB_BMC_PASSWORD": LAB_SECRET}
+    try:
+        # Every layer but the controller-only cluster layer as if applied: only that one may run (no lab here).
+        save_triggers("chgtest", {n: layer_trigger(n, text) for n in ("oob", "fabric", "hosts", "workloads")})
+        r = run_cli("deploy", str(stack), "--changed", "--limit", "cp01", "--json", env=env)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["layers"] == ["cluster"] and "cluster" not in applied_triggers("chgtest")
+        r = run_cli("deploy", str(stack), "--changed", "--json", env=env)
+        doc = json.loads(r.stdout)
+        assert r.returncode == 0 and doc["layers"] == ["cluster"] and set(doc["recap"]) == {"cp01"}, r.stderr
+        assert applied_triggers("chgtest")["cluster"] == layer_trigger("cluster", text)
+        again = run_cli("deploy", str(stack), "--changed", env=env)
+        assert again.returncode == 0 and "nothing to run" in again.stdout, again.stdout + again.stderr
+        assert run_cli("deploy", str(stack), "--changed", "--layer", "oob", env=env).returncode == 2
+    finally:
+        shutil.rmtree(ROOT / ".aisite" / "chgtest", ignore_errors=True)

@@ -35,7 +35,7 @@ from aisite.lab.podman import CONF
 from aisite.lab.topology import lab_topology
 from aisite.loader import load_site, resolve_stack
 from aisite.plan import Plan, build_plan
-from aisite.render.inventory import inventory_yaml
+from aisite.render.inventory import inventory_yaml, lab_ssh_dir
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.lab
@@ -188,6 +188,36 @@ def test_ansible_connects_to_every_node_and_switch(
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("SUCCESS") == len(plan.nodes) + len([s for s in plan.switches if s.role in ("leaf", "spine")])
+
+
+def test_the_lab_is_reached_over_ssh_with_checked_host_keys(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
+    """As a site is reached: SSH with the lab's key; each container has host keys of its own, and a host whose key
+    is not the one `lab up` recorded is refused."""
+    assert up.returncode == 0, up.stderr
+    ssh_dir = lab_ssh_dir(SITE)
+    topo = lab_topology(plan)
+    known = (ssh_dir / "known_hosts").read_text().splitlines()
+    assert sorted(line.split()[0] for line in known) == sorted(c.attachments[0].address for c in topo.containers)
+    assert len({line.split()[2] for line in known}) == len(known), "two containers share a host key"
+    assert (ssh_dir / "id_ed25519").stat().st_mode & 0o077 == 0
+    address = plan.by_role("gpu")[0].management.address
+
+    def ssh(known_hosts: Path) -> subprocess.CompletedProcess[str]:
+        opts = ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes"]
+        cmd = ["ssh", *opts, "-i", str(ssh_dir / "id_ed25519"), f"root@{address}", "hostname"]
+        return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=30)
+
+    ok = ssh(ssh_dir / "known_hosts")
+    assert ok.returncode == 0, ok.stderr
+    # Another container's host key under this address: not the host `lab up` recorded there.
+    wrong_key = next(line for line in known if not line.startswith(f"{address} ")).split(maxsplit=1)[1]
+    other = ssh_dir / "known_hosts.other"
+    other.write_text(f"{address} {wrong_key}\n")
+    try:
+        refused = ssh(other)
+    finally:
+        other.unlink()
+    assert refused.returncode != 0 and "host key" in refused.stderr.lower(), refused.stderr
 
 
 def redfish(

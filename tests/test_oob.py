@@ -87,6 +87,8 @@ def test_discover_sorts_declared_missing_and_undeclared(monkeypatch: pytest.Monk
 
 def test_discover_refuses_a_range_not_on_a_local_link() -> None:
     """dc1's out-of-band range is not on this machine: nothing is sent there (only `ip route get` is asked)."""
-    r = run_cli("oob", "discover", "dc1")
-    assert r.returncode == 1
+    # The secret is checked first (exit 2, nothing probed), then the route.
+    assert run_cli("oob", "discover", "dc1").returncode == 2
+    r = run_cli("oob", "discover", "dc1", env={"AISITE_DC1_BMC_PASSWORD": "dc1-secret-x"})
+    assert r.returncode == 1, r.stderr
     assert "site.networks.oob: 10.10.0.0/24 is reached" in r.stderr and "--via-gateway" in r.stderr

@@ -47,11 +47,25 @@ def test_inventory_has_no_secret_values(plan) -> None:  # type: ignore[no-untype
     assert "password" not in text.lower()  # ... never by value
 
 
-def test_lab_inventory_reaches_containers() -> None:
+def test_lab_inventory_reaches_containers_over_ssh_as_a_site() -> None:
+    """SSH to the management address (leaf: its out-of-band address), the lab's key, its host keys checked."""
     plan = build_plan(load_site("lab"))
-    gpu01 = inventory(plan)["all"]["children"]["gpu_nodes"]["hosts"]["gpu01"]
-    assert gpu01["ansible_connection"] == "containers.podman.podman"
-    assert gpu01["ansible_host"] == "aisite-lab-gpu01"
+    inv = inventory(plan)["all"]
+    common = inv["vars"]
+    ssh = ROOT / ".aisite" / "lab" / "ssh"
+    assert common["ansible_connection"] == "ansible.builtin.ssh"
+    assert common["ansible_ssh_private_key_file"] == str(ssh / "id_ed25519")
+    assert f"UserKnownHostsFile={ssh / 'known_hosts'}" in common["ansible_ssh_common_args"]
+    assert "StrictHostKeyChecking=yes" in common["ansible_ssh_common_args"]
+    gpu01 = inv["children"]["gpu_nodes"]["hosts"]["gpu01"]
+    assert gpu01["ansible_host"] == plan.by_role("gpu")[0].management.address and "ansible_connection" not in gpu01
+    leaf01 = inv["children"]["leaf"]["hosts"]["leaf01"]
+    assert leaf01["ansible_host"] == plan.switches_by_role("leaf")[0].management_address
+    assert "ansible_become" not in leaf01  # root in the lab; a real FRR switch gets its OS's connection settings
+    # BMCs are driven from the controller whatever the nodes' connection.
+    assert inv["children"]["oob"]["hosts"]["gpu01-bmc"]["ansible_connection"] == "local"
+    # A real site's stack gets no lab key.
+    assert "ansible_ssh_private_key_file" not in inventory(build_plan(load_site("dc1")))["all"]["vars"]
 
 
 def test_ansible_inventory_parses_the_rendering(plan, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

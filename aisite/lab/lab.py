@@ -10,6 +10,7 @@ import hashlib
 import socket
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from aisite.lab import bmc, images
 from aisite.lab.podman import LabError, ensure_tools, netns_links, podman, podman_json, run
 from aisite.lab.topology import HOST_LABEL, LABEL, ROLE_LABEL, SPEC_LABEL, LabBmc, LabContainer, LabTopology
+from aisite.render.inventory import lab_ssh_dir
 
 Say = Callable[[str], None]
 # A bcrypt digest of the credentials an emulator was configured with: a changed password reconfigures it.
@@ -221,6 +223,45 @@ def _ensure_links(topo: LabTopology, report: UpReport, say: Say) -> None:
         report.links_created += 1
 
 
+# Run in each node and switch container by every `up`: its own host keys (the image's are shared by every
+# container made from it), the lab's key for root, sshd running; prints the host key for known_hosts.
+_SSH_ACCESS = """set -e
+if [ ! -e /etc/ssh/.aisite-host-keys ]; then
+  rm -f /etc/ssh/ssh_host_*
+  ssh-keygen -A >/dev/null
+  touch /etc/ssh/.aisite-host-keys
+  systemctl enable -q ssh
+  systemctl restart ssh
+fi
+mkdir -p -m 0700 /root/.ssh
+grep -qxF "$1" /root/.ssh/authorized_keys 2>/dev/null || echo "$1" >> /root/.ssh/authorized_keys
+chmod 0600 /root/.ssh/authorized_keys
+cat /etc/ssh/ssh_host_ed25519_key.pub
+"""
+
+
+def _ensure_ssh(topo: LabTopology, say: Say) -> None:
+    """Ansible reaches the lab as it reaches a site: over SSH, with a key made for the lab and the host keys of
+    the containers checked (known_hosts is written anew from them each time)."""
+    ssh = lab_ssh_dir(topo.site)
+    ssh.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = ssh / "id_ed25519"
+    if not key.exists():
+        say(f"SSH key for the lab in {key}")
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"aisite-lab-{topo.site}", "-f", str(key)])
+    public = key.with_suffix(".pub").read_text().strip()
+
+    def access(c: LabContainer) -> str:
+        host_key = podman("exec", c.name, "sh", "-c", _SSH_ACCESS, "sh", public, what=f"SSH access to {c.name}")
+        return f"{c.attachments[0].address} {' '.join(host_key.split()[:2])}"
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        lines = list(pool.map(access, topo.containers))
+    tmp = ssh / "known_hosts.new"
+    tmp.write_text("".join(f"{line}\n" for line in lines))
+    tmp.replace(ssh / "known_hosts")
+
+
 def start_bmc(site: str, b: LabBmc, tag: str, credentials: Credentials) -> None:
     """Create, configure (a tar on stdin: the password is in no command or file here) and start one emulator."""
     username, password = credentials[b.credentials]
@@ -305,6 +346,7 @@ def up(topo: LabTopology, cache: Path, say: Say, credentials: Credentials) -> Up
     _ensure_containers(topo, tags, report, say)
     _restart_stopped(topo, tags, say)
     _ensure_links(topo, report, say)
+    _ensure_ssh(topo, say)
     _ensure_bmcs(topo, tags["bmc"], credentials, report, say)
     report.seconds = round(time.monotonic() - start, 2)
     return report

@@ -7,15 +7,17 @@ No task needs facts gathered from other hosts: what a host must know of the site
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from aisite.loader import ROOT
 from aisite.plan import Node, Plan, Switch
 
 NODE_GROUPS = {"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}
 SWITCH_GROUPS = {"leaf": "leaf", "spine": "spine"}
-# Switch OS -> how Ansible reaches it on a real site (the lab reaches everything through podman). Cumulus and
+# Switch OS -> how Ansible reaches it on a real site (the lab reaches its FRR switches as root over SSH). Cumulus and
 # SONiC are Linux: their roles run nv / sonic-cfggen / config over SSH as root. Onyx has only its CLI: network_cli
 # with the project's cliconf and terminal plugins (plugins/), in enable mode.
 NETWORK_OS = {
@@ -41,22 +43,33 @@ def secret_env(name: str) -> str:
     return "AISITE_SECRET_" + "".join(c if c.isalnum() else "_" for c in name.upper())
 
 
-def _connection(plan: Plan, host: str, address: str) -> dict[str, Any]:
-    if plan.connection == "podman":
-        return {"ansible_connection": "containers.podman.podman", "ansible_host": container_name(plan, host)}
-    return {"ansible_host": address}
+def lab_ssh_dir(site: str) -> Path:
+    """The lab's SSH key and the host keys of its containers (`aisite lab up` writes them; git-ignored)."""
+    return ROOT / ".aisite" / site / "ssh"
+
+
+def _lab_ssh(plan: Plan) -> dict[str, Any]:
+    """How Ansible reaches a lab's containers: as a real site's hosts, over SSH at their management addresses
+    (pipelining and ControlPersist from ansible.cfg), with the lab's key and the host keys `lab up` collected."""
+    ssh = lab_ssh_dir(plan.site)
+    return {
+        "ansible_connection": "ansible.builtin.ssh",
+        "ansible_ssh_private_key_file": str(ssh / "id_ed25519"),
+        "ansible_ssh_common_args": (
+            f"-o UserKnownHostsFile={ssh / 'known_hosts'} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
+        ),
+    }
 
 
 def _node_vars(plan: Plan, node: Node) -> dict[str, Any]:
-    data = asdict(node)
-    out: dict[str, Any] = _connection(plan, node.name, node.management.address)
-    out["aisite_node"] = data
+    out: dict[str, Any] = {"ansible_host": node.management.address}
+    out["aisite_node"] = asdict(node)
     return out
 
 
 def _switch_vars(plan: Plan, sw: Switch) -> dict[str, Any]:
-    out = _connection(plan, sw.name, sw.management_address)
-    if plan.connection != "podman":
+    out: dict[str, Any] = {"ansible_host": sw.management_address}
+    if plan.connection != "lab":
         out |= NETWORK_OS[sw.os]
     out["aisite_switch"] = asdict(sw)
     return out
@@ -80,7 +93,8 @@ def inventory(plan: Plan) -> dict[str, Any]:
         group = SWITCH_GROUPS.get(sw.role)
         if group:
             children[group]["hosts"][sw.name] = _switch_vars(plan, sw)
-    return {"all": {"vars": group_vars(plan), "children": children}}
+    common = group_vars(plan) | (_lab_ssh(plan) if plan.connection == "lab" else {})
+    return {"all": {"vars": common, "children": children}}
 
 
 def group_vars(plan: Plan) -> dict[str, Any]:

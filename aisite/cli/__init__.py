@@ -1,0 +1,37 @@
+"""The `aisite` command: validate, plan, render and deploy a site without the Pulumi engine; the out-of-band
+network and the emulated lab. One module per concern; each registers its commands on the shared app.
+
+Exit codes: 0 ok; 2 invalid input (every problem on stderr as `path: message`, nothing written); 1 any other
+failure.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from aisite.cli import deploy, lab, oob, site
+from aisite.cli.common import EXIT_FAILED, app
+
+__all__ = ["app", "main"]
+
+# In the order `aisite --help` lists them: read a site, run it, then its out-of-band network and the lab.
+app.command()(site.validate)
+app.command()(site.plan)
+app.command()(site.render)
+app.command()(deploy.deploy)
+app.command()(deploy.cabling)
+app.add_typer(oob.oob_app, name="oob")
+app.add_typer(lab.lab_app, name="lab")
+app.command(hidden=True)(deploy.play)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(EXIT_FAILED)
+    except OSError as exc:
+        # A file that cannot be read or written is a failure of the run, not of the site: exit 1, no traceback.
+        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        sys.exit(EXIT_FAILED)

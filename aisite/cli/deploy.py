@@ -1,0 +1,252 @@
+"""Running the site's playbooks: `deploy`, `cabling`, and `play` (how the Pulumi layers call Ansible)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, LAYERS, JsonOpt, StackArg, err, invalid, load_plan, out
+from aisite.deploy import RunResult, applied_triggers, merge, record_run, run_playbook, save_triggers
+from aisite.errors import SiteError
+from aisite.loader import resolve_stack
+from aisite.playbooks import layer_trigger
+from aisite.render.inventory import inventory, to_yaml
+from aisite.secrets import resolve
+
+
+def _progress_runner(
+    playbook: str,
+    inventory: str,
+    secret_env: dict[str, str],
+    *,
+    limit: str | None,
+    check: bool,
+    groups: dict[str, int],
+    extravars: dict[str, str] | None = None,
+) -> RunResult:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    ) as progress:
+        bar = progress.add_task(f"{playbook}: starting", total=None)
+        state: dict[str, Any] = {"done": 0, "task": "", "hosts": None}
+
+        def on_event(event: dict[str, Any]) -> None:
+            kind = event.get("event", "")
+            data = event.get("event_data", {})
+            if kind == "playbook_on_play_start":
+                # Simple `a:b` patterns of inventory groups give the play's host count; others stay open-ended.
+                parts = str(data.get("play_pattern", "")).split(":")
+                state["hosts"] = sum(groups[g] for g in parts) if all(g in groups for g in parts) else None
+            elif kind == "playbook_on_task_start":
+                state["task"] = data.get("task", "")
+                state["done"] = 0
+                if not err.is_terminal:
+                    # Logs and CI get one line per task instead of a redrawn bar.
+                    progress.console.print(f"{data.get('play', '')} | {state['task']}", markup=False)
+                total = 1 if data.get("run_once") else state["hosts"]
+                progress.update(bar, description=f"{data.get('play', '')} | {state['task']}", completed=0, total=total)
+            elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"):
+                state["done"] += 1
+                progress.update(bar, completed=state["done"])
+                if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
+                    progress.console.print(f"[red]{kind.split('_')[-1]}[/]: {data.get('host')}: {state['task']}")
+
+        result = run_playbook(
+            playbook, inventory, secret_env, on_event=on_event, limit=limit, check=check, extravars=extravars
+        )
+        progress.update(bar, description=f"{playbook}: {result.status}")
+    return result
+
+
+def _recap_table(result: RunResult) -> Table:
+    table = Table(title="Recap")
+    for col in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
+        table.add_column(col, justify="left" if col == "host" else "right")
+    for host, r in result.recap.items():
+        style = "red" if r.failed or r.unreachable else ("yellow" if r.changed else "green")
+        table.add_row(host, str(r.ok), str(r.changed), str(r.failed), str(r.unreachable), str(r.skipped), style=style)
+    return table
+
+
+def deploy(  # noqa: PLR0917 (typer: one parameter per option)
+    stack: StackArg,
+    layer: Annotated[str | None, typer.Option(help=f"Run one layer only: {', '.join(LAYERS)}.")] = None,
+    limit: Annotated[str | None, typer.Option(help="Ansible host pattern to limit the run to.")] = None,
+    check: Annotated[bool, typer.Option("--check", help="Ansible check mode: report, change nothing.")] = False,
+    one_time_boot: Annotated[
+        str | None,
+        typer.Option(
+            "--one-time-boot",
+            help="pxe or cd: the BMCs set this boot device for the next boot only and restart the node "
+            "(provisioning; use --limit NODE-bmc to pick the nodes).",
+        ),
+    ] = None,
+    boot_media: Annotated[
+        str | None,
+        typer.Option(
+            "--boot-media",
+            help="With --one-time-boot cd: an http(s) image URL that Redfish BMCs insert as virtual media first.",
+        ),
+    ] = None,
+    changed: Annotated[
+        bool,
+        typer.Option(
+            "--changed",
+            help="Run only the layers whose trigger (the inventory, the layer's playbook and its roles' files) "
+            "differs from their last successful whole run; nothing when none does.",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run playbooks/site.yml (or one layer, or the layers that changed) against the site's inventory with
+    ansible-runner."""
+    if one_time_boot is not None and one_time_boot not in ("pxe", "cd"):
+        print(f"--one-time-boot: {one_time_boot!r} is not pxe or cd", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    if boot_media is not None and (one_time_boot != "cd" or not boot_media.startswith(("http://", "https://"))):
+        print(f"--boot-media: {boot_media!r} needs --one-time-boot cd and an http(s) URL", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    if layer is not None and layer not in LAYERS:
+        print(f"--layer: unknown layer {layer!r}; known: {', '.join(LAYERS)}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    if changed and (layer or one_time_boot):
+        print("--changed picks the layers itself: not with --layer or --one-time-boot", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    p = load_plan(stack, as_json)
+    secret_env, problems = resolve(p)
+    if problems:
+        raise invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
+    inv = inventory(p)
+    text = to_yaml(inv)
+    groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
+    # One definition of "changed" with the Pulumi layers: the trigger of each layer.
+    triggers = {name: layer_trigger(name, text) for name in LAYERS}
+    if changed:
+        applied = applied_triggers(p.site)
+        runs = [[name] for name in LAYERS if applied.get(name) != triggers[name]]
+    else:
+        runs = [[layer] if layer else list(LAYERS)]
+    playbooks = [f"playbooks/{names[0] if len(names) == 1 else 'site'}.yml" for names in runs]
+    started = time.time()
+    results = []
+    for playbook in playbooks:
+        results.append(
+            _progress_runner(
+                playbook,
+                text,
+                {k: str(v) for k, v in secret_env.items()},
+                limit=limit,
+                check=check,
+                groups=groups,
+                extravars=({"bmc_one_time_boot": one_time_boot} if one_time_boot else {})
+                | ({"bmc_boot_media_url": boot_media} if boot_media else {}),
+            )
+        )
+        if not results[-1].ok:
+            break
+    result = merge(results)
+    if not limit and not check:
+        # What converged as a whole is recorded as applied: the next --changed skips it while it stays so.
+        save_triggers(p.site, {n: triggers[n] for names, r in zip(runs, results, strict=False) if r.ok for n in names})
+    playbook = " ".join(playbooks)
+    # What a host could not do and said so (a BMC without NTP, a node without a GPU): host -> role -> reasons.
+    skipped = {
+        str(h): {str(role): [str(x) for x in reasons] for role, reasons in dict(by_role).items()}
+        for h, by_role in dict(result.stats.get("skipped") or {}).items()
+    }
+    doc = {
+        "status": result.status,
+        "rc": result.rc,
+        "failures": result.failures,
+        "skipped": skipped,
+        "recap": {h: vars(r) for h, r in result.recap.items()},
+        "layers": [n for names in runs[: len(results)] for n in names],
+        "changes": result.changes,
+        # Where the time went: wall seconds per play, and the slowest tasks summed over their hosts.
+        "plays": result.plays,
+        "slowest_tasks": [{"task": t, "seconds": sec} for t, sec in result.slowest()],
+    }
+    record_run(
+        p.site,
+        "changed" if changed else layer or "site",
+        doc
+        | {
+            "playbook": playbook,
+            "limit": limit,
+            "check": check,
+            "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+            "seconds": round(time.time() - started, 1),
+        },
+    )
+    if as_json:
+        print(json.dumps(doc, indent=2))
+    else:
+        out.print(_recap_table(result))
+        for host, by_role in sorted(skipped.items()):
+            for role, reasons in sorted(by_role.items()):
+                for reason in reasons:
+                    out.print(f"[yellow]skipped[/] {host} ({role}): {reason}")
+        for f in result.failures:
+            err.print(f"[red]failed[/]: {f}")
+        if playbooks:
+            out.print(f"{playbook}: [{'green' if result.ok else 'red'}]{result.status}[/]")
+        else:
+            out.print("[green]nothing to run[/]: every layer's trigger is the one last applied from this machine")
+    if not result.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def cabling(stack: StackArg, as_json: JsonOpt = False) -> None:
+    """Compare every cabled port's LLDP neighbour with the plan (GPU node rails, Linux switches' fabric links)
+    and list every miswire; changes nothing."""
+    p = load_plan(stack, as_json)
+    inv = inventory(p)
+    groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
+    # Reads LLDP on nodes and switches only: no BMC or switch credential is needed.
+    result = _progress_runner("playbooks/cabling.yml", to_yaml(inv), {}, limit=None, check=False, groups=groups)
+    miswires = [str(m) for m in result.stats.get("cabling_miswires", [])]
+    checked = int(result.stats.get("cabling_checked", 0))
+    # Failures other than the report's own assert (a host unreachable, lldpcli missing) are errors, not miswires.
+    errors = [f for f in result.failures if "Cabling | Fail on any miswire" not in f]
+    if as_json:
+        print(json.dumps({"checked_hosts": checked, "miswires": miswires, "errors": errors}, indent=2))
+    else:
+        for m in miswires:
+            out.print(f"[red]miswire[/]: {m}")
+        for e in errors:
+            err.print(f"[red]failed[/]: {e}")
+        if not miswires and not errors:
+            out.print(f"cabling: {checked} hosts, every cabled port sees its planned neighbour")
+    if miswires or errors or not result.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def play(
+    playbook: Annotated[str, typer.Option(help="Playbook path relative to the project.")],
+    inventory: Annotated[str, typer.Option(help="Inventory file, or - for standard input.")] = "-",
+) -> None:
+    """Run one playbook against an inventory read from stdin (how the Pulumi layers call Ansible)."""
+    text = sys.stdin.read() if inventory == "-" else Path(inventory).read_text()
+    secret_env = {k: v for k, v in os.environ.items() if k.startswith("AISITE_SECRET_")}
+    result = run_playbook(playbook, text, secret_env)
+    for host, r in result.recap.items():
+        print(f"{host}: ok={r.ok} changed={r.changed} failed={r.failed} unreachable={r.unreachable}")
+    for f in result.failures:
+        print(f"failed: {f}", file=sys.stderr)
+    if not result.ok:
+        raise typer.Exit(EXIT_FAILED)

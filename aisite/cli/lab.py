@@ -1,0 +1,155 @@
+"""The emulated lab: `lab up`, `lab status`, `lab down`, `lab image`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from aisite.cli.common import CACHE, EXIT_FAILED, EXIT_INVALID, JsonOpt, err, invalid, load_plan, out
+from aisite.errors import Problem, SiteError
+from aisite.lab import images, lab
+from aisite.lab.podman import LabError, ensure_tools
+from aisite.lab.topology import LabTopology, lab_topology
+from aisite.loader import resolve_stack
+from aisite.render.inventory import secret_env
+from aisite.secrets import resolve
+
+lab_app = typer.Typer(no_args_is_help=True, help="The emulated lab: a site rehearsed on this machine with podman.")
+LabStackArg = Annotated[str, typer.Argument(help="The stack to emulate (default: lab).")]
+
+
+def _lab_topology(stack: str, as_json: bool = False) -> LabTopology:
+    plan = load_plan(stack, as_json)
+    if plan.connection != "lab":
+        # A real site's ranges never go on this machine's bridges: the lab emulates only stacks made for it.
+        print(
+            f"site.ansible.connection: {plan.connection!r}: stack {plan.site} describes real hosts; the lab emulates "
+            "only stacks with ansible.connection: lab and ranges of their own (like stacks/Pulumi.lab.yaml)",
+            file=sys.stderr,
+        )
+        raise typer.Exit(EXIT_INVALID)
+    return lab_topology(plan)
+
+
+def _lab_credentials(stack: str, as_json: bool) -> dict[str, tuple[str, str]]:
+    """(username, password) per secret the BMC emulators use: the lab's BMCs accept what the site declares."""
+    p = load_plan(stack, as_json)
+    values, problems = resolve(p)
+    if problems:
+        raise invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
+    by_env = {secret_env(name): name for name in p.secrets}
+    creds = {by_env[k]: (str(p.secrets[by_env[k]]["username"]), str(v)) for k, v in values.items()}
+    # The emulators' own limit, on top of what real BMCs accept: ipmi_sim reads its users from a quoted file.
+    problems = [
+        Problem(f"site.secrets.{name}", f"the {what} contains '\"', which the lab's IPMI emulator cannot read")
+        for name, (username, password) in creds.items()
+        for what, value in (("user name", username), ("password", password))
+        if '"' in value
+    ]
+    if problems:
+        raise invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
+    return creds
+
+
+def _lab_failed(exc: LabError) -> typer.Exit:
+    print(f"error: lab: {exc}", file=sys.stderr)
+    return typer.Exit(EXIT_FAILED)
+
+
+@lab_app.command("up")
+def lab_up(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
+    """Build the site's lab from its plan: images (cached), networks, node and switch containers, cabling."""
+    topo = _lab_topology(stack, as_json)
+    with err.status(f"lab {topo.site}: starting") as spinner:
+
+        def say(msg: str) -> None:
+            spinner.update(f"lab {topo.site}: {msg}")
+            if not err.is_terminal:
+                err.print(f"lab {topo.site}: {msg}", markup=False)
+
+        try:
+            report = lab.up(topo, CACHE, say, _lab_credentials(stack, as_json))
+        except LabError as exc:
+            raise _lab_failed(exc) from None
+    if as_json:
+        print(json.dumps(vars(report), indent=2))
+        return
+    changed = (
+        len(report.networks_created) + len(report.containers_started) + report.links_created + len(report.bmcs_started)
+    )
+    out.print(
+        f"lab {topo.site} is up in {report.seconds} s: {len(report.networks_created)} networks, "
+        f"{len(report.containers_started)} containers, {report.links_created} cables and "
+        f"{len(report.bmcs_started)} BMC emulators created" + ("" if changed else " (nothing to change)")
+    )
+    _print_status(topo)
+
+
+def _print_status(topo: LabTopology) -> list[dict[str, Any]]:
+    rows = lab.status(topo)
+    table = Table(title=f"lab {topo.site}")
+    for col in ("name", "kind", "role", "container", "state", "addresses", "cabled ports"):
+        table.add_column(col, no_wrap=True)
+    for r in rows:
+        addrs = " ".join(f"{k}={v}" for k, v in r["addresses"].items())
+        table.add_row(
+            r["name"],
+            r["kind"],
+            r["role"],
+            r["container"],
+            r["state"],
+            addrs,
+            f"{r['ports_present']}/{r['ports_planned']}",
+            style=None if r["state"] == "running" and r["addresses_match"] else "red",
+        )
+    out.print(table)
+    return rows
+
+
+@lab_app.command("image")
+def lab_image(kind: Annotated[str, typer.Argument(help="base, node, frr or bmc.")] = "node") -> None:
+    """Print the tag of a lab image, building it (and the base) first when it is not cached (molecule uses this)."""
+    known = ("base", *images.LAYERS)
+    if kind not in known:
+        print(f"unknown image {kind!r}; known: {', '.join(known)}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    try:
+        ensure_tools()
+        tags = images.ensure_images(CACHE, lambda msg: err.print(msg, markup=False))
+    except LabError as exc:
+        raise _lab_failed(exc) from None
+    print(tags[kind])
+
+
+@lab_app.command("status")
+def lab_status(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
+    """Every node and switch of the lab with its container, addresses, state and cabling."""
+    topo = _lab_topology(stack, as_json)
+    try:
+        if as_json:
+            print(json.dumps({"site": topo.site, "members": lab.status(topo)}, indent=2))
+            return
+        _print_status(topo)
+    except LabError as exc:
+        raise _lab_failed(exc) from None
+
+
+@lab_app.command("down")
+def lab_down(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
+    """Remove exactly what `lab up` created for the site (labelled containers and networks); images stay cached."""
+    topo = _lab_topology(stack, as_json)
+    try:
+        removed = lab.down(topo.site, lambda msg: err.print(f"lab {topo.site}: {msg}", markup=False))
+    except LabError as exc:
+        raise _lab_failed(exc) from None
+    if as_json:
+        print(json.dumps(removed, indent=2))
+    else:
+        out.print(
+            f"lab {topo.site} is down: removed {len(removed['containers'])} containers and "
+            f"{len(removed['networks'])} networks"
+        )

@@ -1,0 +1,95 @@
+"""The out-of-band network: `oob discover`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out
+from aisite.errors import SiteError
+from aisite.loader import resolve_stack
+from aisite.render.inventory import secret_env
+from aisite.secrets import resolve
+
+oob_app = typer.Typer(no_args_is_help=True, help="The out-of-band network: the site's BMCs.")
+
+
+@oob_app.command("discover")
+def oob_discover(
+    stack: StackArg,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for each address to answer.")] = 1.0,
+    via_gateway: Annotated[
+        bool,
+        typer.Option(
+            "--via-gateway", help="Probe even though the range is reached through a gateway, not a local link."
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Probe the plan's out-of-band range: which declared BMCs answer (with serials and MACs), which are
+    missing, and which BMCs answer at addresses the site does not declare (new hardware)."""
+    from aisite import oob  # sushy and pyghmi load only for this command
+
+    p = load_plan(stack, as_json)
+    values, problems = resolve(p)
+    if problems:
+        raise invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
+    route = oob.route_to(p.networks.oob)
+    if not route or (route.get("gateway") and not via_gateway):
+        # A range this machine does not sit on (a lab that is down, a site elsewhere) would be probed through the
+        # default route: refuse unless asked.
+        how = f"through gateway {route['gateway']} on {route.get('dev')}" if route else "not at all"
+        print(
+            f"site.networks.oob: {p.networks.oob} is reached {how}, not on a local link; bring the lab up, run "
+            "from a machine on the out-of-band network, or pass --via-gateway",
+            file=sys.stderr,
+        )
+        raise typer.Exit(EXIT_FAILED)
+    declared = {n.bmc.address: (n.name, n.bmc.protocol, n.bmc.port) for n in p.nodes}
+    creds = {n.bmc.address: n.bmc.credentials for n in p.nodes}
+    default_creds = next(iter(creds.values()), "")
+    tls = {n.bmc.address: n.bmc.tls_verify for n in p.nodes}
+    default_tls = all(tls.values()) if tls else True
+
+    def target_for(address: str, protocol: str) -> oob.Target:
+        # An undeclared BMC is tried with the credentials of the site's BMCs (new hardware is usually set up alike).
+        name = creds.get(address, default_creds)
+        port = declared[address][2] if address in declared else (443 if protocol == "redfish" else 623)
+        username = str(p.secrets.get(name, {}).get("username") or "")
+        password = str(values.get(secret_env(name), ""))
+        return oob.Target(protocol, address, port, username, password, tls.get(address, default_tls), timeout * 5)
+
+    with err.status(f"probing {p.networks.oob} for BMCs"):
+        found = oob.discover(p.networks.oob, declared, target_for, timeout=timeout)
+    if as_json:
+        print(json.dumps(found.to_dict(), indent=2))
+        return
+    table = Table(title=f"BMCs on {found.network}")
+    for col in ("address", "node", "protocol", "state", "power", "serial", "MACs / error"):
+        table.add_column(col)
+    for what, rows, style in (
+        ("declared", found.declared, "green"),
+        ("missing", found.missing, "red"),
+        ("undeclared", found.undeclared, "yellow"),
+    ):
+        for f in rows:
+            facts = f.facts
+            table.add_row(
+                f.address,
+                f.node or "-",
+                f.protocol or "-",
+                what,
+                facts.power if facts else "-",
+                (facts.serial or "-") if facts else "-",
+                ", ".join(facts.macs) if facts and facts.macs else (f.error or "-"),
+                style=style,
+            )
+    out.print(table)
+    out.print(
+        f"{len(found.declared)} declared BMC(s) answer, {len(found.missing)} missing, "
+        f"{len(found.undeclared)} undeclared"
+    )

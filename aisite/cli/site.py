@@ -1,0 +1,128 @@
+"""Reading a site: `validate`, `plan`, `render`."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from aisite.cli.common import JsonOpt, StackArg, err, load_plan, out
+from aisite.deploy import run_playbook
+from aisite.loader import resolve_stack
+from aisite.plan import Plan
+from aisite.render.bundle import bundle, write_bundle
+from aisite.render.inventory import inventory_yaml
+
+
+def _summary(plan: Plan) -> dict[str, Any]:
+    roles = Counter(n.role for n in plan.nodes)
+    return {
+        "site": plan.site,
+        "nodes": dict(roles),
+        "gpus": sum(n.gpu.count for n in plan.nodes if n.gpu),
+        "switches": dict(Counter(s.role for s in plan.switches)),
+        "cables": dict(Counter(c.kind for c in plan.cables)),
+        "bmcs": dict(Counter(n.bmc.protocol for n in plan.nodes)),
+        "tenants": len(plan.tenants),
+        "workloads": len(plan.workloads),
+    }
+
+
+def _counts(c: dict[str, int]) -> str:
+    return f"{sum(c.values())} (" + ", ".join(f"{v} {k}" for k, v in c.items()) + ")"
+
+
+def validate(stack: StackArg, as_json: JsonOpt = False) -> None:
+    """Check a stack file; report every problem with its key path."""
+    plan = load_plan(stack, as_json)
+    s = _summary(plan)
+    if as_json:
+        print(json.dumps({"valid": True, "source": str(resolve_stack(stack)), "summary": s}, indent=2))
+        return
+    nodes = ", ".join(f"{v} {k}" for k, v in s["nodes"].items())
+    out.print(
+        f"[green]valid[/]: {resolve_stack(stack)}: site [bold]{plan.site}[/] ({nodes}; {s['gpus']} GPUs; "
+        f"{sum(s['switches'].values())} switches; {sum(s['cables'].values())} cables)"
+    )
+
+
+def plan(stack: StackArg, as_json: JsonOpt = False) -> None:
+    """Expand a site into its plan: nodes, switches, addresses, cabling, BGP, RoCE QoS."""
+    p = load_plan(stack, as_json)
+    if as_json:
+        print(json.dumps(p.to_dict(), indent=2))
+        return
+    s = _summary(p)
+    out.print(
+        f"[bold]site {p.site}[/] ({p.domain}): {_counts(s['nodes'])} nodes, {s['gpus']} GPUs, "
+        f"{_counts(s['switches'])} switches, {_counts(s['cables'])} cables"
+    )
+    nodes = Table(title="Nodes")
+    for col in ("name", "role", "GPUs", "BMC", "mgmt", "rails"):
+        nodes.add_column(col, no_wrap=True)
+    for n in p.nodes:
+        gpus = f"{n.gpu.count}x{n.gpu.type} R{n.gpu.driver_branch}" if n.gpu else "-"
+        leaves = sorted({r.leaf for r in n.rails})
+        rails = f"{len(n.rails)} -> {','.join(leaves)}" if n.rails else "-"
+        nodes.add_row(n.name, n.role, gpus, f"{n.bmc.protocol} {n.bmc.address}", n.management.address, rails)
+    out.print(nodes)
+    switches = Table(title="Switches")
+    for col in ("name", "role", "os", "ASN", "loopback", "mgmt", "peers", "host subnets"):
+        switches.add_column(col, no_wrap=col != "host subnets")
+    for sw in p.switches:
+        switches.add_row(
+            sw.name,
+            sw.role,
+            sw.os,
+            str(sw.asn or "-"),
+            sw.loopback or "-",
+            sw.management_address,
+            str(len(sw.neighbors)),
+            " ".join(h.subnet for h in sw.host_subnets) or "-",
+        )
+    out.print(switches)
+    q = p.roce
+    out.print(
+        f"RoCE: PFC priority {q.pfc_priority} ({q.pfc_enable}), trust {q.trust}, DSCP {q.roce_dscp} -> TC "
+        f"{q.roce_tc} (ToS {q.traffic_class}), CNP DSCP {q.cnp_dscp} -> priority {q.cnp_priority}, ECN "
+        f"{q.ecn_min_bytes}-{q.ecn_max_bytes} B, ETS {q.ets_roce_percent}/{q.ets_default_percent}, MTU "
+        f"{q.switch_mtu}/{q.host_mtu}"
+    )
+
+
+def render(
+    stack: StackArg,
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory to write inventory.yml, plan.json, manifests/.")],
+    switch_configs: Annotated[
+        bool,
+        typer.Option(
+            "--switch-configs",
+            help="Also render each leaf's and spine's configuration (frr.conf, NVUE, config_db, Onyx) into "
+            "switches/, with the switch roles' own templates; connects to nothing.",
+        ),
+    ] = False,
+) -> None:
+    """Write the Ansible inventory, the plan and the Kubernetes manifests of a site."""
+    p = load_plan(stack)
+    files = bundle(p)
+    written = write_bundle(files, out_dir)
+    if switch_configs:
+        written += _render_switch_configs(p, out_dir / "switches")
+    out.print(f"rendered site [bold]{p.site}[/]: {len(written)} files under {out_dir}")
+    for path in written:
+        out.print(f"  {path}")
+
+
+def _render_switch_configs(p: Plan, dest: Path) -> list[Path]:
+    """Run playbooks/switch-configs.yml against the plan's inventory (all local, no secrets needed)."""
+    dest = dest.resolve()
+    result = run_playbook("playbooks/switch-configs.yml", inventory_yaml(p), extravars={"aisite_render_dir": str(dest)})
+    if result.rc != 0:
+        err.print(f"[red]error[/]: rendering switch configurations failed: {'; '.join(result.failures)}")
+        raise typer.Exit(1)
+    fabric = [s for s in p.switches if s.role in ("leaf", "spine")]
+    return sorted(path for s in fabric for path in dest.glob(f"{s.name}.*"))
