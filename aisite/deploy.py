@@ -100,22 +100,19 @@ def run_playbook(
         if kind == "playbook_on_play_start":
             close_play()
             current.update(play=data.get("play", ""), since=time.monotonic())
+        elif kind == "playbook_on_stats":
+            close_play()
+            current["play"] = None
+            custom.update(data.get("artifact_data") or {})
         elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"):
             task = f"{data.get('play', '')} | {data.get('task', '')}"
             tasks[task] = tasks.get(task, 0.0) + float(data.get("duration") or 0.0)
             res = data.get("res")
-            if kind == "runner_on_ok" and isinstance(res, dict) and res.get("changed"):
+            res = res if isinstance(res, dict) else {}
+            if kind == "runner_on_ok" and res.get("changed"):
                 changes.append(f"{data.get('host')}: {data.get('task')}")
-        if kind == "playbook_on_stats":
-            close_play()
-            current["play"] = None
-            custom.update(data.get("artifact_data") or {})
-        if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
-            data = event.get("event_data", {})
-            if not (event["event"] == "runner_on_failed" and data.get("ignore_errors")):
-                res = data.get("res") or {}
-                msg = res.get("msg") if isinstance(res, dict) else None
-                failures.append(f"{data.get('host')}: {data.get('task')}: {msg or 'failed'}")
+            if kind == "runner_on_unreachable" or (kind == "runner_on_failed" and not data.get("ignore_errors")):
+                failures.append(f"{data.get('host')}: {data.get('task')}: {res.get('msg') or 'failed'}")
         if on_event:
             on_event(event)
         return True
@@ -187,10 +184,18 @@ def record_run(site: str, name: str, doc: Mapping[str, Any]) -> Path:
 
     What a person or a later step (a test, CI) reads to know how the last run went; holds no secret (the recap,
     the failures and what was skipped)."""
-    path = ROOT / ".aisite" / site / "deploys" / f"{name}.json"
+    return _write_json(_deploys_dir(site) / f"{name}.json", doc)
+
+
+def _deploys_dir(site: str) -> Path:
+    return ROOT / ".aisite" / site / "deploys"
+
+
+def _write_json(path: Path, doc: Mapping[str, Any]) -> Path:
+    """Whole or not at all: a reader never sees half a record."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.new")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     tmp.replace(path)
     return path
 
@@ -223,19 +228,11 @@ def merge(results: list[RunResult]) -> RunResult:
     )
 
 
-def _triggers_file(site: str) -> Path:
-    return ROOT / ".aisite" / site / "deploys" / "triggers.json"
-
-
 def applied_triggers(site: str) -> dict[str, str]:
     """layer -> the trigger of its last successful whole run (no --limit, no --check) from this machine."""
-    path = _triggers_file(site)
+    path = _deploys_dir(site) / "triggers.json"
     return dict(json.loads(path.read_text())) if path.is_file() else {}
 
 
 def save_triggers(site: str, triggers: Mapping[str, str]) -> None:
-    path = _triggers_file(site)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.new")
-    tmp.write_text(json.dumps(applied_triggers(site) | dict(triggers), indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    _write_json(_deploys_dir(site) / "triggers.json", applied_triggers(site) | dict(triggers))

@@ -12,7 +12,7 @@ from aisite.errors import SiteError
 from aisite.loader import CONFIG_KEY, parse_site
 from aisite.plan import build_plan
 from aisite.render.inventory import secret_env as env_name
-from aisite.secrets import Use, limit_problems, resolve, uses
+from aisite.secrets import Use, limit_problems, resolve, username_of, uses
 
 
 def _pulumi_secret(key: str) -> pulumi.Output[str] | None:
@@ -49,8 +49,8 @@ def run() -> SiteDeployment:
     for name in used:
         value = secrets.get(env_name(name))
         if isinstance(value, pulumi.Output):
-            username = str(plan.secrets.get(name, {}).get("username") or "")
-            secret_env[env_name(name)] = value.apply(functools.partial(_checked, source, name, username, used[name]))
+            check = functools.partial(_checked, source, name, username_of(plan, name), used[name])
+            secret_env[env_name(name)] = value.apply(check)
     deployment = SiteDeployment(SiteArgs(plan=plan, secret_env=secret_env))
     pulumi.export("site", plan.site)
     pulumi.export("nodes", len(plan.nodes))

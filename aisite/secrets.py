@@ -15,13 +15,6 @@ from aisite.errors import Problem
 from aisite.plan import Plan
 from aisite.render.inventory import secret_env
 
-
-def referenced(plan: Plan) -> list[str]:
-    """Secrets the plan uses (every BMC's credentials, then the BMC accounts), in first-use order."""
-    names = [n.bmc.credentials for n in plan.nodes if n.bmc.credentials]
-    return list(dict.fromkeys([*names, *(a["secret"] for a in plan.bmc_accounts)]))
-
-
 # What BMCs accept. IPMI 2.0 (RAKP) carries a password of at most 20 bytes and a user name of at most 16; ipmitool
 # refuses longer ones before it sends anything. HTTP Basic authentication (Redfish) splits `user:password` at the
 # first colon (RFC 7617), and BMCs differ in how they decode bytes outside printable ASCII.
@@ -36,21 +29,27 @@ class Use:
     host: str  # the inventory host, `<node>-bmc`
     protocol: str
     address: str
-    account: bool = False
 
 
 def uses(plan: Plan) -> dict[str, list[Use]]:
-    """secret name -> where it is used, in plan order."""
+    """secret name -> where it is used: every BMC's credentials, then the accounts kept on the Redfish BMCs."""
     out: dict[str, list[Use]] = {}
     for n in plan.nodes:
         if n.bmc.credentials:
             out.setdefault(n.bmc.credentials, []).append(Use(f"{n.name}-bmc", n.bmc.protocol, n.bmc.address))
     redfish = [n for n in plan.nodes if n.bmc.protocol == "redfish"]
     for a in plan.bmc_accounts:
-        out.setdefault(a["secret"], []).extend(
-            Use(f"{n.name}-bmc", "redfish", n.bmc.address, account=True) for n in redfish
-        )
+        out.setdefault(a["secret"], []).extend(Use(f"{n.name}-bmc", "redfish", n.bmc.address) for n in redfish)
     return out
+
+
+def referenced(plan: Plan) -> list[str]:
+    """Secrets the plan uses, in first-use order."""
+    return list(uses(plan))
+
+
+def username_of(plan: Plan, name: str) -> str:
+    return str(plan.secrets.get(name, {}).get("username") or "")
 
 
 def _hosts(used: list[Use], protocol: str | None = None) -> str:
@@ -131,7 +130,7 @@ def resolve(
     values: dict[str, object] = {}
     problems: list[Problem] = []
     used = uses(plan)
-    for name in referenced(plan):
+    for name in used:
         src = plan.secrets.get(name, {})
         path = f"site.secrets.{name}.password_from"
         value: object | None = None
@@ -161,7 +160,6 @@ def resolve(
             problems.append(Problem(path, f"secret {name!r} was not found (tried {', '.join(tried) or 'nothing'})"))
         else:
             if isinstance(value, str):
-                username = str(src.get("username") or "")
-                problems += limit_problems(name, username, value, used.get(name, []))
+                problems += limit_problems(name, username_of(plan, name), value, used[name])
             values[secret_env(name)] = value
     return values, problems

@@ -197,7 +197,7 @@ def test_the_lab_is_reached_over_ssh_with_checked_host_keys(up: subprocess.Compl
     ssh_dir = lab_ssh_dir(SITE)
     topo = lab_topology(plan)
     known = (ssh_dir / "known_hosts").read_text().splitlines()
-    assert sorted(line.split()[0] for line in known) == sorted(c.attachments[0].address for c in topo.containers)
+    assert sorted(line.split()[0] for line in known) == sorted(c.address for c in topo.containers)
     assert len({line.split()[2] for line in known}) == len(known), "two containers share a host key"
     assert (ssh_dir / "id_ed25519").stat().st_mode & 0o077 == 0
     address = plan.by_role("gpu")[0].management.address

@@ -32,8 +32,8 @@ def test_containers_are_where_the_inventory_looks() -> None:
     topo = lab_topology(plan)
     hosts = {h: v for g in inventory(plan)["all"]["children"].values() for h, v in g["hosts"].items()}
     for c in topo.containers:
-        # The first attachment carries the address Ansible connects to (and `lab up` writes into known_hosts).
-        assert hosts[c.host]["ansible_host"] == c.attachments[0].address
+        # The address Ansible connects to, which `lab up` writes into known_hosts.
+        assert hosts[c.host]["ansible_host"] == c.address
     gpu01 = topo.container("gpu01")
     assert [(a.interface, a.address) for a in gpu01.attachments] == [("mgmt0", "10.250.1.3"), ("stor0", "10.250.2.2")]
     leaf = topo.container("leaf01")

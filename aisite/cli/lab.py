@@ -10,13 +10,14 @@ import typer
 from rich.table import Table
 
 from aisite.cli.common import CACHE, EXIT_FAILED, EXIT_INVALID, JsonOpt, err, invalid, load_plan, out
-from aisite.errors import Problem, SiteError
+from aisite.errors import SiteError
 from aisite.lab import images, lab
+from aisite.lab.bmc import emulator_problems
 from aisite.lab.podman import LabError, ensure_tools
 from aisite.lab.topology import LabTopology, lab_topology
 from aisite.loader import resolve_stack
 from aisite.render.inventory import secret_env
-from aisite.secrets import resolve
+from aisite.secrets import resolve, username_of, uses
 
 lab_app = typer.Typer(no_args_is_help=True, help="The emulated lab: a site rehearsed on this machine with podman.")
 LabStackArg = Annotated[str, typer.Argument(help="The stack to emulate (default: lab).")]
@@ -41,15 +42,8 @@ def _lab_credentials(stack: str, as_json: bool) -> dict[str, tuple[str, str]]:
     values, problems = resolve(p)
     if problems:
         raise invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
-    by_env = {secret_env(name): name for name in p.secrets}
-    creds = {by_env[k]: (str(p.secrets[by_env[k]]["username"]), str(v)) for k, v in values.items()}
-    # The emulators' own limit, on top of what real BMCs accept: ipmi_sim reads its users from a quoted file.
-    problems = [
-        Problem(f"site.secrets.{name}", f"the {what} contains '\"', which the lab's IPMI emulator cannot read")
-        for name, (username, password) in creds.items()
-        for what, value in (("user name", username), ("password", password))
-        if '"' in value
-    ]
+    creds = {name: (username_of(p, name), str(values[secret_env(name)])) for name in uses(p)}
+    problems = [q for name, (username, password) in creds.items() for q in emulator_problems(name, username, password)]
     if problems:
         raise invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
     return creds

@@ -15,6 +15,7 @@ import uuid
 
 import bcrypt
 
+from aisite.errors import Problem
 from aisite.lab.topology import LabBmc
 
 CONFIG_DIR = "/etc/aisite-bmc"
@@ -88,6 +89,15 @@ def credentials_match(digest: str, username: str, password: str) -> bool:
         return bool(digest) and bcrypt.checkpw(f"{username}\0{password}".encode(), digest.encode())
     except ValueError:  # not a bcrypt digest: an emulator from before the label
         return False
+
+
+def emulator_problems(name: str, username: str, password: str) -> list[Problem]:
+    """The emulators' own limit, on top of what real BMCs accept: ipmi_sim reads its users from a quoted file."""
+    return [
+        Problem(f"site.secrets.{name}", f"the {what} contains '\"', which the lab's IPMI emulator cannot read")
+        for what, value in (("user name", username), ("password", password))
+        if '"' in value
+    ]
 
 
 def _quote(value: str) -> str:

@@ -253,7 +253,7 @@ def _ensure_ssh(topo: LabTopology, say: Say) -> None:
 
     def access(c: LabContainer) -> str:
         host_key = podman("exec", c.name, "sh", "-c", _SSH_ACCESS, "sh", public, what=f"SSH access to {c.name}")
-        return f"{c.attachments[0].address} {' '.join(host_key.split()[:2])}"
+        return f"{c.address} {' '.join(host_key.split()[:2])}"
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         lines = list(pool.map(access, topo.containers))

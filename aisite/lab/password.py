@@ -14,12 +14,15 @@ import sys
 from pathlib import Path
 
 from aisite.errors import Problem
+from aisite.lab.bmc import emulator_problems
 from aisite.loader import load_site
 from aisite.plan import build_plan
-from aisite.secrets import limit_problems, uses
+from aisite.secrets import resolve, username_of
 
 # 16 characters of [A-Za-z0-9_-] (96 bits): within IPMI 1.5's 16 bytes and 2.0's 20, plain ASCII for Redfish.
 LENGTH_BYTES = 12
+# What scripts/lab.sh hands the file's content to aisite as (the lab stack's password_from).
+ENV = "AISITE_LAB_BMC_PASSWORD"
 
 
 def generate() -> str:
@@ -27,15 +30,13 @@ def generate() -> str:
 
 
 def refusals(stack: str, password: str) -> list[Problem]:
-    """Why the BMCs of the stack would refuse `password` for the secret their credentials name."""
+    """Why the stack's BMCs (or their emulators) would refuse `password` for the secrets it is given to: what
+    `deploy` and `lab up` would say, resolved the same way."""
     plan = build_plan(load_site(stack))
-    out: list[Problem] = []
-    for name, used in uses(plan).items():
-        username = str(plan.secrets.get(name, {}).get("username") or "")
-        out += limit_problems(name, username, password, used)
-    if '"' in password:
-        out.append(Problem("password", "contains '\"', which the lab's IPMI emulator cannot read"))
-    return out
+    fed = [name for name, src in plan.secrets.items() if src.get("env") == ENV]
+    _, problems = resolve(plan, environ={ENV: password})
+    mine = [p for p in problems if p.path in {f"site.secrets.{name}" for name in fed}]
+    return mine + [p for name in fed for p in emulator_problems(name, username_of(plan, name), password)]
 
 
 def ensure(path: Path, stack: str = "lab") -> str | None:

@@ -55,6 +55,12 @@ class LabContainer:
     # handles, which the container's overlay root does not have.
     volumes: tuple[str, ...] = ()
 
+    @property
+    def address(self) -> str:
+        """Where Ansible reaches it (the inventory's ansible_host): a node's management address, a switch's
+        out-of-band one, which `lab_topology` attaches first."""
+        return self.attachments[0].address
+
 
 @dataclass(frozen=True, slots=True)
 class LabLink:

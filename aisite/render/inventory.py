@@ -61,10 +61,8 @@ def _lab_ssh(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _node_vars(plan: Plan, node: Node) -> dict[str, Any]:
-    out: dict[str, Any] = {"ansible_host": node.management.address}
-    out["aisite_node"] = asdict(node)
-    return out
+def _node_vars(node: Node) -> dict[str, Any]:
+    return {"ansible_host": node.management.address, "aisite_node": asdict(node)}
 
 
 def _switch_vars(plan: Plan, sw: Switch) -> dict[str, Any]:
@@ -87,7 +85,7 @@ def _bmc_vars(node: Node) -> dict[str, Any]:
 def inventory(plan: Plan) -> dict[str, Any]:
     children: dict[str, Any] = {g: {"hosts": {}} for g in (*NODE_GROUPS.values(), *SWITCH_GROUPS.values(), "oob")}
     for node in plan.nodes:
-        children[NODE_GROUPS[node.role]]["hosts"][node.name] = _node_vars(plan, node)
+        children[NODE_GROUPS[node.role]]["hosts"][node.name] = _node_vars(node)
         children["oob"]["hosts"][f"{node.name}-bmc"] = _bmc_vars(node)
     for sw in plan.switches:
         group = SWITCH_GROUPS.get(sw.role)
