@@ -68,6 +68,17 @@ mc_enable 0x20
 """
 
 
+# An RMCP/ASF presence ping (DMTF DSP0136): the pre-session probe every IPMI LAN BMC answers with a pong, so a
+# started emulator can be waited for without credentials.
+RMCP_PRESENCE_PING = bytes([0x06, 0x00, 0xFF, 0x06, 0x00, 0x00, 0x11, 0xBE, 0x80, 0x00, 0x00, 0x00])
+RMCP_PRESENCE_PONG = 0x40
+
+
+def is_presence_pong(data: bytes) -> bool:
+    """An RMCP ASF message (class 6, IANA 4542) of type presence pong."""
+    return len(data) >= 9 and data[3] == 0x06 and data[4:8] == b"\x00\x00\x11\xbe" and data[8] == RMCP_PRESENCE_PONG
+
+
 def system_uuid(site: str, node: str) -> str:
     """A stable UUID per emulated system, so Redfish URLs do not change between lab runs."""
     return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{node}.{site}.lab.aisite"))

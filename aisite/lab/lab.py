@@ -315,23 +315,33 @@ def _ensure_bmcs(topo: LabTopology, tag: str, credentials: Credentials, report: 
         start_bmc(topo.site, b, tag, credentials)
         report.bmcs_started.append(b.name)
         started.append(b)
+    # Wait until each answers: a recreated emulator takes over an address whose old neighbour entry may linger.
     for b in started:
+        _wait_for_bmc(b)
+
+
+def _answers(b: LabBmc) -> bool:
+    """Whether the emulator answers on its own address on the lab's bridge: a TCP connect (Redfish) or an RMCP
+    presence ping (IPMI over UDP)."""
+    try:
         if b.protocol == "redfish":
-            _wait_for_port(b.address, b.port, b.name)
+            with socket.create_connection((b.address, b.port), timeout=1):
+                return True
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(1)
+            s.sendto(bmc.RMCP_PRESENCE_PING, (b.address, b.port))
+            return bmc.is_presence_pong(s.recv(64))
+    except OSError:
+        return False
 
 
-def _wait_for_port(address: str, port: int, name: str, timeout: float = 30.0) -> None:
-    """Wait until a lab emulator accepts connections (its own container address on the lab's bridge)."""
+def _wait_for_bmc(b: LabBmc, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection((address, port), timeout=1):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                logs = podman("logs", "--tail", "5", name, check=False)
-                raise LabError(f"{name} did not answer on {address}:{port} within {timeout:.0f} s: {logs}") from None
-            time.sleep(0.3)
+    while not _answers(b):
+        if time.monotonic() > deadline:
+            logs = podman("logs", "--tail", "5", b.name, check=False)
+            raise LabError(f"{b.name} did not answer on {b.address}:{b.port} within {timeout:.0f} s: {logs}")
+        time.sleep(0.3)
 
 
 def up(topo: LabTopology, cache: Path, say: Say, credentials: Credentials) -> UpReport:
