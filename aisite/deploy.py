@@ -37,14 +37,19 @@ class RunResult:
     failures: list[str] = field(default_factory=list)
     # What the playbook recorded with ansible.builtin.set_stats (e.g. the cabling check's miswires).
     stats: dict[str, Any] = field(default_factory=dict)
-    # Where the time went: wall seconds per play, in order, and each task's seconds summed over its hosts.
+    # Where the time went: wall seconds per play, in order; each task's seconds summed over its hosts, and its
+    # wall seconds (from its start to the next task's, handlers included: what a pass waits for).
     plays: dict[str, float] = field(default_factory=dict)
     tasks: dict[str, float] = field(default_factory=dict)
+    walls: dict[str, float] = field(default_factory=dict)
     # `host: task` of every change, so a pass that should have changed nothing says what it changed.
     changes: list[str] = field(default_factory=list)
 
     def slowest(self, n: int = 15) -> list[tuple[str, float]]:
         return sorted(self.tasks.items(), key=lambda kv: -kv[1])[:n]
+
+    def slowest_walls(self, n: int = 15) -> list[tuple[str, float]]:
+        return sorted(self.walls.items(), key=lambda kv: -kv[1])[:n]
 
     @property
     def ok(self) -> bool:
@@ -87,10 +92,18 @@ def run_playbook(
     custom: dict[str, Any] = {}
     plays: dict[str, float] = {}
     tasks: dict[str, float] = {}
+    walls: dict[str, float] = {}
     changes: list[str] = []
-    current: dict[str, Any] = {"play": None, "since": time.monotonic()}
+    now = time.monotonic()
+    current: dict[str, Any] = {"play": None, "since": now, "task": None, "task_since": now}
+
+    def close_task() -> None:
+        if current["task"] is not None:
+            walls[current["task"]] = walls.get(current["task"], 0.0) + time.monotonic() - current["task_since"]
+            current["task"] = None
 
     def close_play() -> None:
+        close_task()
         if current["play"] is not None:
             plays[current["play"]] = round(plays.get(current["play"], 0.0) + time.monotonic() - current["since"], 2)
 
@@ -100,6 +113,9 @@ def run_playbook(
         if kind == "playbook_on_play_start":
             close_play()
             current.update(play=data.get("play", ""), since=time.monotonic())
+        elif kind in ("playbook_on_task_start", "playbook_on_handler_task_start"):
+            close_task()
+            current.update(task=f"{data.get('play', '')} | {data.get('task', '')}", task_since=time.monotonic())
         elif kind == "playbook_on_stats":
             close_play()
             current["play"] = None
@@ -173,6 +189,7 @@ def run_playbook(
             stats=custom,
             plays=plays,
             tasks={k: round(v, 2) for k, v in tasks.items()},
+            walls={k: round(v, 2) for k, v in walls.items()},
             changes=changes,
         )
     finally:
@@ -205,6 +222,7 @@ def merge(results: list[RunResult]) -> RunResult:
     recap: dict[str, HostRecap] = {}
     skipped: dict[str, dict[str, list[str]]] = {}
     tasks: dict[str, float] = {}
+    walls: dict[str, float] = {}
     for r in results:
         for host, counts in r.recap.items():
             total = recap.setdefault(host, HostRecap())
@@ -215,6 +233,8 @@ def merge(results: list[RunResult]) -> RunResult:
                 skipped.setdefault(str(host), {}).setdefault(str(role), []).extend(reasons)
         for task, sec in r.tasks.items():
             tasks[task] = round(tasks.get(task, 0.0) + sec, 2)
+        for task, sec in r.walls.items():
+            walls[task] = round(walls.get(task, 0.0) + sec, 2)
     ok = all(r.ok for r in results)
     return RunResult(
         status="successful" if ok else "failed",
@@ -224,6 +244,7 @@ def merge(results: list[RunResult]) -> RunResult:
         stats={"skipped": skipped} if skipped else {},
         plays={play: sec for r in results for play, sec in r.plays.items()},
         tasks=tasks,
+        walls=walls,
         changes=[c for r in results for c in r.changes],
     )
 

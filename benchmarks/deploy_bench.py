@@ -8,8 +8,8 @@ On a copy of the lab stack named `deploybench` (10.254.0.0/15, so a running `lab
    `deploy --limit gpu01`, which must change that host alone and put the file back.
 
 Each run is timed as a whole and per layer (the plays of site.yml, grouped by their `Layer |` prefix), with its 15
-slowest tasks summed over the hosts (from ansible-runner's per-host task durations). Prints a table, then one
-JSON document. `--passes N` sets the no-change passes, `--keep` leaves the lab up afterwards.
+slowest tasks summed over the hosts (from ansible-runner's per-host task durations) and the 15 a pass waited
+longest for (wall seconds from a task's start to the next's). Prints a table, then one JSON document. `--passes N` sets the no-change passes, `--keep` leaves the lab up afterwards.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def deploy(stack: Path, what: str, *args: str) -> dict[str, Any]:
         "failed": failed,
         "failures": doc["failures"],
         "slowest_tasks": doc.get("slowest_tasks", []),
+        "longest_tasks": doc.get("longest_tasks", []),
     }
     changes = ", ".join(f"{h}={n}" for h, n in changed.items()) or "none"
     print(f"  {what}: {row['seconds']} s, {doc['status']}, changed: {changes}", file=sys.stderr, flush=True)
@@ -89,6 +90,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 def slowest(row: dict[str, Any]) -> str:
     out = [f"15 slowest tasks of the {row['run']} (seconds summed over hosts):"]
     out += [f"  {t['seconds']:7.1f}  {t['task']}" for t in row["slowest_tasks"]]
+    out += [f"15 tasks the {row['run']} waited longest for (wall seconds):"]
+    out += [f"  {t['seconds']:7.1f}  {t['task']}" for t in row["longest_tasks"]]
     return "\n".join(out)
 
 

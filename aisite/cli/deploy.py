@@ -177,9 +177,11 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         "recap": {h: vars(r) for h, r in result.recap.items()},
         "layers": [n for names in runs[: len(results)] for n in names],
         "changes": result.changes,
-        # Where the time went: wall seconds per play, and the slowest tasks summed over their hosts.
+        # Where the time went: wall seconds per play, the slowest tasks summed over their hosts, and the tasks
+        # a pass waited longest for.
         "plays": result.plays,
         "slowest_tasks": [{"task": t, "seconds": sec} for t, sec in result.slowest()],
+        "longest_tasks": [{"task": t, "seconds": sec} for t, sec in result.slowest_walls()],
     }
     record_run(
         p.site,
