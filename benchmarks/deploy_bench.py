@@ -9,7 +9,8 @@ On a copy of the lab stack named `deploybench` (10.254.0.0/15, so a running `lab
 
 Each run is timed as a whole and per layer (the plays of site.yml, grouped by their `Layer |` prefix), with its 15
 slowest tasks summed over the hosts (from ansible-runner's per-host task durations) and the 15 a pass waited
-longest for (wall seconds from a task's start to the next's). Prints a table, then one JSON document. `--passes N` sets the no-change passes, `--keep` leaves the lab up afterwards.
+longest for (wall seconds from a task's start to the next's). Prints a table, then one JSON document.
+`--passes N` sets the no-change passes, `--keep` leaves the lab up afterwards.
 """
 
 from __future__ import annotations
