@@ -24,6 +24,7 @@ def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
         "roce_host",
         "nvidia",
         "storage",
+        "packages",  # included by the roles' own tasks
     ]
     for layer in ("oob", "fabric", "hosts", "cluster", "workloads"):
         for role in playbooks.playbook_roles(ROOT / "playbooks" / f"{layer}.yml"):
@@ -42,4 +43,11 @@ def test_trigger_follows_role_files_but_not_molecule(tmp_path: Path, monkeypatch
     assert playbooks.layer_trigger("hosts", "inv") == before
     tasks = roles / "preflight" / "tasks" / "hosts.yml"
     tasks.write_text(tasks.read_text() + "\n")
-    assert playbooks.layer_trigger("hosts", "inv") != before
+    after = playbooks.layer_trigger("hosts", "inv")
+    assert after != before
+    # A role reached only through another role's include_role counts too.
+    oob = playbooks.layer_trigger("oob", "inv")
+    shared = roles / "packages" / "tasks" / "main.yml"
+    shared.write_text(shared.read_text() + "\n")
+    assert playbooks.layer_trigger("hosts", "inv") != after
+    assert playbooks.layer_trigger("oob", "inv") == oob  # the BMC role installs nothing through it
