@@ -22,6 +22,7 @@ from aisite.model import (
     group_hardware,
 )
 from aisite.plan import FabricLayout, fabric_layout, group_rails, rail_block_prefix
+from aisite.plan.kubernetes import CNI_MANIFESTS, PINNED, SUPPORTED_MINORS, minor
 
 PRIVATE_ASN_RANGES = ((64512, 65534), (4200000000, 4294967294))
 
@@ -41,6 +42,7 @@ def check_site(site: Site) -> list[Problem]:
     layout = fabric_layout(site)
     _check_fabric(site, layout, out)
     _check_capacity(site, layout, out)
+    _check_kubernetes(site, out)
     _check_tenants(site, out)
     return out
 
@@ -439,6 +441,31 @@ def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> Non
                         f"/{need_prefix} or larger",
                     )
                 )
+
+
+def _check_kubernetes(site: Site, out: list[Problem]) -> None:
+    """The version against what the pinned components support, and a CNI the cluster layer can install.
+    (The VIP and the pod and service networks are held by the address and network checks.)"""
+    k = site.kubernetes
+    low, high = SUPPORTED_MINORS
+    if not low <= minor(k.version) <= high:
+        out.append(
+            Problem(
+                "site.kubernetes.version",
+                f"{k.version} is not supported by the pinned components ({PINNED}): use 1.{low} to 1.{high}",
+            )
+        )
+    if k.cni not in CNI_MANIFESTS and not k.cni_manifest:
+        out.append(
+            Problem(
+                "site.kubernetes.cni",
+                f"no pinned manifest for {k.cni} (pinned: {', '.join(CNI_MANIFESTS)}): "
+                "set site.kubernetes.cni_manifest",
+            )
+        )
+    for i, r in enumerate(k.containerd.registries):
+        if not r.mirrors and not r.ca:
+            out.append(Problem(f"site.kubernetes.containerd.registries[{i}]", f"{r.host}: give mirrors, a ca, or both"))
 
 
 def _check_tenants(site: Site, out: list[Problem]) -> None:

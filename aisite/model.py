@@ -296,9 +296,33 @@ Addon = Literal[
 ]
 
 
+class Registry(Strict):
+    """A registry the nodes pull from: mirrors tried in order before it, and its CA when it is private."""
+
+    host: Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]+(:\d{1,5})?$")]
+    mirrors: list[Annotated[str, Field(pattern=r"^https?://\S+$")]] = []
+    ca: Annotated[str, Field(pattern=r"^-----BEGIN CERTIFICATE-----")] | None = None
+
+
+class Containerd(Strict):
+    # An APT source line for an air-gapped mirror; None: the distribution's own package.
+    apt_repository: str | None = None
+    sandbox_image: str = "registry.k8s.io/pause:3.10.1"
+    registries: list[Registry] = []
+    # On GPU nodes: make the nvidia runtime containerd's default (else pods ask for it by RuntimeClass).
+    nvidia_default_runtime: bool = True
+
+
 class Kubernetes(Strict):
-    version: Annotated[str, Field(pattern=r"^1\.\d+\.\d+$")] = "1.34.2"
+    version: Annotated[str, Field(pattern=r"^1\.\d+\.\d+$")] = "1.35.6"
     cni: Literal["calico", "cilium", "flannel"] = "calico"
+    # Package source of kubeadm, kubelet and kubectl; None: pkgs.k8s.io for the version's minor release.
+    package_repository: str | None = None
+    # Manifest the CNI is applied from; None: the pinned upstream manifest of the CNI (Calico's).
+    cni_manifest: str | None = None
+    # Pod Security admission level enforced in every namespace that does not set its own.
+    pod_security: Literal["privileged", "baseline", "restricted"] = "baseline"
+    containerd: Containerd = Containerd()
     addons: list[Addon] = []
     tenants: list[Tenant] = []
 

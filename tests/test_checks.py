@@ -250,3 +250,34 @@ def test_bmc_accounts_name_declared_secrets_once(lab: dict[str, Any]) -> None:
     assert has(found, "site.oob.accounts[2].secret", "user 'ops' is already an account above")
     lab["oob"]["accounts"] = [{"secret": "ops", "role": "Root"}]
     assert has(problems(lab), "site.oob.accounts[0].role", "'ReadOnly'", "got 'Root'")
+
+
+def test_pod_and_service_networks_may_not_overlap_a_site_network(lab: dict[str, Any]) -> None:
+    lab["networks"]["pods"] = "10.250.1.0/24"  # the management network
+    lab["networks"]["services"] = str(lab["networks"]["rails"][0])
+    found = problems(lab)
+    assert any("site.networks.pods" in p and "site.networks.management" in p and "overlaps" in p for p in found)
+    assert any("site.networks.services" in p and "site.networks.rails[0]" in p and "overlaps" in p for p in found)
+
+
+def test_vip_may_not_be_a_node_address(lab: dict[str, Any]) -> None:
+    lab["control_plane"]["nodes"] = [{"management": {"address": str(lab["control_plane"]["vip"])}}]
+    assert has(problems(lab), "site.control_plane.nodes[0].management.address", "already used by site.control_plane")
+
+
+@pytest.mark.parametrize("version", ["1.32.9", "1.36.0"])
+def test_kubernetes_version_outside_the_pinned_components(lab: dict[str, Any], version: str) -> None:
+    lab["kubernetes"]["version"] = version
+    assert has(problems(lab), "site.kubernetes.version", version, "Calico", "use 1.33 to 1.35")
+
+
+def test_cni_without_a_pinned_manifest_needs_one(lab: dict[str, Any]) -> None:
+    lab["kubernetes"]["cni"] = "cilium"
+    assert has(problems(lab), "site.kubernetes.cni", "no pinned manifest for cilium", "cni_manifest")
+    lab["kubernetes"]["cni_manifest"] = "https://mirror.example/cilium.yaml"
+    parse_site(lab, "test")
+
+
+def test_registry_needs_mirrors_or_a_ca(lab: dict[str, Any]) -> None:
+    lab["kubernetes"]["containerd"] = {"registries": [{"host": "registry.example:5000"}]}
+    assert has(problems(lab), "site.kubernetes.containerd.registries[0]", "registry.example:5000")

@@ -48,6 +48,11 @@ def lab_ssh_dir(site: str) -> Path:
     return ROOT / ".aisite" / site / "ssh"
 
 
+def kubeconfig_path(site: str) -> Path:
+    """The admin kubeconfig the cluster layer fetches (0600, git-ignored): the next layer's Kubernetes provider."""
+    return ROOT / ".aisite" / site / "kubeconfig"
+
+
 def _lab_ssh(plan: Plan) -> dict[str, Any]:
     """How Ansible reaches a lab's containers: as a real site's hosts, over SSH at their management addresses
     (pipelining and ControlPersist from ansible.cfg), with the lab's key and the host keys `lab up` collected."""
@@ -57,6 +62,17 @@ def _lab_ssh(plan: Plan) -> dict[str, Any]:
         "ansible_ssh_private_key_file": str(ssh / "id_ed25519"),
         "ansible_ssh_common_args": (
             f"-o UserKnownHostsFile={ssh / 'known_hosts'} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
+        ),
+    }
+
+
+def _lab_vars(plan: Plan) -> dict[str, Any]:
+    # The lab's containers reach the Debian archive only: kubeadm, kubelet and kubectl cannot be installed there,
+    # so the kubernetes role writes everything else and reports the rest as skipped.
+    return _lab_ssh(plan) | {
+        "kubernetes_install": False,
+        "kubernetes_install_skip_reason": (
+            f"the lab reaches the Debian archive only, not {plan.kubernetes.package_repository}"
         ),
     }
 
@@ -91,12 +107,11 @@ def inventory(plan: Plan) -> dict[str, Any]:
         group = SWITCH_GROUPS.get(sw.role)
         if group:
             children[group]["hosts"][sw.name] = _switch_vars(plan, sw)
-    common = group_vars(plan) | (_lab_ssh(plan) if plan.connection == "lab" else {})
+    common = group_vars(plan) | (_lab_vars(plan) if plan.connection == "lab" else {})
     return {"all": {"vars": common, "children": children}}
 
 
 def group_vars(plan: Plan) -> dict[str, Any]:
-    k = plan.kubernetes
     return {
         "ansible_user": plan.ansible_user,
         "aisite_site": plan.site,
@@ -115,13 +130,8 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         "aisite_admin_users": [asdict(u) for u in plan.admin_users],
         "aisite_nfs_server": plan.nfs_server,
         "aisite_exports": [asdict(e) for e in plan.exports],
-        "k8s_version": k.version,
-        "k8s_cni": k.cni,
-        "k8s_api_vip": k.api_vip,
-        "k8s_api_port": k.api_port,
-        "k8s_pod_cidr": k.pod_cidr,
-        "k8s_service_cidr": k.service_cidr,
-        "k8s_addons": list(k.addons),
+        # What kubeadm, kube-vip, containerd and the CNI are given (aisite.plan.kubernetes).
+        "aisite_kubernetes": asdict(plan.kubernetes),
         "k8s_tenants": [asdict(t) for t in plan.tenants],
         "k8s_workloads": [asdict(w) for w in plan.workloads],
     }

@@ -1,16 +1,10 @@
-"""The plan: a pure, deterministic expansion of a validated Site.
-
-Every address, port, ASN and cable that any layer uses is decided here, once; renderers, the Pulumi program and
-the lab read the plan and never re-derive. Cost is linear in nodes + links (address pools are cursors, not scans).
-"""
+"""Building the plan: one walk over the site in declaration order, handing out addresses and ports."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
-from ipaddress import IPv4Address, IPv4Network
-from typing import Any
+from collections.abc import Iterator
+from dataclasses import dataclass
+from ipaddress import IPv4Address
 
 from aisite.catalog import GPU_TYPES
 from aisite.model import (
@@ -21,208 +15,32 @@ from aisite.model import (
     Site,
     SwitchGroupBase,
     SwitchSpec,
-    Taint,
     group_hardware,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class NodeTaint:
-    key: str
-    value: str
-    effect: str
-
-    @classmethod
-    def of(cls, t: Taint) -> NodeTaint:
-        return cls(t.key, t.value, t.effect)
-
-
-GPU_TAINT = NodeTaint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
-LABEL_PREFIX = "aisite.io"
-RAIL_TABLE_BASE = 100  # routing table of rail N is 100 + N
-
-
-# ---------------------------------------------------------------------------------------------- plan types
-@dataclass(frozen=True, slots=True)
-class Bmc:
-    protocol: str
-    address: str
-    mac: str | None
-    port: int
-    credentials: str
-    switch: str | None
-    switch_port: str | None
-    power: str  # on | off: the state the BMC role holds the node in
-    tls_verify: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Interface:
-    name: str
-    address: str
-    prefix: int
-    gateway: str | None
-    mac: str | None
-    mtu: int
-
-
-@dataclass(frozen=True, slots=True)
-class Rail:
-    index: int
-    interface: str
-    address: str
-    prefix: int
-    gateway: str
-    subnet: str
-    leaf: str
-    leaf_port: str
-    table: int
-    mtu: int
-
-
-@dataclass(frozen=True, slots=True)
-class Gpu:
-    type: str
-    product: str
-    arch: str
-    count: int
-    nvswitch: bool
-    driver_branch: int
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    name: str
-    fqdn: str
-    role: str  # control-plane | gpu | storage
-    group: str
-    index: int  # position within its group
-    path: str  # where it is declared in the stack file
-    model: str
-    gpu: Gpu | None
-    scalable_unit: int | None
-    bmc: Bmc
-    management: Interface
-    storage: Interface | None
-    rails: tuple[Rail, ...]
-    labels: dict[str, str]
-    taints: tuple[NodeTaint, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class BgpNeighbor:
-    interface: str
-    peer: str
-    peer_interface: str
-    peer_asn: int
-    # /31 addresses for operating systems configured numbered; unnumbered peers use the interface alone.
-    local_address: str
-    peer_address: str
-
-
-@dataclass(frozen=True, slots=True)
-class HostSubnet:
-    rail: int
-    subnet: str
-    gateway: str
-    ports: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Switch:
-    name: str
-    role: str  # leaf | spine | management | oob
-    os: str
-    model: str
-    ports: int
-    speed_gbps: int
-    management_address: str
-    management_prefix: int
-    asn: int | None
-    loopback: str | None
-    scalable_unit: int | None
-    neighbors: tuple[BgpNeighbor, ...]
-    host_subnets: tuple[HostSubnet, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Cable:
-    kind: str  # rail | fabric | management | storage | bmc | switch-management
-    a_device: str
-    a_port: str
-    b_device: str
-    b_port: str
-    speed_gbps: int
-
-
-@dataclass(frozen=True, slots=True)
-class RoceQos:
-    pfc_priority: int
-    pfc_enable: str  # mlnx_qos --pfc vector, e.g. 0,0,0,1,0,0,0,0
-    trust: str
-    roce_dscp: int
-    roce_tc: int
-    traffic_class: int  # IP ToS byte: DSCP << 2 with ECT(0), the value of NCCL_IB_TC and default_roce_tos
-    cnp_dscp: int
-    cnp_priority: int
-    ecn_min_bytes: int
-    ecn_max_bytes: int
-    ets_roce_percent: int
-    ets_default_percent: int
-    pfc_watchdog: bool
-    switch_mtu: int
-    host_mtu: int
-    nccl_ib_tc: int
-    nccl_ib_gid_index: int
-
-
-@dataclass(frozen=True, slots=True)
-class TenantPlan:
-    name: str
-    namespace: str
-    gpu_quota: int
-    groups: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadPlan:
-    name: str
-    kind: str
-    tenant: str
-    namespace: str
-    nodes: int
-    gpus_per_node: int
-
-
-@dataclass(frozen=True, slots=True)
-class KubernetesPlan:
-    version: str
-    cni: str
-    api_vip: str
-    api_port: int
-    pod_cidr: str
-    service_cidr: str
-    addons: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AdminUserPlan:
-    name: str
-    ssh_keys: tuple[str, ...]
-    sudo: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ExportPlan:
-    """An NFS export: served by one storage node on the storage network, mounted by the GPU nodes."""
-
-    name: str
-    path: str
-    tier: str
-    server: str
-    address: str  # the server's storage address
-    clients: str  # the storage network: nothing else may mount it
-    mount_point: str
+from aisite.plan.fabric import fabric_layout, group_rails, port_name, rail_block, rail_block_prefix, roce_qos
+from aisite.plan.kubernetes import kubernetes_plan
+from aisite.plan.pools import Pool, explicit_addresses
+from aisite.plan.types import (
+    GPU_TAINT,
+    LABEL_PREFIX,
+    RAIL_TABLE_BASE,
+    AdminUserPlan,
+    BgpNeighbor,
+    Bmc,
+    Cable,
+    ExportPlan,
+    Gpu,
+    HostSubnet,
+    Interface,
+    NetworksPlan,
+    Node,
+    NodeTaint,
+    Plan,
+    Rail,
+    Switch,
+    TenantPlan,
+    WorkloadPlan,
+)
 
 
 def exports(site: Site, nodes: tuple[Node, ...]) -> tuple[ExportPlan, ...]:
@@ -242,188 +60,6 @@ def exports(site: Site, nodes: tuple[Node, ...]) -> tuple[ExportPlan, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
-class NetworksPlan:
-    oob: str
-    management: str
-    storage: str
-    loopbacks: str
-    p2p: str
-    rails: tuple[str, ...]
-    pods: str
-    services: str
-
-    def gateway(self, name: str) -> str:
-        """First host of a network: the gateway (the pools never hand it out)."""
-        return str(IPv4Network(getattr(self, name)).network_address + 1)
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    site: str
-    domain: str
-    connection: str
-    ansible_user: str
-    ntp_servers: tuple[str, ...]
-    dns_servers: tuple[str, ...]
-    nvidia_repository: str
-    networks: NetworksPlan
-    nodes: tuple[Node, ...]
-    switches: tuple[Switch, ...]
-    cables: tuple[Cable, ...]
-    roce: RoceQos
-    kubernetes: KubernetesPlan
-    tenants: tuple[TenantPlan, ...]
-    workloads: tuple[WorkloadPlan, ...]
-    secrets: dict[str, dict[str, str | None]] = field(default_factory=dict)
-    # Accounts the BMC role keeps on every Redfish BMC: ({secret, role}, ...).
-    bmc_accounts: tuple[dict[str, str], ...] = ()
-    admin_users: tuple[AdminUserPlan, ...] = ()
-    nfs_server: str = "kernel"
-    exports: tuple[ExportPlan, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def by_role(self, role: str) -> tuple[Node, ...]:
-        return tuple(n for n in self.nodes if n.role == role)
-
-    def switches_by_role(self, role: str) -> tuple[Switch, ...]:
-        return tuple(s for s in self.switches if s.role == role)
-
-
-# ------------------------------------------------------------------------------------------ fabric layout
-@dataclass(frozen=True, slots=True)
-class FabricLayout:
-    """The shape of the compute fabric, shared by the checks (port budgets) and the plan (cabling)."""
-
-    rails: int  # rails of the fabric: the most any GPU group uses
-    leaves_per_su: int
-    scalable_units: int
-    gpu_nodes: int
-    spines: int
-    uplinks_per_spine: int
-
-    @property
-    def leaves_needed(self) -> int:
-        return self.scalable_units * self.leaves_per_su
-
-    def leaf_of_rail(self, rail: int) -> int:
-        """Index within a scalable unit of the leaf that carries `rail`."""
-        return rail * self.leaves_per_su // self.rails
-
-    def rails_of_leaf(self, leaf: int) -> range:
-        first = -(-leaf * self.rails // self.leaves_per_su)
-        last = -(-(leaf + 1) * self.rails // self.leaves_per_su)
-        return range(first, last)
-
-    @property
-    def max_rails_per_leaf(self) -> int:
-        return -(-self.rails // self.leaves_per_su) if self.rails else 0
-
-    def uplinks(self, leaves: int) -> int:
-        """Fabric-facing ports per leaf: to every spine, or to every other leaf when there are no spines."""
-        return self.spines * self.uplinks_per_spine if self.spines else (leaves - 1) * self.uplinks_per_spine
-
-    def downlinks(self, su: int, su_size: int) -> int:
-        in_su = min(su_size, self.gpu_nodes - su * su_size)
-        return in_su * self.max_rails_per_leaf
-
-
-def group_rails(group: GpuGroup) -> int:
-    _, _, nics, _, _ = group_hardware(group)
-    return group.rails if group.rails is not None else nics
-
-
-def fabric_layout(site: Site) -> FabricLayout:
-    rails = max((group_rails(g) for g in site.gpu_nodes if g.size), default=0)
-    gpu_nodes = sum(g.size for g in site.gpu_nodes if group_rails(g))
-    su = site.fabric.scalable_unit
-    per_su = site.fabric.leaves_per_su or rails or 1
-    return FabricLayout(
-        rails=rails,
-        leaves_per_su=min(per_su, rails) if rails else per_su,
-        scalable_units=math.ceil(gpu_nodes / su) if gpu_nodes else 0,
-        gpu_nodes=gpu_nodes,
-        spines=site.switches.spines.count,
-        uplinks_per_spine=site.fabric.uplinks_per_spine,
-    )
-
-
-def rail_block_prefix(scalable_unit: int) -> int:
-    """Prefix length of one leaf's block of a rail subnet: a unit's hosts, the gateway, network and broadcast."""
-    return 32 - math.ceil(math.log2(scalable_unit + 3))
-
-
-def port_name(os: str, port: int, speed_gbps: int) -> str:
-    """Front-panel port `port` (1-based) in the naming of the switch operating system."""
-    if os == "sonic":
-        lanes = 8 if speed_gbps >= 400 else 4
-        return f"Ethernet{(port - 1) * lanes}"
-    if os == "onyx":
-        return f"Eth1/{port}"
-    if os == "generic":
-        return f"port{port}"
-    return f"swp{port}"  # Cumulus and FRR on Linux
-
-
-# --------------------------------------------------------------------------------------- address pools
-class Pool:
-    """Hands out host addresses of a network in order, skipping the gateway (first host) and reserved ones."""
-
-    def __init__(self, network: IPv4Network, reserved: Iterable[IPv4Address] = ()) -> None:
-        self.network = network
-        self._reserved = {int(a) for a in reserved}
-        self._next = int(network.network_address) + 2
-        self._last = int(network.broadcast_address) - 1 if network.prefixlen < 31 else int(network.broadcast_address)
-
-    @property
-    def gateway(self) -> IPv4Address:
-        return self.network.network_address + 1
-
-    def take(self) -> IPv4Address:
-        while self._next in self._reserved:
-            self._next += 1
-        if self._next > self._last:
-            raise ValueError(f"address pool {self.network} is exhausted")
-        address = IPv4Address(self._next)
-        self._next += 1
-        return address
-
-
-def explicit_addresses(site: Site) -> Iterator[IPv4Address]:
-    """Every address written in the stack file; pools skip them all."""
-    yield site.control_plane.vip
-    for group in _node_groups(site):
-        for spec in (group.bmc, *(n.bmc for n in group.nodes)):
-            if spec and spec.address:
-                yield spec.address
-        for nspec in group.nodes:
-            for iface in (nspec.management, nspec.storage):
-                if iface and iface.address:
-                    yield iface.address
-    for sgroup in _switch_groups(site):
-        for sw in sgroup.nodes:
-            if sw.management and sw.management.address:
-                yield sw.management.address
-
-
-def _node_groups(site: Site) -> list[NodeGroup]:
-    groups: list[NodeGroup] = [site.control_plane, *site.gpu_nodes]
-    if site.storage_nodes:
-        groups.append(site.storage_nodes)
-    return groups
-
-
-def _switch_groups(site: Site) -> list[SwitchGroupBase]:
-    groups: list[SwitchGroupBase] = [site.switches.spines, site.switches.leaves]
-    for extra in (site.switches.management, site.switches.oob):
-        if extra:
-            groups.append(extra)
-    return groups
-
-
-# ------------------------------------------------------------------------------------------------ build
 @dataclass(slots=True)
 class _Slots:
     """Fills the ports of a group of access switches in order, spilling to the next switch when one is full."""
@@ -448,11 +84,6 @@ def _access_slots(group: AccessSwitchGroup | None) -> _Slots:
     if group is None:
         return _Slots([], 1, "generic", 0)
     return _Slots(group.switch_names(), group.ports, group.os, group.speed_gbps)
-
-
-def _rail_block(rail_net: IPv4Network, prefix: int, su: int) -> IPv4Network:
-    size = 1 << (32 - prefix)
-    return IPv4Network((int(rail_net.network_address) + su * size, prefix))
 
 
 @dataclass(frozen=True, slots=True)
@@ -563,7 +194,7 @@ class _Builder:
             leaf = self.leaf_names[leaf_index]
             port_no = pos * layout.max_rails_per_leaf + (r - layout.rails_of_leaf(in_su).start) + 1
             leaf_port = port_name(leaves.os, port_no, leaves.speed_gbps)
-            block = _rail_block(self.site.networks.rails[r], self.block_prefix, su)
+            block = rail_block(self.site.networks.rails[r], self.block_prefix, su)
             gateway = block.network_address + 1
             out.append(
                 Rail(
@@ -689,7 +320,7 @@ class _Builder:
             su, in_su = divmod(index, self.layout.leaves_per_su)
             if su < self.layout.scalable_units:
                 for r in self.layout.rails_of_leaf(in_su):
-                    block = _rail_block(self.site.networks.rails[r], self.block_prefix, su)
+                    block = rail_block(self.site.networks.rails[r], self.block_prefix, su)
                     ports = tuple(self.host_ports.get((index, r), ()))
                     subnets.append(HostSubnet(r, str(block), str(block.network_address + 1), ports))
         return Switch(
@@ -746,15 +377,7 @@ def build_plan(site: Site) -> Plan:
         switches=switches,
         cables=tuple(b.cables),
         roce=roce_qos(site),
-        kubernetes=KubernetesPlan(
-            version=site.kubernetes.version,
-            cni=site.kubernetes.cni,
-            api_vip=str(site.control_plane.vip),
-            api_port=6443,
-            pod_cidr=str(nets.pods),
-            service_cidr=str(nets.services),
-            addons=tuple(site.kubernetes.addons),
-        ),
+        kubernetes=kubernetes_plan(site, nodes),
         tenants=tuple(
             TenantPlan(t.name, f"tenant-{t.name}", t.gpu_quota, tuple(t.groups)) for t in site.kubernetes.tenants
         ),
@@ -775,28 +398,4 @@ def build_plan(site: Site) -> Plan:
         admin_users=tuple(AdminUserPlan(u.name, tuple(u.ssh_keys), u.sudo) for u in site.admin_users),
         nfs_server=site.storage_nodes.nfs_server if site.storage_nodes else "kernel",
         exports=exports(site, nodes),
-    )
-
-
-def roce_qos(site: Site) -> RoceQos:
-    r = site.fabric.roce
-    tos = (r.roce_dscp << 2) | 2  # ECT(0) set, as NVIDIA's reference: DSCP 26 -> ToS 106
-    return RoceQos(
-        pfc_priority=r.pfc_priority,
-        pfc_enable=",".join("1" if p == r.pfc_priority else "0" for p in range(8)),
-        trust=r.trust,
-        roce_dscp=r.roce_dscp,
-        roce_tc=r.pfc_priority,
-        traffic_class=tos,
-        cnp_dscp=r.cnp_dscp,
-        cnp_priority=r.cnp_priority,
-        ecn_min_bytes=r.ecn_min_kb * 1000,
-        ecn_max_bytes=r.ecn_max_kb * 1000,
-        ets_roce_percent=r.ets_roce_percent,
-        ets_default_percent=100 - r.ets_roce_percent,
-        pfc_watchdog=r.pfc_watchdog,
-        switch_mtu=site.fabric.switch_mtu,
-        host_mtu=site.fabric.host_mtu,
-        nccl_ib_tc=tos,
-        nccl_ib_gid_index=r.gid_index,
     )

@@ -1,0 +1,59 @@
+"""The Kubernetes part of the plan: what kubeadm, kube-vip, containerd and the CNI are given, and the versions
+of the pinned components with the Kubernetes releases they support."""
+
+from __future__ import annotations
+
+from aisite.model import Site
+from aisite.plan.types import KubernetesPlan, Node, RegistryPlan
+
+API_PORT = 6443
+DNS_DOMAIN = "cluster.local"
+KUBE_VIP_IMAGE = "ghcr.io/kube-vip/kube-vip:v1.0.0"
+CALICO_VERSION = "v3.31.3"
+CNI_MANIFESTS = {
+    "calico": f"https://raw.githubusercontent.com/projectcalico/calico/{CALICO_VERSION}/manifests/calico.yaml"
+}
+# Minor releases of Kubernetes the pinned components are tested with: kubeadm's v1beta4 configuration (1.31+),
+# Calico v3.31 (1.33-1.35), kube-vip v1.0 (1.29+). The project's own support window ends at 1.33 (2026-06-28).
+SUPPORTED_MINORS = (33, 35)
+PINNED = f"kubeadm v1beta4, Calico {CALICO_VERSION}, kube-vip {KUBE_VIP_IMAGE.rsplit(':', 1)[1]}"
+
+
+def minor(version: str) -> int:
+    return int(version.split(".")[1])
+
+
+def package_repository(version: str) -> str:
+    """pkgs.k8s.io's repository of one minor release: it holds that minor's patches only."""
+    return f"https://pkgs.k8s.io/core:/stable:/v1.{minor(version)}/deb/"
+
+
+def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
+    k = site.kubernetes
+    vip = str(site.control_plane.vip)
+    control_plane = tuple(n for n in nodes if n.role == "control-plane")
+    # The VIP, every control-plane node by name, FQDN and address: the API certificate holds whichever a client uses.
+    sans = [vip, *(n.name for n in control_plane), *(n.fqdn for n in control_plane)]
+    sans += [n.management.address for n in control_plane]
+    return KubernetesPlan(
+        version=k.version,
+        cni=k.cni,
+        api_vip=vip,
+        api_port=API_PORT,
+        pod_cidr=str(site.networks.pods),
+        service_cidr=str(site.networks.services),
+        addons=tuple(k.addons),
+        endpoint=f"{vip}:{API_PORT}",
+        dns_domain=DNS_DOMAIN,
+        control_plane=tuple(n.name for n in control_plane),
+        cert_sans=tuple(dict.fromkeys(sans)),
+        vip_interface=site.control_plane.interfaces.management,
+        package_repository=k.package_repository or package_repository(k.version),
+        cni_manifest=k.cni_manifest or CNI_MANIFESTS.get(k.cni, ""),
+        pod_security=k.pod_security,
+        kube_vip_image=KUBE_VIP_IMAGE,
+        sandbox_image=k.containerd.sandbox_image,
+        containerd_apt_repository=k.containerd.apt_repository,
+        registries=tuple(RegistryPlan(r.host, tuple(r.mirrors), r.ca) for r in k.containerd.registries),
+        nvidia_default_runtime=k.containerd.nvidia_default_runtime,
+    )

@@ -1,0 +1,278 @@
+"""The plan's types: frozen dataclasses every layer reads; built by `aisite.plan.build`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from ipaddress import IPv4Network
+from typing import Any
+
+from aisite.model import Taint
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTaint:
+    key: str
+    value: str
+    effect: str
+
+    @classmethod
+    def of(cls, t: Taint) -> NodeTaint:
+        return cls(t.key, t.value, t.effect)
+
+
+GPU_TAINT = NodeTaint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
+LABEL_PREFIX = "aisite.io"
+RAIL_TABLE_BASE = 100  # routing table of rail N is 100 + N
+
+
+# ---------------------------------------------------------------------------------------------- plan types
+@dataclass(frozen=True, slots=True)
+class Bmc:
+    protocol: str
+    address: str
+    mac: str | None
+    port: int
+    credentials: str
+    switch: str | None
+    switch_port: str | None
+    power: str  # on | off: the state the BMC role holds the node in
+    tls_verify: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Interface:
+    name: str
+    address: str
+    prefix: int
+    gateway: str | None
+    mac: str | None
+    mtu: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rail:
+    index: int
+    interface: str
+    address: str
+    prefix: int
+    gateway: str
+    subnet: str
+    leaf: str
+    leaf_port: str
+    table: int
+    mtu: int
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    type: str
+    product: str
+    arch: str
+    count: int
+    nvswitch: bool
+    driver_branch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    fqdn: str
+    role: str  # control-plane | gpu | storage
+    group: str
+    index: int  # position within its group
+    path: str  # where it is declared in the stack file
+    model: str
+    gpu: Gpu | None
+    scalable_unit: int | None
+    bmc: Bmc
+    management: Interface
+    storage: Interface | None
+    rails: tuple[Rail, ...]
+    labels: dict[str, str]
+    taints: tuple[NodeTaint, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BgpNeighbor:
+    interface: str
+    peer: str
+    peer_interface: str
+    peer_asn: int
+    # /31 addresses for operating systems configured numbered; unnumbered peers use the interface alone.
+    local_address: str
+    peer_address: str
+
+
+@dataclass(frozen=True, slots=True)
+class HostSubnet:
+    rail: int
+    subnet: str
+    gateway: str
+    ports: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    name: str
+    role: str  # leaf | spine | management | oob
+    os: str
+    model: str
+    ports: int
+    speed_gbps: int
+    management_address: str
+    management_prefix: int
+    asn: int | None
+    loopback: str | None
+    scalable_unit: int | None
+    neighbors: tuple[BgpNeighbor, ...]
+    host_subnets: tuple[HostSubnet, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Cable:
+    kind: str  # rail | fabric | management | storage | bmc | switch-management
+    a_device: str
+    a_port: str
+    b_device: str
+    b_port: str
+    speed_gbps: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoceQos:
+    pfc_priority: int
+    pfc_enable: str  # mlnx_qos --pfc vector, e.g. 0,0,0,1,0,0,0,0
+    trust: str
+    roce_dscp: int
+    roce_tc: int
+    traffic_class: int  # IP ToS byte: DSCP << 2 with ECT(0), the value of NCCL_IB_TC and default_roce_tos
+    cnp_dscp: int
+    cnp_priority: int
+    ecn_min_bytes: int
+    ecn_max_bytes: int
+    ets_roce_percent: int
+    ets_default_percent: int
+    pfc_watchdog: bool
+    switch_mtu: int
+    host_mtu: int
+    nccl_ib_tc: int
+    nccl_ib_gid_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class TenantPlan:
+    name: str
+    namespace: str
+    gpu_quota: int
+    groups: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPlan:
+    name: str
+    kind: str
+    tenant: str
+    namespace: str
+    nodes: int
+    gpus_per_node: int
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryPlan:
+    host: str
+    mirrors: tuple[str, ...]
+    ca: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class KubernetesPlan:
+    version: str
+    cni: str
+    api_vip: str
+    api_port: int
+    pod_cidr: str
+    service_cidr: str
+    addons: tuple[str, ...]
+    endpoint: str  # controlPlaneEndpoint: the VIP and port every node and kubeconfig uses
+    dns_domain: str
+    control_plane: tuple[str, ...]  # the first runs `kubeadm init`, the others join as control plane
+    cert_sans: tuple[str, ...]
+    vip_interface: str  # management interface of the control-plane nodes: kube-vip holds the VIP there
+    package_repository: str
+    cni_manifest: str
+    pod_security: str
+    kube_vip_image: str
+    sandbox_image: str
+    containerd_apt_repository: str | None
+    registries: tuple[RegistryPlan, ...]
+    nvidia_default_runtime: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AdminUserPlan:
+    name: str
+    ssh_keys: tuple[str, ...]
+    sudo: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ExportPlan:
+    """An NFS export: served by one storage node on the storage network, mounted by the GPU nodes."""
+
+    name: str
+    path: str
+    tier: str
+    server: str
+    address: str  # the server's storage address
+    clients: str  # the storage network: nothing else may mount it
+    mount_point: str
+
+
+@dataclass(frozen=True, slots=True)
+class NetworksPlan:
+    oob: str
+    management: str
+    storage: str
+    loopbacks: str
+    p2p: str
+    rails: tuple[str, ...]
+    pods: str
+    services: str
+
+    def gateway(self, name: str) -> str:
+        """First host of a network: the gateway (the pools never hand it out)."""
+        return str(IPv4Network(getattr(self, name)).network_address + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    site: str
+    domain: str
+    connection: str
+    ansible_user: str
+    ntp_servers: tuple[str, ...]
+    dns_servers: tuple[str, ...]
+    nvidia_repository: str
+    networks: NetworksPlan
+    nodes: tuple[Node, ...]
+    switches: tuple[Switch, ...]
+    cables: tuple[Cable, ...]
+    roce: RoceQos
+    kubernetes: KubernetesPlan
+    tenants: tuple[TenantPlan, ...]
+    workloads: tuple[WorkloadPlan, ...]
+    secrets: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    # Accounts the BMC role keeps on every Redfish BMC: ({secret, role}, ...).
+    bmc_accounts: tuple[dict[str, str], ...] = ()
+    admin_users: tuple[AdminUserPlan, ...] = ()
+    nfs_server: str = "kernel"
+    exports: tuple[ExportPlan, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def by_role(self, role: str) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if n.role == role)
+
+    def switches_by_role(self, role: str) -> tuple[Switch, ...]:
+        return tuple(s for s in self.switches if s.role == role)
