@@ -98,26 +98,26 @@ def test_plan_json_matches_the_human_table() -> None:
 
 
 def test_deploy_runs_a_layer_through_ansible_runner_and_prints_the_recap() -> None:
-    """The cluster layer is still only the controller-side preflight checks, so no lab is needed (and nothing is
-    contacted: the out-of-band layer would reach for the BMCs); the whole site.yml against a running lab is tested
-    in tests/test_lab_integration.py."""
-    r = run_cli("deploy", "lab", "--layer", "cluster", "--json", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
+    """The workloads layer is still only the controller-side preflight checks, so no lab is needed (and nothing is
+    contacted: the other layers reach for BMCs, switches and nodes); the whole site.yml against a running lab is
+    tested in tests/test_lab_integration.py."""
+    r = run_cli("deploy", "lab", "--layer", "workloads", "--json", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["status"] == "successful"
     assert set(doc["recap"]) == {"cp01"}
     assert all(h["failed"] == 0 and h["ok"] > 0 for h in doc["recap"].values())
     assert LAB_SECRET not in r.stdout + r.stderr
-    human = run_cli("deploy", "lab", "--layer", "cluster", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
+    human = run_cli("deploy", "lab", "--layer", "workloads", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
     assert human.returncode == 0, human.stderr
-    assert "Recap" in human.stdout and "cp01" in human.stdout and "playbooks/cluster.yml: successful" in human.stdout
+    assert "Recap" in human.stdout and "cp01" in human.stdout and "playbooks/workloads.yml: successful" in human.stdout
     # The last run of the layer is kept for people and later steps (CI reads the lab's), with no secret in it.
-    record = ROOT / ".aisite" / "lab" / "deploys" / "cluster.json"
+    record = ROOT / ".aisite" / "lab" / "deploys" / "workloads.json"
     kept = json.loads(record.read_text())
-    assert kept["status"] == "successful" and kept["playbook"] == "playbooks/cluster.yml" and kept["check"] is False
+    assert kept["status"] == "successful" and kept["playbook"] == "playbooks/workloads.yml" and kept["check"] is False
     assert set(kept["recap"]) == {"cp01"} and LAB_SECRET not in record.read_text()
     # A line per task.
-    assert "Cluster | Kubernetes control plane | Preflight | Check control plane size keeps etcd quorum" in human.stderr
+    assert "Workloads | Tenants and jobs | Preflight | Check every workload names a declared tenant" in human.stderr
 
 
 def test_deploy_without_the_secret_is_invalid_input() -> None:
@@ -169,7 +169,7 @@ def test_unwritable_output_is_a_failure_not_a_traceback(tmp_path: Path) -> None:
 
 def test_deploy_leaves_no_inventory_or_artifacts_behind(tmp_path: Path) -> None:
     env = {"AISITE_LAB_BMC_PASSWORD": LAB_SECRET, "TMPDIR": str(tmp_path)}
-    r = run_cli("deploy", "lab", "--layer", "cluster", env=env)
+    r = run_cli("deploy", "lab", "--layer", "workloads", env=env)
     assert r.returncode == 0, r.stderr
     assert list(tmp_path.iterdir()) == []
 
@@ -195,15 +195,15 @@ def test_deploy_changed_runs_only_the_layers_whose_trigger_moved(tmp_path: Path)
     text = to_yaml(inventory(build_plan(load_site(stack))))
     env = {"AISITE_LAB_BMC_PASSWORD": LAB_SECRET}
     try:
-        # Every layer but the controller-only cluster layer as if applied: only that one may run (no lab here).
-        save_triggers("chgtest", {n: layer_trigger(n, text) for n in ("oob", "fabric", "hosts", "workloads")})
+        # Every layer but the controller-only workloads layer as if applied: only that one may run (no lab here).
+        save_triggers("chgtest", {n: layer_trigger(n, text) for n in ("oob", "fabric", "hosts", "cluster")})
         r = run_cli("deploy", str(stack), "--changed", "--limit", "cp01", "--json", env=env)
         assert r.returncode == 0, r.stderr
-        assert json.loads(r.stdout)["layers"] == ["cluster"] and "cluster" not in applied_triggers("chgtest")
+        assert json.loads(r.stdout)["layers"] == ["workloads"] and "workloads" not in applied_triggers("chgtest")
         r = run_cli("deploy", str(stack), "--changed", "--json", env=env)
         doc = json.loads(r.stdout)
-        assert r.returncode == 0 and doc["layers"] == ["cluster"] and set(doc["recap"]) == {"cp01"}, r.stderr
-        assert applied_triggers("chgtest")["cluster"] == layer_trigger("cluster", text)
+        assert r.returncode == 0 and doc["layers"] == ["workloads"] and set(doc["recap"]) == {"cp01"}, r.stderr
+        assert applied_triggers("chgtest")["workloads"] == layer_trigger("workloads", text)
         again = run_cli("deploy", str(stack), "--changed", env=env)
         assert again.returncode == 0 and "nothing to run" in again.stdout, again.stdout + again.stderr
         assert run_cli("deploy", str(stack), "--changed", "--layer", "oob", env=env).returncode == 2

@@ -19,6 +19,7 @@ import ssl
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from aisite import oob
 from aisite.components.bmc import BmcStateProvider
@@ -353,6 +355,12 @@ def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], s
     assert "no RDMA device" in doc["skipped"][gpu]["roce_host"][0]
     assert "no NVIDIA GPU" in doc["skipped"][gpu]["nvidia"][0]
     assert "no kernel NFS client" in doc["skipped"][gpu]["storage"][0]
+    for n in plan.nodes:  # kubeadm and friends cannot be installed here: said, with the source it could not reach
+        assert (
+            "the lab reaches the Debian archive only, not https://pkgs.k8s.io/"
+            in doc["skipped"][n.name]["kubernetes"][0]
+        )
+    assert "no NVIDIA GPU found" in doc["skipped"][gpu]["containerd"][0]
     # A second run changes nothing anywhere.
     again = run_cli("deploy", str(stack_file), "--json", env=BMC_ENV)
     assert again.returncode == 0, again.stdout + again.stderr
@@ -381,6 +389,35 @@ def test_hosts_have_the_baseline_rails_and_nfs(up: subprocess.CompletedProcess[s
         got = podman("exec", c, "nfs-cat", f"nfs://{e.address}{e.path}/probe?version=4").strip()
         assert got == e.name, e
     assert stor.name in {e.server for e in plan.exports}
+
+
+def test_cluster_layer_runs_containerd_and_writes_kubeadm_and_kube_vip(
+    up: subprocess.CompletedProcess[str], plan: Plan
+) -> None:
+    """What the cluster layer can do for real in the lab (the deploy above ran it): containerd running the
+    configuration the role wrote, and the kubeadm configuration and kube-vip pod from the plan."""
+    k = plan.kubernetes
+    for node in plan.nodes:
+        c = f"aisite-{SITE}-{node.name}"
+        assert podman("exec", c, "systemctl", "is-active", "containerd").strip() == "active"
+        cri = tomllib.loads(podman("exec", c, "containerd", "config", "dump"))["plugins"]["io.containerd.grpc.v1.cri"]
+        assert cri["sandbox_image"] == k.sandbox_image
+        assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
+        assert ("nvidia" in cri["containerd"]["runtimes"]) == (node.gpu is not None)
+        docs = {
+            d["kind"]: d for d in yaml.safe_load_all(podman("exec", c, "cat", "/etc/kubernetes/aisite/kubeadm.yaml"))
+        }
+        assert docs["ClusterConfiguration"]["controlPlaneEndpoint"] == k.endpoint
+        assert docs["ClusterConfiguration"]["networking"]["podSubnet"] == k.pod_cidr
+        own = docs["InitConfiguration" if node.name == k.control_plane[0] else "JoinConfiguration"]
+        kubelet_args = {a["name"]: a["value"] for a in own["nodeRegistration"]["kubeletExtraArgs"]}
+        assert kubelet_args["node-ip"] == node.management.address
+    cp = f"aisite-{SITE}-{k.control_plane[0]}"
+    pod = yaml.safe_load(podman("exec", cp, "cat", "/etc/kubernetes/manifests/kube-vip.yaml"))
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    assert env["address"] == k.api_vip and env["vip_interface"] == k.vip_interface
+    # No cluster was made, so there is no kubeconfig to fetch or export.
+    assert not (ROOT / ".aisite" / SITE / "kubeconfig").exists()
 
 
 def test_a_changed_bmc_password_reconfigures_the_emulators(
