@@ -56,5 +56,6 @@ def run() -> SiteDeployment:
     pulumi.export("nodes", len(plan.nodes))
     pulumi.export("gpus", sum(n.gpu.count for n in plan.nodes if n.gpu))
     pulumi.export("api_endpoint", f"https://{plan.kubernetes.api_vip}:{plan.kubernetes.api_port}")
+    pulumi.export("kubeconfig", deployment.layers["cluster"].outputs["kubeconfig"])
     pulumi.export("layers", {name: layer.trigger for name, layer in deployment.layers.items()})
     return deployment

@@ -7,10 +7,12 @@ import itertools
 import json
 import runpy
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
+from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
 from aisite.loader import parse_site
@@ -55,12 +57,17 @@ class RecordingMonitor(MockMonitor):
     def __init__(self, mocks: Mocks) -> None:
         super().__init__(mocks)
         self.registered: list[Registered] = []
+        self.outputs: dict[str, dict[str, Any]] = {}  # a component's registered outputs, as the engine gets them
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - the gRPC method name
         self.registered.append(
             Registered(request.type, request.name, request.parent, list(request.dependencies), protect=request.protect)
         )
         return super().RegisterResource(request)
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802 - the gRPC method name
+        self.outputs[request.urn.rsplit("::", 1)[1]] = json_format.MessageToDict(request.outputs)
+        return super().RegisterResourceOutputs(request)
 
 
 def run_program(
@@ -190,3 +197,23 @@ def test_a_pulumi_secret_the_ipmi_bmcs_would_refuse_fails_the_program() -> None:
     with pytest.raises(Exception, match=want) as exc:
         run_program("dc1", stack_data("dc1"), password="P" * 24)
     assert "P" * 24 not in str(exc.value)
+
+
+def test_cluster_exports_the_kubeconfig_as_a_secret(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nusers: [{name: admin, user: {token: not-a-real-one}}]\n")
+    monkeypatch.setattr("aisite.components.layers.kubeconfig_path", lambda site: kubeconfig)
+    monkeypatch.setenv("AISITE_LAB_BMC_PASSWORD", "lab-env-secret")
+    _, monitor = run_program("lab", stack_data("lab"))
+    out = monitor.outputs["lab-cluster"]
+    assert out["api_endpoint"] == "https://10.250.1.5:6443"
+    # The engine's secret signature: encrypted in the state, masked in every log.
+    assert out["kubeconfig"] == {SECRET_SIG: "1b47061264138c4ac30d75fd1eb44270", "value": kubeconfig.read_text()}
+
+
+def test_no_kubeconfig_is_no_secret_to_export(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("aisite.components.layers.kubeconfig_path", lambda site: tmp_path / "absent")
+    monkeypatch.setenv("AISITE_LAB_BMC_PASSWORD", "lab-env-secret")
+    _, monitor = run_program("lab", stack_data("lab"))
+    kubeconfig = monitor.outputs["lab-cluster"]["kubeconfig"]
+    assert kubeconfig.get("value") is None and kubeconfig[SECRET_SIG] == "1b47061264138c4ac30d75fd1eb44270"

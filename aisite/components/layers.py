@@ -14,7 +14,7 @@ from pulumi_command import local
 from aisite.components.bmc import BmcState, BmcStateArgs
 from aisite.plan import Plan
 from aisite.playbooks import ROOT, layer_trigger
-from aisite.render.inventory import secret_env
+from aisite.render.inventory import kubeconfig_path, secret_env
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,13 @@ class Cluster(AnsibleLayer):
 
     def layer_outputs(self, plan: Plan) -> dict[str, Any]:
         k = plan.kubernetes
-        return {"api_endpoint": f"https://{k.api_vip}:{k.api_port}", "version": k.version}
+        path = kubeconfig_path(plan.site)
+        # Read once the play has fetched it (after its stdout), and secret from the start: encrypted in the state,
+        # masked in logs. None where no cluster was made (the lab, whose nodes cannot install kubeadm).
+        self.kubeconfig: pulumi.Output[str | None] = pulumi.Output.secret(
+            self.ansible.stdout.apply(lambda _: path.read_text() if path.is_file() else None)
+        )
+        return {"api_endpoint": f"https://{k.endpoint}", "version": k.version, "kubeconfig": self.kubeconfig}
 
 
 class Workloads(AnsibleLayer):
