@@ -420,6 +420,26 @@ def test_cluster_layer_runs_containerd_and_writes_kubeadm_and_kube_vip(
     assert not (ROOT / ".aisite" / SITE / "kubeconfig").exists()
 
 
+def test_a_member_on_another_kubernetes_version_stops_the_layer_unchanged(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    """A node that is a member running another version (a stand-in kubelet that reports 1.34.2, with a
+    kubelet.conf) stops the cluster layer on every node before any of them is changed."""
+    cp = f"aisite-{SITE}-{plan.kubernetes.control_plane[0]}"
+    fake = "printf '#!/bin/sh\\necho Kubernetes v1.34.2\\n' > /usr/local/bin/kubelet && chmod +x /usr/local/bin/kubelet"
+    podman("exec", cp, "sh", "-c", f"{fake} && mkdir -p /etc/kubernetes && touch /etc/kubernetes/kubelet.conf")
+    try:
+        r = run_cli("deploy", str(stack_file), "--layer", "cluster", "--json", env=BMC_ENV)
+        assert r.returncode == 1, r.stdout + r.stderr
+        doc = json.loads(r.stdout)
+        want = f"{plan.kubernetes.control_plane[0]} is a member running Kubernetes 1.34.2 but the site says"
+        assert any(want in f for f in doc["failures"]), doc["failures"]
+        assert all(x["changed"] == 0 for x in doc["recap"].values()), doc["recap"]
+        assert doc["changes"] == []
+    finally:
+        podman("exec", cp, "rm", "-f", "/usr/local/bin/kubelet", "/etc/kubernetes/kubelet.conf")
+
+
 def test_a_changed_bmc_password_reconfigures_the_emulators(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
 ) -> None:
