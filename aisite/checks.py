@@ -22,7 +22,7 @@ from aisite.model import (
     group_hardware,
 )
 from aisite.plan import FabricLayout, fabric_layout, group_rails, rail_block_prefix
-from aisite.plan.kubernetes import CNI_MANIFESTS, PINNED, SUPPORTED_MINORS, minor
+from aisite.plan.kubernetes import CNI_MANIFESTS, PINNED, SUPPORTED_MINORS, gpu_inventory, minor
 
 PRIVATE_ASN_RANGES = ((64512, 65534), (4200000000, 4294967294))
 
@@ -468,12 +468,59 @@ def _check_kubernetes(site: Site, out: list[Problem]) -> None:
             out.append(Problem(f"site.kubernetes.containerd.registries[{i}]", f"{r.host}: give mirrors, a ca, or both"))
 
 
+def _check_quotas(site: Site, out: list[Problem]) -> None:
+    """Each tenant's GPUs per type against what the site has of that type, and all tenants' together unless the
+    site allows overcommit: Kueue would admit nothing beyond the GPUs that exist."""
+    have = gpu_inventory(site)
+    promised: dict[str, list[tuple[str, int]]] = {}
+    for i, t in enumerate(site.kubernetes.tenants):
+        path = f"site.kubernetes.tenants[{i}]"
+        if isinstance(t.gpu_quota, int):
+            if len(have) > 1:
+                out.append(
+                    Problem(
+                        f"{path}.gpu_quota",
+                        f"the site has GPU types {', '.join(have)}: give the quota per type, e.g. "
+                        f"{{{next(iter(have))}: {t.gpu_quota}}}",
+                    )
+                )
+                continue
+            quotas = dict.fromkeys(have, t.gpu_quota)
+        else:
+            quotas = t.gpu_quota
+        for gtype, n in quotas.items():
+            where = f"{path}.gpu_quota" + ("" if isinstance(t.gpu_quota, int) else f".{gtype}")
+            if gtype not in have:
+                known = ", ".join(have) or "none"
+                out.append(Problem(where, f"the site has no {gtype} GPUs (it has: {known})"))
+                continue
+            if n > have[gtype]:
+                out.append(Problem(where, f"{n} {gtype} GPUs but the site has {have[gtype]}"))
+            if t.lending_limit is not None and t.lending_limit > n:
+                out.append(Problem(f"{path}.lending_limit", f"{t.lending_limit} is more than its {gtype} quota of {n}"))
+            promised.setdefault(gtype, []).append((t.name, n))
+    if site.kubernetes.gpu_overcommit:
+        return
+    for gtype, shares in promised.items():
+        total = sum(n for _, n in shares)
+        if total > have[gtype]:
+            who = ", ".join(f"{name} {n}" for name, n in shares)
+            out.append(
+                Problem(
+                    "site.kubernetes.tenants",
+                    f"quotas add up to {total} {gtype} GPUs ({who}) but the site has {have[gtype]}; "
+                    "set site.kubernetes.gpu_overcommit: true to allow it",
+                )
+            )
+
+
 def _check_tenants(site: Site, out: list[Problem]) -> None:
     tenants: dict[str, int] = {}
     for i, t in enumerate(site.kubernetes.tenants):
         if t.name in tenants:
             out.append(Problem(f"site.kubernetes.tenants[{i}].name", f"tenant {t.name!r} is declared twice"))
-        tenants.setdefault(t.name, t.gpu_quota)
+        tenants.setdefault(t.name, t.gpu_quota if isinstance(t.gpu_quota, int) else sum(t.gpu_quota.values()))
+    _check_quotas(site, out)
     max_per_node = 0
     gpu_nodes = 0
     for g in site.gpu_nodes:

@@ -277,10 +277,17 @@ class OobDefaults(Strict):
     accounts: list[BmcAccount] = []
 
 
+GpuCount = Annotated[int, Field(ge=0)]
+
+
 class Tenant(Strict):
     name: Name
-    gpu_quota: Annotated[int, Field(ge=0)]
+    # GPUs the tenant is guaranteed (Kueue's nominal quota): a number on a site with one GPU type, else per type.
+    gpu_quota: GpuCount | dict[str, GpuCount]
     groups: list[str] = []
+    # GPUs of each type the tenant may borrow from the cohort beyond its quota / lend from it (None: no limit).
+    borrowing_limit: GpuCount | None = None
+    lending_limit: GpuCount | None = None
 
 
 Addon = Literal[
@@ -323,6 +330,12 @@ class Kubernetes(Strict):
     # Pod Security admission level enforced in every namespace that does not set its own.
     pod_security: Literal["privileged", "baseline", "restricted"] = "baseline"
     containerd: Containerd = Containerd()
+    # Tenants' quotas may add up to more GPUs of a type than the site has (Kueue then shares them by borrowing).
+    gpu_overcommit: bool = False
+    # The GPU Operator's MIG strategy (single: whole-GPU resource names even with MIG; mixed: one per profile).
+    mig_strategy: Literal["none", "single", "mixed"] = "single"
+    # Chart name -> Helm repository (a mirror for air-gapped sites); unnamed charts use their upstream repository.
+    chart_repositories: dict[str, str] = {}
     addons: list[Addon] = []
     tenants: list[Tenant] = []
 

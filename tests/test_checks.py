@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from aisite.errors import SiteError
+from aisite.examples import dgx_h100_site
 from aisite.loader import load_site, parse_site
 from tests.conftest import STACKS, run_cli, stack_data
 
@@ -281,3 +282,28 @@ def test_cni_without_a_pinned_manifest_needs_one(lab: dict[str, Any]) -> None:
 def test_registry_needs_mirrors_or_a_ca(lab: dict[str, Any]) -> None:
     lab["kubernetes"]["containerd"] = {"registries": [{"host": "registry.example:5000"}]}
     assert has(problems(lab), "site.kubernetes.containerd.registries[0]", "registry.example:5000")
+
+
+def test_tenant_quotas_beyond_the_sites_gpus_are_refused() -> None:
+    """A 1,024-GPU site (128 DGX H100) with tenants of 768 + 1,000 GPUs: each fits alone, together they do not."""
+    site = dgx_h100_site(128)
+    site["kubernetes"]["tenants"] = [{"name": "llm", "gpu_quota": 768}, {"name": "vision", "gpu_quota": 1000}]
+    parse_site(dgx_h100_site(128), "test")  # the site itself is valid
+    found = problems(site)
+    assert has(found, "site.kubernetes.tenants", "quotas add up to 1768 h100 GPUs (llm 768, vision 1000)", "1024")
+    site["kubernetes"]["gpu_overcommit"] = True
+    parse_site(site, "test")  # said explicitly, Kueue shares them by borrowing
+    site["kubernetes"]["tenants"][1]["gpu_quota"] = 1025
+    assert has(problems(site), "site.kubernetes.tenants[1].gpu_quota", "1025 h100 GPUs but the site has 1024")
+
+
+def test_tenant_quota_per_gpu_type(lab: dict[str, Any]) -> None:
+    dc1 = stack_data("dc1")
+    dc1["kubernetes"]["tenants"][0]["gpu_quota"] = 20  # dc1 has t4 and v100: which?
+    dc1["kubernetes"]["tenants"][1]["gpu_quota"] = {"a100": 1, "t4": 5}
+    dc1["kubernetes"]["tenants"][1]["lending_limit"] = 6
+    found = problems(dc1)
+    assert has(found, "site.kubernetes.tenants[0].gpu_quota", "GPU types t4, v100", "{t4: 20}")
+    assert has(found, "site.kubernetes.tenants[1].gpu_quota.a100", "no a100 GPUs (it has: t4, v100)")
+    assert has(found, "site.kubernetes.tenants[1].gpu_quota.t4", "5 t4 GPUs but the site has 4")
+    assert has(found, "site.kubernetes.tenants[1].lending_limit", "6 is more than its t4 quota of 5")

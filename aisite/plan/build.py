@@ -18,7 +18,7 @@ from aisite.model import (
     group_hardware,
 )
 from aisite.plan.fabric import fabric_layout, group_rails, port_name, rail_block, rail_block_prefix, roce_qos
-from aisite.plan.kubernetes import kubernetes_plan
+from aisite.plan.kubernetes import kubernetes_plan, tenant_plans
 from aisite.plan.pools import Pool, explicit_addresses
 from aisite.plan.types import (
     GPU_TAINT,
@@ -38,7 +38,6 @@ from aisite.plan.types import (
     Plan,
     Rail,
     Switch,
-    TenantPlan,
     WorkloadPlan,
 )
 
@@ -378,9 +377,7 @@ def build_plan(site: Site) -> Plan:
         cables=tuple(b.cables),
         roce=roce_qos(site),
         kubernetes=kubernetes_plan(site, nodes),
-        tenants=tuple(
-            TenantPlan(t.name, f"tenant-{t.name}", t.gpu_quota, tuple(t.groups)) for t in site.kubernetes.tenants
-        ),
+        tenants=tenant_plans(site),
         workloads=tuple(
             WorkloadPlan(w.name, w.kind, w.tenant, f"tenant-{w.tenant}", w.nodes, w.gpus_per_node)
             for w in site.workloads

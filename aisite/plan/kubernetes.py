@@ -3,8 +3,8 @@ of the pinned components with the Kubernetes releases they support."""
 
 from __future__ import annotations
 
-from aisite.model import Site
-from aisite.plan.types import KubernetesPlan, Node, RegistryPlan
+from aisite.model import Site, Tenant, group_hardware
+from aisite.plan.types import KubernetesPlan, Node, RegistryPlan, TenantPlan
 
 API_PORT = 6443
 DNS_DOMAIN = "cluster.local"
@@ -57,3 +57,39 @@ def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
         registries=tuple(RegistryPlan(r.host, tuple(r.mirrors), r.ca) for r in k.containerd.registries),
         nvidia_default_runtime=k.containerd.nvidia_default_runtime,
     )
+
+
+def gpu_inventory(site: Site) -> dict[str, int]:
+    """GPUs of each type the site has, in the order the GPU groups declare the types."""
+    out: dict[str, int] = {}
+    for g in site.gpu_nodes:
+        gtype, count, *_ = group_hardware(g)
+        if g.size and count:
+            out[gtype] = out.get(gtype, 0) + g.size * count
+    return out
+
+
+def tenant_flavors(t: Tenant, gpu_types: list[str]) -> tuple[tuple[str, int], ...]:
+    """(GPU type, quota) of a tenant: a bare number applies to the site's one GPU type (checks refuse it otherwise)."""
+    if isinstance(t.gpu_quota, int):
+        return ((gpu_types[0], t.gpu_quota),) if gpu_types else ()
+    return tuple((g, t.gpu_quota[g]) for g in gpu_types if g in t.gpu_quota)
+
+
+def tenant_plans(site: Site) -> tuple[TenantPlan, ...]:
+    types = list(gpu_inventory(site))
+    out = []
+    for t in site.kubernetes.tenants:
+        total = t.gpu_quota if isinstance(t.gpu_quota, int) else sum(t.gpu_quota.values())
+        out.append(
+            TenantPlan(
+                t.name,
+                f"tenant-{t.name}",
+                total,
+                tuple(t.groups),
+                tenant_flavors(t, types),
+                t.borrowing_limit,
+                t.lending_limit,
+            )
+        )
+    return tuple(out)

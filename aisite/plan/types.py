@@ -163,8 +163,11 @@ class RoceQos:
 class TenantPlan:
     name: str
     namespace: str
-    gpu_quota: int
+    gpu_quota: int  # in all
     groups: tuple[str, ...]
+    flavors: tuple[tuple[str, int], ...] = ()  # (GPU type, quota) in the site's order of GPU types
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
