@@ -81,9 +81,19 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
         "inventory.yml",
+        "manifests/charts/csi-driver-nfs.values.yaml",
+        "manifests/charts/gpu-operator.values.yaml",
+        "manifests/charts/index.yaml",
+        "manifests/charts/kueue.values.yaml",
+        "manifests/charts/network-operator.values.yaml",
+        "manifests/kueue.yaml",
+        "manifests/storage.yaml",
         "manifests/tenant-team-a.yaml",
         "plan.json",
     ]
+    # What `make manifests` commits for the site is what render writes.
+    for p in (out / "manifests").rglob("*.yaml"):
+        assert p.read_text() == (ROOT / "manifests" / "lab" / p.relative_to(out / "manifests")).read_text()
     plan = json.loads((out / "plan.json").read_text())
     assert [n["name"] for n in plan["nodes"]] == ["cp01", "gpu01", "gpu02", "stor01"]
 

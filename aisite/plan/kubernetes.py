@@ -56,6 +56,8 @@ def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
         containerd_apt_repository=k.containerd.apt_repository,
         registries=tuple(RegistryPlan(r.host, tuple(r.mirrors), r.ca) for r in k.containerd.registries),
         nvidia_default_runtime=k.containerd.nvidia_default_runtime,
+        mig_strategy=k.mig_strategy,
+        chart_repositories=dict(k.chart_repositories),
     )
 
 

@@ -209,6 +209,8 @@ class KubernetesPlan:
     containerd_apt_repository: str | None
     registries: tuple[RegistryPlan, ...]
     nvidia_default_runtime: bool
+    mig_strategy: str = "single"
+    chart_repositories: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,15 @@ class _Dumper(_BaseDumper):  # type: ignore[valid-type,misc]
         return True
 
 
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    # Text of several lines (an embedded configuration, a CA) as a literal block, the way a person writes it.
+    style = "|" if "\n" in data and not any(c in data for c in "\t\r") and not data.endswith(" ") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def to_yaml(data: Any) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
 

@@ -1,0 +1,29 @@
+"""The platform on Kubernetes, from the plan: the Helm charts (`charts`) and the objects (`objects`).
+
+One source for the Pulumi program, `aisite deploy` and `aisite render`; none builds its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aisite.plan import Plan
+from aisite.platform.charts import Chart, charts
+from aisite.platform.kueue import kueue_objects, local_queue
+from aisite.platform.storage import storage_classes
+from aisite.platform.tenants import tenant_objects
+
+__all__ = ["Chart", "charts", "objects"]
+
+
+def objects(plan: Plan) -> dict[str, list[dict[str, Any]]]:
+    """File name -> objects, in apply order: cluster-wide first, then each tenant's namespace and what is in it."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    kueue = "kueue" in plan.kubernetes.addons
+    if kueue:
+        out["kueue.yaml"] = kueue_objects(plan)
+    if plan.exports:
+        out["storage.yaml"] = storage_classes(plan)
+    for t in plan.tenants:
+        out[f"tenant-{t.name}.yaml"] = tenant_objects(plan, t) + ([local_queue(plan, t)] if kueue else [])
+    return out

@@ -1,0 +1,126 @@
+"""The Helm charts a site's platform needs, pinned, with values derived from the plan.
+
+Every repository is a setting (`kubernetes.chart_repositories`, chart name -> URL) so an air-gapped site points
+at its mirror; the versions are the project's pins, the ones its tests hold the values against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from aisite.plan import Plan
+
+UPSTREAM = {
+    "gpu-operator": "https://helm.ngc.nvidia.com/nvidia",
+    "network-operator": "https://helm.ngc.nvidia.com/nvidia",
+    "kueue": "oci://registry.k8s.io/kueue/charts",
+    "csi-driver-nfs": "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-nfs/master/charts",
+    "kube-prometheus-stack": "https://prometheus-community.github.io/helm-charts",
+    "kubeflow-trainer": "oci://ghcr.io/kubeflow/charts",
+}
+VERSIONS = {
+    # One GPU Operator for every generation: the part that drops Volta is the driver, and the driver stays with the
+    # host's nvidia role at the plan's branch (R580 for V100); toolkit, device plugin and DCGM exporter support it.
+    "gpu-operator": "v26.3.3",
+    "network-operator": "26.4.1",
+    "kueue": "0.19.2",
+    "csi-driver-nfs": "4.13.4",
+    "kube-prometheus-stack": "88.5.3",
+    "kubeflow-trainer": "2.3.0",
+}
+# Job kinds Kueue manages: batch Jobs, MPI Operator v2's MPIJob, the Kubeflow trainer's TrainJob, bare pods.
+KUEUE_FRAMEWORKS = ("batch/job", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob", "pod")
+# Kueue meters GPUs only (the tenants' namespaces cap CPU and memory): resources it would otherwise require every
+# ClusterQueue to cover.
+KUEUE_IGNORED = ("cpu", "memory", "ephemeral-storage", "hugepages-", "pods", "rdma/")
+
+
+@dataclass(frozen=True)
+class Chart:
+    chart: str  # the chart's name in its repository
+    release: str
+    namespace: str
+    version: str
+    repository: str
+    values: dict[str, Any] = field(default_factory=dict)
+    # Kinds whose CRDs the release installs: objects of these kinds wait for it.
+    provides: tuple[str, ...] = ()
+
+
+def _gpu_operator(plan: Plan, monitoring: bool) -> dict[str, Any]:
+    mig = plan.kubernetes.mig_strategy
+    return {
+        # The host roles own the driver (branch pinned per GPU generation) and the container toolkit with
+        # containerd's nvidia runtime; the operator runs the rest on top of them.
+        "driver": {"enabled": False},
+        "toolkit": {"enabled": False},
+        "devicePlugin": {"enabled": True},
+        "gfd": {"enabled": True},
+        "mig": {"strategy": "single" if mig == "none" else mig},
+        "migManager": {"enabled": mig != "none"},
+        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": monitoring}},
+    }
+
+
+def _kueue(monitoring: bool) -> dict[str, Any]:
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        "resources": {"excludeResourcePrefixes": list(KUEUE_IGNORED)},
+    }
+    return {
+        "enablePrometheus": monitoring,
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(config, sort_keys=False)},
+    }
+
+
+def charts(plan: Plan) -> list[Chart]:
+    """The releases of the site's platform, in install order (operators before what runs on them)."""
+    addons = set(plan.kubernetes.addons)
+    monitoring = "prometheus" in addons
+    repos = UPSTREAM | plan.kubernetes.chart_repositories
+
+    def chart(name: str, release: str, namespace: str, values: dict[str, Any], provides: tuple[str, ...]) -> Chart:
+        return Chart(name, release, namespace, VERSIONS[name], repos[name], values, provides)
+
+    out: list[Chart] = []
+    if monitoring:
+        # First: the other releases' ServiceMonitors need its CRDs.
+        values = {
+            "prometheus": {
+                "prometheusSpec": {
+                    "serviceMonitorSelectorNilUsesHelmValues": False,
+                    "ruleSelectorNilUsesHelmValues": False,
+                }
+            },
+            "grafana": {"sidecar": {"dashboards": {"enabled": True, "searchNamespace": "ALL"}}},
+        }
+        out.append(
+            chart("kube-prometheus-stack", "monitoring", "monitoring", values, ("ServiceMonitor", "PrometheusRule"))
+        )
+    if "gpu-operator" in addons:
+        out.append(
+            chart("gpu-operator", "gpu-operator", "gpu-operator", _gpu_operator(plan, monitoring), ("ClusterPolicy",))
+        )
+    if "network-operator" in addons:
+        # One Node Feature Discovery per cluster: the GPU Operator's when both are installed.
+        values = {"nfd": {"enabled": "gpu-operator" not in addons}, "sriovNetworkOperator": {"enabled": False}}
+        provides = ("NicClusterPolicy", "IPPool", "MacvlanNetwork", "HostDeviceNetwork")
+        out.append(chart("network-operator", "network-operator", "nvidia-network-operator", values, provides))
+    if "kueue" in addons:
+        provides = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
+        out.append(chart("kueue", "kueue", "kueue-system", _kueue(monitoring), provides))
+    if "training-operator" in addons:
+        out.append(chart("kubeflow-trainer", "kubeflow-trainer", "kubeflow-system", {}, ("TrainJob",)))
+    if plan.exports:
+        # The site's StorageClasses are rendered from its exports, not by the chart.
+        out.append(chart("csi-driver-nfs", "csi-driver-nfs", "kube-system", {"storageClass": {"create": False}}, ()))
+    return out

@@ -1,0 +1,95 @@
+"""Per tenant: its namespace (Pod Security labels), GPU quota, default requests, RoleBindings for its groups, and a
+default-deny NetworkPolicy with what a training job needs (DNS, its own namespace, storage, the API server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aisite.plan import Plan, TenantPlan
+from aisite.platform.common import GPU_RESOURCE, labels, obj
+
+# Pod Security for tenant namespaces: training pods need no privileges (RDMA comes from device plugins).
+TENANT_POD_SECURITY = "restricted"
+
+
+def namespace(plan: Plan, t: TenantPlan) -> dict[str, Any]:
+    psa = {f"pod-security.kubernetes.io/{mode}": TENANT_POD_SECURITY for mode in ("enforce", "audit", "warn")}
+    return obj("v1", "Namespace", t.namespace, labels(plan, tenant=t.name) | psa)
+
+
+def quota(plan: Plan, t: TenantPlan) -> dict[str, Any]:
+    # Extended resources are quota'd by requests only. Kueue admits within the flavors' quotas; this caps the
+    # namespace whatever submits to it.
+    return obj(
+        "v1",
+        "ResourceQuota",
+        "gpu-quota",
+        labels(plan, tenant=t.name),
+        t.namespace,
+        spec={"hard": {f"requests.{GPU_RESOURCE}": str(t.gpu_quota)}},
+    )
+
+
+def limit_range(plan: Plan, t: TenantPlan) -> dict[str, Any]:
+    # A container that says nothing gets modest requests, so it is neither unschedulable nor unaccounted.
+    return obj(
+        "v1",
+        "LimitRange",
+        "defaults",
+        labels(plan, tenant=t.name),
+        t.namespace,
+        spec={"limits": [{"type": "Container", "defaultRequest": {"cpu": "500m", "memory": "1Gi"}}]},
+    )
+
+
+def role_bindings(plan: Plan, t: TenantPlan) -> list[dict[str, Any]]:
+    return [
+        obj(
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            f"{group}-edit",
+            labels(plan, tenant=t.name),
+            t.namespace,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+        )
+        for group in t.groups
+    ]
+
+
+def network_policy(plan: Plan, t: TenantPlan) -> dict[str, Any]:
+    """Nothing in or out but the namespace itself, cluster DNS, the storage network and the API server (the VIP and
+    every control-plane node: Calico applies policy after the Service's DNAT). The rails are secondary networks,
+    outside NetworkPolicy."""
+    k = plan.kubernetes
+    api = [k.api_vip, *(n.management.address for n in plan.by_role("control-plane"))]
+    dns = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+    }
+    same: dict[str, Any] = {"podSelector": {}}
+    return obj(
+        "networking.k8s.io/v1",
+        "NetworkPolicy",
+        "default-deny-but-jobs",
+        labels(plan, tenant=t.name),
+        t.namespace,
+        spec={
+            "podSelector": {},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [same]}],
+            "egress": [
+                {"to": [same]},
+                {"to": [dns], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+                {"to": [{"ipBlock": {"cidr": plan.networks.storage}}]},
+                {
+                    "to": [{"ipBlock": {"cidr": f"{a}/32"}} for a in dict.fromkeys(api)],
+                    "ports": [{"protocol": "TCP", "port": k.api_port}],
+                },
+            ],
+        },
+    )
+
+
+def tenant_objects(plan: Plan, t: TenantPlan) -> list[dict[str, Any]]:
+    return [namespace(plan, t), quota(plan, t), limit_range(plan, t), *role_bindings(plan, t), network_policy(plan, t)]
