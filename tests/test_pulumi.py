@@ -17,11 +17,13 @@ from pulumi.runtime.mocks import MockMonitor
 
 from aisite.loader import parse_site
 from aisite.plan import build_plan
+from aisite.platform import charts, objects
 from aisite.playbooks import layer_trigger
 from aisite.render.inventory import inventory_yaml, secret_env
 from tests.conftest import ROOT, STACKS, stack_data
 
-LAYERS = ["oob", "fabric", "hosts", "cluster", "workloads"]
+LAYERS = ["oob", "fabric", "hosts", "cluster", "platform", "workloads"]
+ANSIBLE_LAYERS = [layer for layer in LAYERS if layer != "platform"]  # the Platform layer talks to the API itself
 SECRET = "pulumi-secret-value"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 
@@ -103,20 +105,21 @@ def test_program_registers_the_site_and_its_layers_in_order(stack: str) -> None:
     for r in monitor.registered:
         by_type.setdefault(r.type, []).append(r)
     assert [r.name for r in by_type["aisite:site:Site"]] == [stack]
-    expected_types = ["OutOfBand", "Fabric", "Hosts", "Cluster", "Workloads"]
+    expected_types = ["OutOfBand", "Fabric", "Hosts", "Cluster", "Platform", "Workloads"]
     components = [r for r in monitor.registered if r.type.startswith("aisite:site:") and r.type != "aisite:site:Site"]
     assert [r.type.rsplit(":", 1)[1] for r in components] == expected_types
     assert [r.name for r in components] == [f"{stack}-{layer}" for layer in LAYERS]
     site_urn = next(r for r in monitor.registered if r.type == "aisite:site:Site")
     # Each layer is a child of the site and waits for the one before it: Pulumi expands a dependency on a
-    # component to its children, so the previous layer's Ansible command.
+    # component to its children (the previous layer's Ansible command; the Platform's provider and releases).
     for prev, layer in itertools.pairwise(components):
         assert layer.parent.endswith(f"::{stack}"), layer.parent
-        assert any(d.endswith(f"::{prev.name}-ansible") for d in layer.dependencies), (layer.name, layer.dependencies)
+        child = f"{prev.name}-ansible" if prev.type != "aisite:site:Platform" else f"{stack}-k8s"
+        assert any(d.endswith(f"::{child}") for d in layer.dependencies), (layer.name, layer.dependencies)
     assert site_urn.parent.endswith(f"pulumi:pulumi:Stack::aisite-{stack}")
     commands = by_type["command:local:Command"]
-    assert [c.name for c in commands] == [f"{stack}-{layer}-ansible" for layer in LAYERS]
-    for c, comp in zip(commands, components, strict=True):
+    assert [c.name for c in commands] == [f"{stack}-{layer}-ansible" for layer in ANSIBLE_LAYERS]
+    for c, comp in zip(commands, [c for c in components if c.type != "aisite:site:Platform"], strict=True):
         assert c.parent.endswith(f"::{comp.name}")
     plan = build_plan(parse_site(data))
     bmcs = by_type["pulumi-python:dynamic:Resource"]
@@ -125,7 +128,9 @@ def test_program_registers_the_site_and_its_layers_in_order(stack: str) -> None:
         # Under the OutOfBand layer, after its play, protected (a deleted node must not be powered off by mistake).
         assert b.parent.endswith(f"::{stack}-oob") and b.protect
         assert any(d.endswith(f"::{stack}-oob-ansible") for d in b.dependencies), b.dependencies
-    assert len(monitor.registered) == 1 + 5 + 5 + 1 + len(plan.nodes)  # stack, site, layers, commands, BMCs
+    platform = 1 + len(charts(plan)) + len(objects(plan))  # provider, a release per chart, a group per file
+    # stack, site, layers, commands, BMCs, the platform's resources
+    assert len(monitor.registered) == 1 + 1 + 6 + 5 + len(plan.nodes) + platform
 
 
 def test_bmc_states_carry_the_plan_and_a_secret_password(stack: str) -> None:
@@ -151,7 +156,7 @@ def test_commands_carry_inventory_triggers_and_secrets(stack: str) -> None:
     mocks, _ = run_program(stack, data)
     plan = build_plan(parse_site(data))
     inventory = inventory_yaml(plan)
-    for layer in LAYERS:
+    for layer in ANSIBLE_LAYERS:
         inputs = mocks.inputs[f"{stack}-{layer}-ansible"]
         assert inputs["stdin"] == inventory
         assert inputs["triggers"] == [layer_trigger(layer, inventory)]
@@ -217,3 +222,51 @@ def test_no_kubeconfig_is_no_secret_to_export(monkeypatch: pytest.MonkeyPatch, t
     _, monitor = run_program("lab", stack_data("lab"))
     kubeconfig = monitor.outputs["lab-cluster"]["kubeconfig"]
     assert kubeconfig.get("value") is None and kubeconfig[SECRET_SIG] == "1b47061264138c4ac30d75fd1eb44270"
+
+
+def test_platform_talks_to_the_cluster_through_the_secret_kubeconfig(
+    stack: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    monkeypatch.setattr("aisite.components.layers.kubeconfig_path", lambda site: kubeconfig)
+    mocks, monitor = run_program(stack, stack_data(stack))
+    provider = mocks.inputs[f"{stack}-k8s"]
+    assert provider["kubeconfig"] == {SECRET_SIG: "1b47061264138c4ac30d75fd1eb44270", "value": kubeconfig.read_text()}
+    # Everything on the cluster goes through that provider, under the Platform component.
+    plan = build_plan(parse_site(stack_data(stack)))
+    on_cluster = [
+        r for r in monitor.registered if r.type.startswith("kubernetes:") and r.type != "pulumi:providers:kubernetes"
+    ]
+    assert on_cluster and all(r.parent.endswith(f"::{stack}-platform") for r in on_cluster)
+    # Registration order follows when dependencies resolve, so the names as a set; stable, derived from the site.
+    names = sorted(r.name for r in on_cluster)
+    assert names == sorted(
+        [f"{stack}-{c.release}" for c in charts(plan)]
+        + [f"{stack}-objects-{f.removesuffix('.yaml')}" for f in objects(plan)]
+    )
+
+
+def test_releases_come_pinned_before_the_objects_that_need_their_crds(stack: str) -> None:
+    mocks, monitor = run_program(stack, stack_data(stack))
+    plan = build_plan(parse_site(stack_data(stack)))
+    by_name = {r.name: r for r in monitor.registered}
+    for c in charts(plan):
+        inputs = mocks.inputs[f"{stack}-{c.release}"]
+        assert inputs["chart"] in (c.chart, f"{c.repository}/{c.chart}") and inputs["version"] == c.version
+        assert inputs["namespace"] == c.namespace and inputs["atomic"] is True
+    kueue = f"{stack}-kueue"
+    assert by_name[kueue].type == "kubernetes:helm.sh/v3:Release"
+    cq_file = by_name[f"{stack}-objects-kueue"]
+    assert any(d.endswith(f"::{kueue}") for d in cq_file.dependencies), cq_file.dependencies
+    objs = mocks.inputs[cq_file.name]["objs"]
+    assert [o["metadata"]["name"] for o in objs if o["kind"] == "ClusterQueue"] == [t.name for t in plan.tenants]
+    assert {
+        o["metadata"]["name"]: o["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+        for o in objs
+        if o["kind"] == "ClusterQueue"
+    } == {t.name: t.flavors[0][1] for t in plan.tenants}
+    # Each tenant's file waits for Kueue too: it holds the tenant's LocalQueue.
+    for t in plan.tenants:
+        tenant = by_name[f"{stack}-objects-tenant-{t.name}"]
+        assert any(d.endswith(f"::{kueue}") for d in tenant.dependencies)
