@@ -48,11 +48,18 @@ def _tree_files(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 
 
-def layer_trigger(layer: str, inventory: str) -> str:
-    """sha256 of the inventory (which holds every variable), the layer's playbook and its roles' files."""
+def platform_text(files: dict[str, str]) -> str:
+    """The rendered platform (file name -> content) as one text for the platform layer's trigger."""
+    return "".join(f"{name}\n{text}" for name, text in sorted(files.items()))
+
+
+def layer_trigger(layer: str, inventory: str, content: str = "") -> str:
+    """sha256 of the inventory (which holds every variable), the layer's playbook and its roles' files, and what
+    else the layer applies (the platform's rendered charts and objects)."""
     playbook = PLAYBOOKS / f"{layer}.yml"
     h = hashlib.sha256()
     h.update(inventory.encode())
+    h.update(content.encode())
     h.update(playbook.read_bytes())
     for role in playbook_roles(playbook):
         role_dir = ROLES / role

@@ -197,8 +197,9 @@ def test_deploy_changed_runs_only_the_layers_whose_trigger_moved(tmp_path: Path)
     from aisite.deploy import applied_triggers, save_triggers
     from aisite.loader import load_site
     from aisite.plan import build_plan
-    from aisite.playbooks import layer_trigger
+    from aisite.playbooks import layer_trigger, platform_text
     from aisite.render.inventory import inventory, to_yaml
+    from aisite.render.manifests import manifest_files
 
     stack = tmp_path / "Pulumi.chgtest.yaml"
     stack.write_text((ROOT / "stacks" / "Pulumi.lab.yaml").read_text().replace("name: lab\n", "name: chgtest\n"))
@@ -206,7 +207,10 @@ def test_deploy_changed_runs_only_the_layers_whose_trigger_moved(tmp_path: Path)
     env = {"AISITE_LAB_BMC_PASSWORD": LAB_SECRET}
     try:
         # Every layer but the controller-only workloads layer as if applied: only that one may run (no lab here).
-        save_triggers("chgtest", {n: layer_trigger(n, text) for n in ("oob", "fabric", "hosts", "cluster")})
+        applied = {n: layer_trigger(n, text) for n in ("oob", "fabric", "hosts", "cluster")}
+        plan = build_plan(load_site(stack))
+        applied["platform"] = layer_trigger("platform", text, platform_text(manifest_files(plan)))
+        save_triggers("chgtest", applied)
         r = run_cli("deploy", str(stack), "--changed", "--limit", "cp01", "--json", env=env)
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["layers"] == ["workloads"] and "workloads" not in applied_triggers("chgtest")
@@ -219,3 +223,14 @@ def test_deploy_changed_runs_only_the_layers_whose_trigger_moved(tmp_path: Path)
         assert run_cli("deploy", str(stack), "--changed", "--layer", "oob", env=env).returncode == 2
     finally:
         shutil.rmtree(ROOT / ".aisite" / "chgtest", ignore_errors=True)
+
+
+def test_deploy_platform_without_a_cluster_says_so_and_changes_nothing() -> None:
+    """The lab has no API server (no kubeadm): the platform layer reports that, per chart and file, and passes."""
+    r = run_cli("deploy", "lab", "--layer", "platform", "--json", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["layers"] == ["platform"] and doc["changes"] == [] and set(doc["recap"]) == {"localhost"}
+    (reason,) = doc["skipped"]["localhost"]["platform"]
+    assert "no Kubernetes API server" in reason and "gpu-operator, network-operator, kueue, csi-driver-nfs" in reason
+    assert "the lab reaches the Debian archive only" in reason

@@ -348,7 +348,9 @@ def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], s
     doc = first_site_deploy(stack_file)
     assert doc["status"] == "successful" and doc["rc"] == 0 and doc["failures"] == [], doc["failures"]
     fabric = {s.name for s in plan.switches if s.role in ("leaf", "spine")}
-    assert set(doc["recap"]) == {n.name for n in plan.nodes} | {f"{n.name}-bmc" for n in plan.nodes} | fabric
+    # localhost: the platform play, which talks to the API server from the controller.
+    hosts = {n.name for n in plan.nodes} | {f"{n.name}-bmc" for n in plan.nodes} | fabric | {"localhost"}
+    assert set(doc["recap"]) == hosts
     assert all(h["failed"] == 0 and h["unreachable"] == 0 and h["ok"] > 0 for h in doc["recap"].values())
     # What the lab cannot do is said per host and role, not passed over.
     gpu = plan.by_role("gpu")[0].name
@@ -361,6 +363,7 @@ def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], s
             in doc["skipped"][n.name]["kubernetes"][0]
         )
     assert "no NVIDIA GPU found" in doc["skipped"][gpu]["containerd"][0]
+    assert "no Kubernetes API server" in doc["skipped"]["localhost"]["platform"][0]
     # A second run changes nothing anywhere.
     again = run_cli("deploy", str(stack_file), "--json", env=BMC_ENV)
     assert again.returncode == 0, again.stdout + again.stderr

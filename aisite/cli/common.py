@@ -15,7 +15,7 @@ from aisite.plan import Plan, build_plan
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 CACHE = ROOT / ".aisite" / "cache"
-LAYERS = ("oob", "fabric", "hosts", "cluster", "workloads")
+LAYERS = ("oob", "fabric", "hosts", "cluster", "platform", "workloads")
 
 app = typer.Typer(
     add_completion=False,

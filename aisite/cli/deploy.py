@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,8 +19,10 @@ from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, LAYERS, JsonOpt, StackA
 from aisite.deploy import RunResult, applied_triggers, merge, record_run, run_playbook, save_triggers
 from aisite.errors import SiteError
 from aisite.loader import resolve_stack
-from aisite.playbooks import layer_trigger
+from aisite.playbooks import layer_trigger, platform_text
+from aisite.render.bundle import write_bundle
 from aisite.render.inventory import inventory, to_yaml
+from aisite.render.manifests import manifest_files
 from aisite.secrets import resolve
 
 
@@ -134,8 +137,12 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     inv = inventory(p)
     text = to_yaml(inv)
     groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
+    # The platform's charts and objects, rendered for the platform play (and part of its layer's trigger).
+    platform = manifest_files(p)
     # One definition of "changed" with the Pulumi layers: the trigger of each layer.
-    triggers = {name: layer_trigger(name, text) for name in LAYERS}
+    triggers = {
+        name: layer_trigger(name, text, platform_text(platform) if name == "platform" else "") for name in LAYERS
+    }
     if changed:
         applied = applied_triggers(p.site)
         runs = [[name] for name in LAYERS if applied.get(name) != triggers[name]]
@@ -144,21 +151,30 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     playbooks = [f"playbooks/{names[0] if len(names) == 1 else 'site'}.yml" for names in runs]
     started = time.time()
     results = []
-    for playbook in playbooks:
-        results.append(
-            _progress_runner(
-                playbook,
-                text,
-                {k: str(v) for k, v in secret_env.items()},
-                limit=limit,
-                check=check,
-                groups=groups,
-                extravars=({"bmc_one_time_boot": one_time_boot} if one_time_boot else {})
-                | ({"bmc_boot_media_url": boot_media} if boot_media else {}),
+    with tempfile.TemporaryDirectory(prefix="aisite-platform-") as platform_dir:
+        write_bundle(platform, Path(platform_dir))
+        extravars = {
+            "platform_dir": platform_dir,
+            "platform_files": json.dumps([name for name in platform if not name.startswith("charts/")]),
+        }
+        if one_time_boot:
+            extravars["bmc_one_time_boot"] = one_time_boot
+        if boot_media:
+            extravars["bmc_boot_media_url"] = boot_media
+        for playbook in playbooks:
+            results.append(
+                _progress_runner(
+                    playbook,
+                    text,
+                    {k: str(v) for k, v in secret_env.items()},
+                    limit=limit,
+                    check=check,
+                    groups=groups,
+                    extravars=extravars,
+                )
             )
-        )
-        if not results[-1].ok:
-            break
+            if not results[-1].ok:
+                break
     result = merge(results)
     if not limit and not check:
         # What converged as a whole is recorded as applied: the next --changed skips it while it stays so.
