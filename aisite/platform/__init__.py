@@ -10,6 +10,7 @@ from typing import Any
 from aisite.plan import Plan
 from aisite.platform.charts import Chart, charts
 from aisite.platform.kueue import kueue_objects, local_queue
+from aisite.platform.monitoring import monitoring_objects
 from aisite.platform.storage import storage_classes
 from aisite.platform.tenants import tenant_objects
 
@@ -24,6 +25,8 @@ def objects(plan: Plan) -> dict[str, list[dict[str, Any]]]:
         out["kueue.yaml"] = kueue_objects(plan)
     if plan.exports:
         out["storage.yaml"] = storage_classes(plan)
+    if "prometheus" in plan.kubernetes.addons:
+        out["monitoring.yaml"] = monitoring_objects(plan)
     for t in plan.tenants:
         out[f"tenant-{t.name}.yaml"] = tenant_objects(plan, t) + ([local_queue(plan, t)] if kueue else [])
     return out

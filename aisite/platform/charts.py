@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from aisite.plan import Plan
+from aisite.platform.monitoring import dcgm_metrics_csv
 
 UPSTREAM = {
     "gpu-operator": "https://helm.ngc.nvidia.com/nvidia",
@@ -61,7 +62,12 @@ def _gpu_operator(plan: Plan, monitoring: bool) -> dict[str, Any]:
         "gfd": {"enabled": True},
         "mig": {"strategy": "single" if mig == "none" else mig},
         "migManager": {"enabled": mig != "none"},
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": monitoring}},
+        "dcgmExporter": {
+            "enabled": True,
+            "serviceMonitor": {"enabled": monitoring},
+            # The metrics the dashboard and alerts use, ECC included (the exporter's defaults leave it out).
+            "config": {"name": "aisite-dcgm-metrics", "create": True, "data": dcgm_metrics_csv()},
+        },
     }
 
 

@@ -1,0 +1,126 @@
+"""GPU monitoring on kube-prometheus-stack: the DCGM exporter's metric list, a Grafana dashboard (loaded by the
+Grafana sidecar from a labelled ConfigMap) and alert rules. Every metric the dashboard and the alerts use is in
+the exporter's list, which tests check."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aisite.plan import Plan
+from aisite.platform.common import labels, obj
+
+NAMESPACE = "monitoring"
+# What the DCGM exporter collects (its CSV format: field, Prometheus type, help). The exporter's own defaults leave
+# the ECC counters out; XID, temperature, power, utilisation and framebuffer are the dashboard's.
+DCGM_METRICS = (
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
+)
+GPU_TEMPERATURE_LIMIT_C = 85
+
+
+def dcgm_metrics_csv() -> str:
+    return "".join(f"{name}, {kind}, {text}\n" for name, kind, text in DCGM_METRICS)
+
+
+# (title, PromQL, unit): per node (Hostname) and, through the exporter's pod mapping, per namespace.
+PANELS = (
+    ("GPU utilisation by node", 'avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL{Hostname=~"$node"})', "percent"),
+    ("GPU utilisation by namespace", 'avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace=~"$namespace"})', "percent"),
+    ("Framebuffer used by node", 'sum by (Hostname) (DCGM_FI_DEV_FB_USED{Hostname=~"$node"})', "decmbytes"),
+    ("Framebuffer used by namespace", 'sum by (namespace) (DCGM_FI_DEV_FB_USED{namespace=~"$namespace"})', "decmbytes"),
+    ("GPU temperature", 'max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP{Hostname=~"$node"})', "celsius"),
+    ("Power draw by node", 'sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE{Hostname=~"$node"})', "watt"),
+    ("Last XID error", 'max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS{Hostname=~"$node"})', "none"),
+)
+
+
+def dashboard(plan: Plan) -> dict[str, Any]:
+    def variable(name: str, label: str) -> dict[str, Any]:
+        query = f"label_values(DCGM_FI_DEV_GPU_UTIL, {label})"
+        return {"name": name, "type": "query", "query": query, "includeAll": True, "multi": True, "refresh": 2}
+
+    panels = [
+        {
+            "id": i + 1,
+            "type": "timeseries",
+            "title": title,
+            "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+            "targets": [{"expr": expr, "refId": "A", "legendFormat": "__auto"}],
+        }
+        for i, (title, expr, unit) in enumerate(PANELS)
+    ]
+    return {
+        "uid": f"aisite-gpus-{plan.site}",
+        "title": f"GPUs ({plan.site})",
+        "tags": ["aisite", "gpu"],
+        "schemaVersion": 39,
+        "time": {"from": "now-6h", "to": "now"},
+        "templating": {"list": [variable("node", "Hostname"), variable("namespace", "namespace")]},
+        "panels": panels,
+    }
+
+
+ALERTS = (
+    (
+        "GPUTemperatureHigh",
+        f"max by (Hostname, gpu) (DCGM_FI_DEV_GPU_TEMP) > {GPU_TEMPERATURE_LIMIT_C}",
+        "5m",
+        "warning",
+        f"GPU {{{{ $labels.gpu }}}} on {{{{ $labels.Hostname }}}} is above {GPU_TEMPERATURE_LIMIT_C} C",
+    ),
+    (
+        "GPUXidError",
+        "changes(DCGM_FI_DEV_XID_ERRORS[10m]) > 0 and DCGM_FI_DEV_XID_ERRORS > 0",
+        "0m",
+        "critical",
+        "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}",
+    ),
+    (
+        "GPUDoubleBitECCError",
+        "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0",
+        "0m",
+        "critical",
+        "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} had uncorrectable (double-bit) ECC errors",
+    ),
+    (
+        "NodeNotReady",
+        'kube_node_status_condition{condition="Ready",status="true"} == 0',
+        "5m",
+        "critical",
+        "Node {{ $labels.node }} has not been Ready for 5 minutes",
+    ),
+)
+
+
+def monitoring_objects(plan: Plan) -> list[dict[str, Any]]:
+    rules = [
+        {"alert": name, "expr": expr, "for": wait, "labels": {"severity": severity}, "annotations": {"summary": text}}
+        for name, expr, wait, severity, text in ALERTS
+    ]
+    return [
+        obj(
+            "v1",
+            "ConfigMap",
+            "aisite-gpu-dashboard",
+            labels(plan) | {"grafana_dashboard": "1"},  # what the Grafana sidecar looks for
+            NAMESPACE,
+            data={"aisite-gpus.json": json.dumps(dashboard(plan), indent=1)},
+        ),
+        obj(
+            "monitoring.coreos.com/v1",
+            "PrometheusRule",
+            "aisite-gpu-alerts",
+            labels(plan),
+            NAMESPACE,
+            spec={"groups": [{"name": "aisite-gpus", "rules": rules}]},
+        ),
+    ]
