@@ -20,7 +20,7 @@ import yaml
 
 from aisite.loader import load_site
 from aisite.plan import Plan, build_plan
-from aisite.platform import charts, objects
+from aisite.platform import charts, objects, remote_manifests
 from aisite.platform.kueue import flavor_name
 from tests.conftest import ROOT, STACKS
 
@@ -206,3 +206,17 @@ def test_dashboard_and_alerts_use_only_metrics_the_exporter_collects(plan: Plan)
     assert objs["ConfigMap"]["metadata"]["labels"]["grafana_dashboard"] == "1"
     alerts = {r["alert"] for g in objs["PrometheusRule"]["spec"]["groups"] for r in g["rules"]}
     assert alerts == {"GPUTemperatureHigh", "GPUXidError", "GPUDoubleBitECCError", "NodeNotReady"}
+
+
+def test_one_owner_of_mpijobs(plan: Plan) -> None:
+    """MPI Operator v2 owns mpijobs.kubeflow.org; nothing else the site installs claims MPIJob."""
+    owners = [c.release for c in charts(plan) if "MPIJob" in c.provides]
+    owners += [m.name for m in remote_manifests(plan) if "MPIJob" in m.provides]
+    assert owners == (["mpi-operator"] if "mpi-operator" in plan.kubernetes.addons else [])
+    if owners:
+        (mpi,) = remote_manifests(plan)
+        assert mpi.version in mpi.url and mpi.url.endswith("/deploy/v2beta1/mpi-operator.yaml")
+        # The CRD of that release serves v2beta1, the version the job renderer writes.
+        crd = shared("crds") / f"mpi-operator-{mpi.version}_kubeflow.org_mpijobs.yaml"
+        versions = [v["name"] for v in yaml.safe_load(crd.read_text())["spec"]["versions"] if v.get("served")]
+        assert "v2beta1" in versions

@@ -17,7 +17,7 @@ from pulumi.runtime.mocks import MockMonitor
 
 from aisite.loader import parse_site
 from aisite.plan import build_plan
-from aisite.platform import charts, objects
+from aisite.platform import charts, objects, remote_manifests
 from aisite.playbooks import layer_trigger
 from aisite.render.inventory import inventory_yaml, secret_env
 from tests.conftest import ROOT, STACKS, stack_data
@@ -128,7 +128,8 @@ def test_program_registers_the_site_and_its_layers_in_order(stack: str) -> None:
         # Under the OutOfBand layer, after its play, protected (a deleted node must not be powered off by mistake).
         assert b.parent.endswith(f"::{stack}-oob") and b.protect
         assert any(d.endswith(f"::{stack}-oob-ansible") for d in b.dependencies), b.dependencies
-    platform = 1 + len(charts(plan)) + len(objects(plan))  # provider, a release per chart, a group per file
+    # provider, a release per chart, a manifest per remote operator, a group per file
+    platform = 1 + len(charts(plan)) + len(remote_manifests(plan)) + len(objects(plan))
     # stack, site, layers, commands, BMCs, the platform's resources
     assert len(monitor.registered) == 1 + 1 + 6 + 5 + len(plan.nodes) + platform
 
@@ -243,6 +244,7 @@ def test_platform_talks_to_the_cluster_through_the_secret_kubeconfig(
     names = sorted(r.name for r in on_cluster)
     assert names == sorted(
         [f"{stack}-{c.release}" for c in charts(plan)]
+        + [f"{stack}-{m.name}" for m in remote_manifests(plan)]
         + [f"{stack}-objects-{f.removesuffix('.yaml')}" for f in objects(plan)]
     )
 

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from aisite.plan import Plan
-from aisite.platform import Chart, charts, objects
+from aisite.platform import Chart, charts, objects, remote_manifests
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,14 @@ class Platform(pulumi.ComponentResource):
         )
         on_cluster = pulumi.ResourceOptions(parent=self, provider=self.provider)
         self.releases: dict[str, k8s.helm.v3.Release] = {}
-        providing: dict[str, k8s.helm.v3.Release] = {}  # kind -> the release that installs its CRD
+        providing: dict[str, pulumi.Resource] = {}  # kind -> the release that installs its CRD
         for c in charts(args.plan):
             release = k8s.helm.v3.Release(f"{site}-{c.release}", _release_args(c), opts=on_cluster)
             self.releases[c.release] = release
             providing |= dict.fromkeys(c.provides, release)
+        for m in remote_manifests(args.plan):
+            applied = k8s.yaml.v2.ConfigFile(f"{site}-{m.name}", file=m.url, opts=on_cluster)
+            providing |= dict.fromkeys(m.provides, applied)
         # A file's objects wait for the releases whose CRDs they use (and every release's webhooks, through them).
         self.groups: dict[str, k8s.yaml.v2.ConfigGroup] = {}
         for name, objs in objects(args.plan).items():

@@ -40,6 +40,33 @@ KUEUE_IGNORED = ("cpu", "memory", "ephemeral-storage", "hugepages-", "pods", "rd
 
 
 @dataclass(frozen=True)
+class RemoteManifest:
+    """An operator shipped as a release manifest rather than a chart (MPI Operator), applied as it is."""
+
+    name: str
+    version: str
+    url: str
+    provides: tuple[str, ...] = ()
+
+
+# MPI Operator v2 owns mpijobs.kubeflow.org (MPIJob v2beta1); the Kubeflow trainer v2 (TrainJob) does not define it,
+# so the two install side by side. The v1 training operator would claim the same CRD: it is not installed.
+MPI_OPERATOR_VERSION = "v0.8.0"
+MPI_OPERATOR_URL = (
+    f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR_VERSION}/deploy/v2beta1/mpi-operator.yaml"
+)
+
+
+def remote_manifests(plan: Plan) -> list[RemoteManifest]:
+    """Operators applied from their release manifests (a mirror through `kubernetes.chart_repositories`, by name)."""
+    out = []
+    if "mpi-operator" in plan.kubernetes.addons:
+        url = plan.kubernetes.chart_repositories.get("mpi-operator", MPI_OPERATOR_URL)
+        out.append(RemoteManifest("mpi-operator", MPI_OPERATOR_VERSION, url, ("MPIJob",)))
+    return out
+
+
+@dataclass(frozen=True)
 class Chart:
     chart: str  # the chart's name in its repository
     release: str

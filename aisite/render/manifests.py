@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aisite.plan import Plan
-from aisite.platform import charts, objects
+from aisite.platform import charts, objects, remote_manifests
 from aisite.render.inventory import to_yaml
 
 
@@ -21,8 +21,9 @@ def manifest_files(plan: Plan) -> dict[str, str]:
         }
         for c in charts(plan)
     ]
-    if index:
-        files["charts/index.yaml"] = header + to_yaml({"releases": index})
+    remote = [{"name": m.name, "version": m.version, "url": m.url} for m in remote_manifests(plan)]
+    if index or remote:
+        files["charts/index.yaml"] = header + to_yaml({"releases": index, "manifests": remote})
         for c in charts(plan):
             files[f"charts/{c.release}.values.yaml"] = header + to_yaml(c.values)
     return files
