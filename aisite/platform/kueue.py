@@ -7,6 +7,7 @@ from typing import Any
 
 from aisite.plan import GPU_TAINT, LABEL_PREFIX, Plan, TenantPlan
 from aisite.platform.common import GPU_RESOURCE, labels, obj
+from aisite.platform.tenants import in_tenant
 
 API = "kueue.x-k8s.io/v1beta2"
 LOCAL_QUEUE = "jobs"  # the queue a tenant's jobs name (kueue.x-k8s.io/queue-name: jobs)
@@ -69,7 +70,7 @@ def cluster_queue(plan: Plan, t: TenantPlan) -> dict[str, Any]:
 
 
 def local_queue(plan: Plan, t: TenantPlan) -> dict[str, Any]:
-    return obj(API, "LocalQueue", LOCAL_QUEUE, labels(plan, tenant=t.name), t.namespace, spec={"clusterQueue": t.name})
+    return in_tenant(plan, t, API, "LocalQueue", LOCAL_QUEUE, spec={"clusterQueue": t.name})
 
 
 def priority_classes(plan: Plan) -> list[dict[str, Any]]:

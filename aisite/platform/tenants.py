@@ -12,6 +12,11 @@ from aisite.platform.common import GPU_RESOURCE, labels, obj
 TENANT_POD_SECURITY = "restricted"
 
 
+def in_tenant(plan: Plan, t: TenantPlan, api_version: str, kind: str, name: str, **body: Any) -> dict[str, Any]:
+    """An object in a tenant's namespace, labelled with the site and the tenant."""
+    return obj(api_version, kind, name, labels(plan, tenant=t.name), t.namespace, **body)
+
+
 def namespace(plan: Plan, t: TenantPlan) -> dict[str, Any]:
     psa = {f"pod-security.kubernetes.io/{mode}": TENANT_POD_SECURITY for mode in ("enforce", "audit", "warn")}
     return obj("v1", "Namespace", t.namespace, labels(plan, tenant=t.name) | psa)
@@ -20,36 +25,36 @@ def namespace(plan: Plan, t: TenantPlan) -> dict[str, Any]:
 def quota(plan: Plan, t: TenantPlan) -> dict[str, Any]:
     # Extended resources are quota'd by requests only. Kueue admits within the flavors' quotas; this caps the
     # namespace whatever submits to it.
-    return obj(
+    return in_tenant(
+        plan,
+        t,
         "v1",
         "ResourceQuota",
         "gpu-quota",
-        labels(plan, tenant=t.name),
-        t.namespace,
         spec={"hard": {f"requests.{GPU_RESOURCE}": str(t.gpu_quota)}},
     )
 
 
 def limit_range(plan: Plan, t: TenantPlan) -> dict[str, Any]:
     # A container that says nothing gets modest requests, so it is neither unschedulable nor unaccounted.
-    return obj(
+    return in_tenant(
+        plan,
+        t,
         "v1",
         "LimitRange",
         "defaults",
-        labels(plan, tenant=t.name),
-        t.namespace,
         spec={"limits": [{"type": "Container", "defaultRequest": {"cpu": "500m", "memory": "1Gi"}}]},
     )
 
 
 def role_bindings(plan: Plan, t: TenantPlan) -> list[dict[str, Any]]:
     return [
-        obj(
+        in_tenant(
+            plan,
+            t,
             "rbac.authorization.k8s.io/v1",
             "RoleBinding",
             f"{group}-edit",
-            labels(plan, tenant=t.name),
-            t.namespace,
             roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
             subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
         )
@@ -68,12 +73,12 @@ def network_policy(plan: Plan, t: TenantPlan) -> dict[str, Any]:
         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
     }
     same: dict[str, Any] = {"podSelector": {}}
-    return obj(
+    return in_tenant(
+        plan,
+        t,
         "networking.k8s.io/v1",
         "NetworkPolicy",
         "default-deny-but-jobs",
-        labels(plan, tenant=t.name),
-        t.namespace,
         spec={
             "podSelector": {},
             "policyTypes": ["Ingress", "Egress"],
