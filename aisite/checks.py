@@ -430,7 +430,7 @@ def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> Non
     if nets.p2p.num_addresses < 2 * links:
         out.append(Problem("site.networks.p2p", f"{nets.p2p} holds fewer than {links} /31 links"))
     if layout.rails:
-        block = rail_block_prefix(site.fabric.scalable_unit)
+        block = rail_block_prefix(site.fabric.scalable_unit, site.fabric.rail_pod_addresses)
         need_prefix = block - math.ceil(math.log2(max(layout.scalable_units, 1)))
         for i, net in enumerate(nets.rails[: layout.rails]):
             if net.prefixlen > need_prefix:
@@ -463,6 +463,8 @@ def _check_kubernetes(site: Site, out: list[Problem]) -> None:
                 "set site.kubernetes.cni_manifest",
             )
         )
+    if "network-operator" in k.addons:
+        _check_pod_rails(site, out)
     for i, r in enumerate(k.containerd.registries):
         if not r.mirrors and not r.ca:
             out.append(Problem(f"site.kubernetes.containerd.registries[{i}]", f"{r.host}: give mirrors, a ca, or both"))
@@ -512,6 +514,32 @@ def _check_quotas(site: Site, out: list[Problem]) -> None:
                     "set site.kubernetes.gpu_overcommit: true to allow it",
                 )
             )
+
+
+def _check_pod_rails(site: Site, out: list[Problem]) -> None:
+    """Pods get an interface on every rail (a macvlan network per rail): their addresses need room in the leaf
+    blocks, and a rail's interface must have one name on every GPU node (a network has one master interface)."""
+    if not site.fabric.rail_pod_addresses:
+        out.append(
+            Problem(
+                "site.fabric.rail_pod_addresses",
+                "the network-operator addon gives pods an interface per rail: set how many addresses each GPU node "
+                "needs for them in each rail block (e.g. 2)",
+            )
+        )
+    names: dict[int, tuple[str, str]] = {}
+    for gi, g in enumerate(site.gpu_nodes):
+        given = g.interfaces.rails or []
+        for r in range(group_rails(g)):
+            name = given[r] if r < len(given) else f"rail{r}"
+            first = names.setdefault(r, (name, f"site.gpu_nodes[{gi}]"))
+            if first[0] != name:
+                out.append(
+                    Problem(
+                        f"site.gpu_nodes[{gi}].interfaces.rails[{r}]",
+                        f"{name!r} but {first[1]} calls rail {r} {first[0]!r}: a pod network per rail needs one name",
+                    )
+                )
 
 
 def _check_tenants(site: Site, out: list[Problem]) -> None:

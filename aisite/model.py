@@ -255,6 +255,9 @@ class Fabric(Strict):
     # Leaves per scalable unit; rails are spread evenly over them (one leaf per rail by default).
     leaves_per_su: Annotated[int, Field(ge=1)] | None = None
     uplinks_per_spine: Annotated[int, Field(ge=1, le=16)] = 1
+    # Addresses per GPU node, in each leaf's block of each rail, for pods' rail interfaces (macvlan pods are the
+    # leaf's neighbours, so they must be in its block). 0: no pod rail networks; the block holds the hosts alone.
+    rail_pod_addresses: Annotated[int, Field(ge=0, le=64)] = 0
     bfd: bool = True
     roce: RoceProfile = RoceProfile()
 

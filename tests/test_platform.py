@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import re
+from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from aisite.loader import load_site
 from aisite.plan import Plan, build_plan
 from aisite.platform import charts, objects, remote_manifests
 from aisite.platform.kueue import flavor_name
+from aisite.platform.rails import rail_interfaces
 from tests.conftest import ROOT, STACKS
 
 SHARED = Path(os.environ.get("AISITE_SHARED", ROOT.parent / "shared"))
@@ -220,3 +222,68 @@ def test_one_owner_of_mpijobs(plan: Plan) -> None:
         crd = shared("crds") / f"mpi-operator-{mpi.version}_kubeflow.org_mpijobs.yaml"
         versions = [v["name"] for v in yaml.safe_load(crd.read_text())["spec"]["versions"] if v.get("served")]
         assert "v2beta1" in versions
+
+
+def _nv_ipam_ranges(subnet: IPv4Network, block_size: int, nodes: int) -> list[list[IPv4Address]]:
+    """NV-IPAM's controller (pkg/ipam-controller/allocator): node ranges of perNodeBlockSize addresses counted
+    from network+1, in order, refusing a range that reaches past the subnet or ends on its broadcast address."""
+    out = []
+    for i in range(nodes):
+        start = subnet.network_address + 1 + i * block_size
+        end = start + block_size - 1
+        assert end in subnet and end != subnet.broadcast_address, f"{subnet}: no range left for node {i + 1}"
+        out.append([start + j for j in range(block_size)])
+    return out
+
+
+def test_rail_pools_give_every_node_its_pod_addresses_and_never_a_host_or_gateway(plan: Plan) -> None:
+    files = objects(plan)
+    if "rails.yaml" not in files:
+        return
+    pools = [o for o in files["rails.yaml"] if o["kind"] == "IPPool"]
+    leaves = {(h.rail, leaf.scalable_unit): h for leaf in plan.switches_by_role("leaf") for h in leaf.host_subnets}
+    assert (
+        len(pools)
+        == len(leaves)
+        == len(plan.networks.rails[: len(rail_interfaces(plan))]) * len({su for _, su in leaves})
+    )
+    want = plan.kubernetes.rail_pod_addresses
+    for p in pools:
+        spec = p["spec"]
+        rail, su = (int(x) for x in re.fullmatch(r"rail(\d+)-su(\d+)", p["metadata"]["name"]).groups())
+        block = IPv4Network(spec["subnet"])
+        assert str(block) == leaves[(rail, su)].subnet and spec["gateway"] == leaves[(rail, su)].gateway
+        gpus = [n for n in plan.nodes if n.scalable_unit == su and any(r.index == rail for r in n.rails)]
+        hosts = {IPv4Address(r.address) for n in gpus for r in n.rails if r.index == rail}
+        excluded = set()
+        for e in spec["exclusions"]:
+            a = IPv4Address(e["startIP"])
+            while a <= IPv4Address(e["endIP"]):
+                excluded.add(a)
+                a += 1
+        assert hosts <= excluded  # a pod never gets a host's address
+        for addresses in _nv_ipam_ranges(block, spec["perNodeBlockSize"], plan.kubernetes.scalable_unit):
+            usable = [a for a in addresses if a not in excluded and str(a) != spec["gateway"]]
+            assert len(usable) >= want, (p["metadata"]["name"], addresses)
+            assert not hosts & set(usable)
+
+
+def test_rail_networks_and_devices_follow_the_plan(plan: Plan) -> None:
+    files = objects(plan)
+    if "rails.yaml" not in files:
+        return
+    names = rail_interfaces(plan)
+    policy = next(o for o in files["rails.yaml"] if o["kind"] == "NicClusterPolicy")
+    config = json.loads(policy["spec"]["rdmaSharedDevicePlugin"]["config"])["configList"]
+    assert [(c["resourcePrefix"], c["resourceName"], c["selectors"]["ifNames"]) for c in config] == [
+        ("rdma", f"rail{r}", [name]) for r, name in names.items()
+    ]
+    nets = [o for o in files["rails.yaml"] if o["kind"] == "MacvlanNetwork"]
+    for t in plan.tenants:
+        mine = [n for n in nets if n["spec"]["networkNamespace"] == t.namespace]
+        assert sorted(n["spec"]["master"] for n in mine) == sorted(names.values()) * len(
+            {n.scalable_unit for n in plan.nodes if n.gpu}
+        )
+        assert all(n["spec"]["mtu"] == plan.roce.host_mtu for n in mine)
+        quota = next(o for o in files[f"tenant-{t.name}.yaml"] if o["metadata"]["name"] == "rail-quota")
+        assert quota["spec"]["hard"] == {f"requests.rdma/rail{r}": str(t.gpu_quota) for r in names}

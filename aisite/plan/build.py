@@ -17,7 +17,15 @@ from aisite.model import (
     SwitchSpec,
     group_hardware,
 )
-from aisite.plan.fabric import fabric_layout, group_rails, port_name, rail_block, rail_block_prefix, roce_qos
+from aisite.plan.fabric import (
+    fabric_layout,
+    group_rails,
+    port_name,
+    rail_block,
+    rail_block_prefix,
+    rail_host_address,
+    roce_qos,
+)
 from aisite.plan.kubernetes import kubernetes_plan, tenant_plans
 from aisite.plan.pools import Pool, explicit_addresses
 from aisite.plan.types import (
@@ -117,7 +125,7 @@ class _Builder:
         self.mgmt_slots = _access_slots(site.switches.management)
         self.oob_slots = _access_slots(site.switches.oob)
         self.leaf_names = site.switches.leaves.switch_names()
-        self.block_prefix = rail_block_prefix(site.fabric.scalable_unit)
+        self.block_prefix = rail_block_prefix(site.fabric.scalable_unit, site.fabric.rail_pod_addresses)
         self.host_ports: dict[tuple[int, int], list[str]] = {}  # (leaf index, rail) -> node-facing ports
         self.neighbors: dict[str, list[BgpNeighbor]] = {}
         self.cables: list[Cable] = []
@@ -186,6 +194,7 @@ class _Builder:
         su, pos = divmod(self.gpu_position, self.site.fabric.scalable_unit)
         self.gpu_position += 1
         names = group.interfaces.rails or [f"rail{r}" for r in range(n_rails)]
+        pods = self.site.fabric.rail_pod_addresses
         out: list[Rail] = []
         for r in range(n_rails):
             in_su = layout.leaf_of_rail(r)
@@ -199,7 +208,7 @@ class _Builder:
                 Rail(
                     index=r,
                     interface=names[r],
-                    address=str(gateway + 1 + pos),
+                    address=str(rail_host_address(block, self.site.fabric.scalable_unit, pos, pods)),
                     prefix=self.block_prefix,
                     gateway=str(gateway),
                     subnet=str(block),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from ipaddress import IPv4Network
+from ipaddress import IPv4Address, IPv4Network
 
 from aisite.model import GpuGroup, Site, group_hardware
 from aisite.plan.types import RoceQos
@@ -67,9 +67,25 @@ def fabric_layout(site: Site) -> FabricLayout:
     )
 
 
-def rail_block_prefix(scalable_unit: int) -> int:
-    """Prefix length of one leaf's block of a rail subnet: a unit's hosts, the gateway, network and broadcast."""
+def rail_block_prefix(scalable_unit: int, pod_addresses: int = 0) -> int:
+    """Prefix length of one leaf's block of a rail subnet.
+
+    Without pod addresses: network, gateway, the unit's hosts, broadcast. With them the block is laid out for
+    NV-IPAM, which hands each node a range of perNodeBlockSize addresses counted from network+1 in order: the
+    nodes' ranges come first (pod_addresses + 1 each, the first holding the gateway, which is never handed out),
+    the hosts' own addresses last, below broadcast.
+    """
+    if pod_addresses:
+        return 32 - math.ceil(math.log2(scalable_unit * (pod_addresses + 2) + 2))
     return 32 - math.ceil(math.log2(scalable_unit + 3))
+
+
+def rail_host_address(block: IPv4Network, scalable_unit: int, position: int, pod_addresses: int) -> IPv4Address:
+    """A GPU node's own address in its leaf's block: right after the gateway, or at the top when the block's
+    bottom is the pods' (see rail_block_prefix)."""
+    if pod_addresses:
+        return block.broadcast_address - scalable_unit + position
+    return block.network_address + 2 + position
 
 
 def port_name(os: str, port: int, speed_gbps: int) -> str:

@@ -57,6 +57,8 @@ def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
         registries=tuple(RegistryPlan(r.host, tuple(r.mirrors), r.ca) for r in k.containerd.registries),
         nvidia_default_runtime=k.containerd.nvidia_default_runtime,
         mig_strategy=k.mig_strategy,
+        rail_pod_addresses=site.fabric.rail_pod_addresses,
+        scalable_unit=site.fabric.scalable_unit,
         chart_repositories=dict(k.chart_repositories),
     )
 

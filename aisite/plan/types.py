@@ -210,6 +210,9 @@ class KubernetesPlan:
     registries: tuple[RegistryPlan, ...]
     nvidia_default_runtime: bool
     mig_strategy: str = "single"
+    # Pods' rail interfaces: addresses per GPU node in each leaf block, and GPU nodes per scalable unit.
+    rail_pod_addresses: int = 0
+    scalable_unit: int = 32
     chart_repositories: dict[str, str] = field(default_factory=dict)
 
 

@@ -11,6 +11,7 @@ from aisite.plan import Plan
 from aisite.platform.charts import Chart, RemoteManifest, charts, remote_manifests
 from aisite.platform.kueue import kueue_objects, local_queue
 from aisite.platform.monitoring import monitoring_objects
+from aisite.platform.rails import rail_objects, rail_quota
 from aisite.platform.storage import storage_classes
 from aisite.platform.tenants import tenant_objects
 
@@ -27,6 +28,10 @@ def objects(plan: Plan) -> dict[str, list[dict[str, Any]]]:
         out["storage.yaml"] = storage_classes(plan)
     if "prometheus" in plan.kubernetes.addons:
         out["monitoring.yaml"] = monitoring_objects(plan)
+    rails = "network-operator" in plan.kubernetes.addons and plan.kubernetes.rail_pod_addresses > 0
+    if rails:
+        out["rails.yaml"] = rail_objects(plan)
     for t in plan.tenants:
-        out[f"tenant-{t.name}.yaml"] = tenant_objects(plan, t) + ([local_queue(plan, t)] if kueue else [])
+        extra = ([local_queue(plan, t)] if kueue else []) + ([rail_quota(plan, t)] if rails else [])
+        out[f"tenant-{t.name}.yaml"] = tenant_objects(plan, t) + extra
     return out
