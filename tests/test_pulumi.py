@@ -272,3 +272,16 @@ def test_releases_come_pinned_before_the_objects_that_need_their_crds(stack: str
     for t in plan.tenants:
         tenant = by_name[f"{stack}-objects-tenant-{t.name}"]
         assert any(d.endswith(f"::{kueue}") for d in tenant.dependencies)
+
+
+def test_rail_networks_wait_for_the_network_operator(stack: str) -> None:
+    mocks, monitor = run_program(stack, stack_data(stack))
+    plan = build_plan(parse_site(stack_data(stack)))
+    by_name = {r.name: r for r in monitor.registered}
+    rails = by_name[f"{stack}-objects-rails"]
+    assert any(d.endswith(f"::{stack}-network-operator") for d in rails.dependencies), rails.dependencies
+    objs = mocks.inputs[rails.name]["objs"]
+    units = {n.scalable_unit for n in plan.nodes if n.gpu}
+    n_rails = max(len(n.rails) for n in plan.nodes)
+    assert len([o for o in objs if o["kind"] == "IPPool"]) == n_rails * len(units)
+    assert len([o for o in objs if o["kind"] == "MacvlanNetwork"]) == n_rails * len(units) * len(plan.tenants)
