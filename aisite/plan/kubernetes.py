@@ -58,6 +58,7 @@ def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
         nvidia_default_runtime=k.containerd.nvidia_default_runtime,
         mig_strategy=k.mig_strategy,
         rail_pod_addresses=site.fabric.rail_pod_addresses,
+        gpu_types=tuple(gpu_inventory(site)),
         scalable_unit=site.fabric.scalable_unit,
         chart_repositories=dict(k.chart_repositories),
     )

@@ -212,6 +212,7 @@ class KubernetesPlan:
     mig_strategy: str = "single"
     # Pods' rail interfaces: addresses per GPU node in each leaf block, and GPU nodes per scalable unit.
     rail_pod_addresses: int = 0
+    gpu_types: tuple[str, ...] = ()  # the site's GPU types, in the order its groups declare them
     scalable_unit: int = 32
     chart_repositories: dict[str, str] = field(default_factory=dict)
 

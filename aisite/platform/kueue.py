@@ -22,10 +22,6 @@ def flavor_name(gpu_type: str) -> str:
     return f"gpu-{gpu_type}"
 
 
-def gpu_types(plan: Plan) -> list[str]:
-    return list(dict.fromkeys(n.gpu.type for n in plan.nodes if n.gpu))
-
-
 def resource_flavors(plan: Plan) -> list[dict[str, Any]]:
     # Admitted pods land on nodes of the flavor's GPU type and tolerate the GPU taint those nodes carry.
     toleration = {"key": GPU_TAINT.key, "operator": "Equal", "value": GPU_TAINT.value, "effect": GPU_TAINT.effect}
@@ -37,7 +33,7 @@ def resource_flavors(plan: Plan) -> list[dict[str, Any]]:
             labels(plan),
             spec={"nodeLabels": {f"{LABEL_PREFIX}/gpu-type": g}, "tolerations": [toleration]},
         )
-        for g in gpu_types(plan)
+        for g in plan.kubernetes.gpu_types
     ]
 
 

@@ -14,6 +14,7 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
 from aisite.plan import LABEL_PREFIX, Plan, Switch, TenantPlan
+from aisite.plan.fabric import rail_host_address
 from aisite.platform.common import labels, obj
 from aisite.platform.tenants import in_tenant
 
@@ -62,7 +63,9 @@ def ip_pools(plan: Plan) -> list[dict[str, Any]]:
         # The hosts' own addresses are the top of the block (rail_host_address): never handed to pods. NV-IPAM
         # counts node ranges from network+1, so the bottom is theirs; the first range holds the gateway, which
         # the CNI never hands out, hence one address more per node than the site asks for.
-        hosts = (block.broadcast_address - k.scalable_unit, block.broadcast_address - 1)
+        first, last = (
+            rail_host_address(block, k.scalable_unit, p, k.rail_pod_addresses) for p in (0, k.scalable_unit - 1)
+        )
         out.append(
             obj(
                 NV_IPAM,
@@ -74,7 +77,7 @@ def ip_pools(plan: Plan) -> list[dict[str, Any]]:
                     "subnet": str(block),
                     "perNodeBlockSize": k.rail_pod_addresses + 1,
                     "gateway": str(gateway),
-                    "exclusions": [{"startIP": str(hosts[0]), "endIP": str(hosts[1])}],
+                    "exclusions": [{"startIP": str(first), "endIP": str(last)}],
                     "nodeSelector": {
                         "nodeSelectorTerms": [
                             {

@@ -11,12 +11,16 @@ from aisite.render.manifests import manifest_files
 
 
 def main() -> None:
+    # Every stack rendered first: a stack that fails to render leaves every committed directory as it was.
+    rendered = {}
     for stack in stack_names():
         plan = build_plan(load_site(stack))
-        site_dir = ROOT / "manifests" / plan.site
+        rendered[plan.site] = manifest_files(plan)
+    for site, files in rendered.items():
+        site_dir = ROOT / "manifests" / site
         shutil.rmtree(site_dir, ignore_errors=True)
-        written = write_bundle(manifest_files(plan), site_dir)
-        print(f"manifests/{plan.site}: {len(written)} file(s)")
+        written = write_bundle(files, site_dir)
+        print(f"manifests/{site}: {len(written)} file(s)")
 
 
 if __name__ == "__main__":

@@ -121,6 +121,9 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         "aisite_dns_servers": list(plan.dns_servers),
         # Every host's name and management address, so /etc/hosts needs no cross-host facts.
         "aisite_hosts": [{"name": n.name, "fqdn": n.fqdn, "address": n.management.address} for n in plan.nodes],
+        # Where the cluster layer fetches the admin kubeconfig and the platform play reads it: kubeconfig_path,
+        # relative to the playbooks so the inventory stays the same on every controller.
+        "aisite_kubeconfig": "{{ playbook_dir }}/../" + str(kubeconfig_path(plan.site).relative_to(ROOT)),
         "aisite_secrets": {
             name: {"username": s["username"], "env": secret_env(name)} for name, s in plan.secrets.items()
         },
