@@ -22,7 +22,15 @@ from aisite.model import (
     group_hardware,
 )
 from aisite.plan import FabricLayout, fabric_layout, group_rails, rail_block_prefix
-from aisite.plan.kubernetes import CNI_MANIFESTS, PINNED, SUPPORTED_MINORS, gpu_inventory, minor
+from aisite.plan.kubernetes import (
+    CNI_MANIFESTS,
+    PINNED,
+    SUPPORTED_MINORS,
+    gpu_inventory,
+    job_operator,
+    minor,
+    tenant_flavors,
+)
 
 PRIVATE_ASN_RANGES = ((64512, 65534), (4200000000, 4294967294))
 
@@ -549,31 +557,76 @@ def _check_tenants(site: Site, out: list[Problem]) -> None:
             out.append(Problem(f"site.kubernetes.tenants[{i}].name", f"tenant {t.name!r} is declared twice"))
         tenants.setdefault(t.name, t.gpu_quota if isinstance(t.gpu_quota, int) else sum(t.gpu_quota.values()))
     _check_quotas(site, out)
-    max_per_node = 0
-    gpu_nodes = 0
+    _check_workloads(site, out, {t.name for t in site.kubernetes.tenants})
+
+
+def _check_workloads(site: Site, out: list[Problem], tenants: set[str]) -> None:
+    """Each workload against its tenant's quota for its GPU type, the nodes of that type (how many, GPUs on each),
+    and the operator its job object needs."""
+    nodes: dict[str, list[int]] = {}  # GPU type -> GPUs per node, one entry per node
     for g in site.gpu_nodes:
-        gpu_nodes += g.size
-        if g.size:
-            max_per_node = max(max_per_node, group_hardware(g)[1])
+        gtype, count, *_ = group_hardware(g)
+        nodes.setdefault(gtype, []).extend([count] * g.size)
+    types = list(nodes)
+    quota = {t.name: dict(tenant_flavors(t, types)) for t in site.kubernetes.tenants}
+    addons = set(site.kubernetes.addons)
     names: set[str] = set()
     for i, w in enumerate(site.workloads):
         path = f"site.workloads[{i}]"
         if w.name in names:
             out.append(Problem(f"{path}.name", f"workload {w.name!r} is declared twice"))
         names.add(w.name)
+        gtype = w.gpu_type or (types[0] if types else "")
+        if w.gpu_type and w.gpu_type not in nodes:
+            out.append(
+                Problem(
+                    f"{path}.gpu_type", f"the site has no {w.gpu_type} nodes (it has: {', '.join(types) or 'none'})"
+                )
+            )
+            continue
+        if w.gpu_type is None and len(types) > 1:
+            out.append(
+                Problem(f"{path}.gpu_type", f"the site has GPU types {', '.join(types)}: name the one it runs on")
+            )
+            continue
+        need = w.nodes * w.gpus_per_node
         if w.tenant not in tenants:
             out.append(Problem(f"{path}.tenant", f"tenant {w.tenant!r} is not declared under site.kubernetes.tenants"))
-        elif w.nodes * w.gpus_per_node > tenants[w.tenant]:
+        elif need > quota[w.tenant].get(gtype, 0):
             out.append(
                 Problem(
                     path,
-                    f"needs {w.nodes * w.gpus_per_node} GPUs but tenant {w.tenant!r} has a quota of "
-                    f"{tenants[w.tenant]}",
+                    f"needs {need} {gtype} GPUs ({w.nodes} nodes x {w.gpus_per_node}) but tenant {w.tenant!r} has a "
+                    f"{gtype} quota of {quota[w.tenant].get(gtype, 0)}",
                 )
             )
-        if w.gpus_per_node > max_per_node:
+        fits = sorted((n for n in nodes.get(gtype, []) if n >= w.gpus_per_node), reverse=True)
+        if w.gpus_per_node > max(nodes.get(gtype, [0])):
             out.append(
-                Problem(f"{path}.gpus_per_node", f"{w.gpus_per_node} but the largest GPU node has {max_per_node}")
+                Problem(
+                    f"{path}.gpus_per_node",
+                    f"{w.gpus_per_node} but the largest {gtype} node has {max(nodes.get(gtype, [0]))}",
+                )
             )
-        if w.nodes > gpu_nodes:
-            out.append(Problem(f"{path}.nodes", f"{w.nodes} nodes but the site has {gpu_nodes} GPU nodes"))
+        elif w.nodes > len(fits):
+            out.append(
+                Problem(
+                    f"{path}.nodes",
+                    f"{w.nodes} nodes but the site has {len(fits)} {gtype} nodes with {w.gpus_per_node} GPUs or more",
+                )
+            )
+        if w.kind in ("ib-write-bw", "iperf3") and w.nodes < 2:
+            out.append(Problem(f"{path}.nodes", f"{w.kind} measures between nodes: give 2 or more"))
+        if w.kind in ("fio", "iperf3") and not w.image:
+            out.append(
+                Problem(
+                    f"{path}.image", f"{w.kind} has no pinned upstream image: name the site's image that has {w.kind}"
+                )
+            )
+        wanted = job_operator(w.kind, tuple(addons))
+        if wanted and wanted not in addons:
+            out.append(
+                Problem(
+                    f"{path}.kind", f"{w.kind} runs as a job of the {wanted} addon: add it to site.kubernetes.addons"
+                )
+            )

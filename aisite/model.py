@@ -339,11 +339,35 @@ class Kubernetes(Strict):
     mig_strategy: Literal["none", "single", "mixed"] = "single"
     # Chart name -> Helm repository (a mirror for air-gapped sites); unnamed charts use their upstream repository.
     chart_repositories: dict[str, str] = {}
+    # Registry the benchmark and training jobs' images are pulled from (a mirror for air-gapped sites); None: each
+    # image's upstream registry (nvcr.io, ghcr.io).
+    job_registry: str | None = None
     addons: list[Addon] = []
     tenants: list[Tenant] = []
 
 
-WorkloadKind = Literal["resnet50-train", "resnet50-infer", "tf-cnn-benchmarks", "nccl-allreduce", "ib-write-bw"]
+WorkloadKind = Literal[
+    "resnet50-train",
+    "resnet50-infer",
+    "resnet152-train",
+    "resnet152-infer",
+    "tf-cnn-benchmarks",
+    "nccl-allreduce",
+    "ib-write-bw",
+    "fio",
+    "iperf3",
+]
+
+
+class Thresholds(Strict):
+    """What `aisite bench report` requires of a workload's result; unset ones are not judged."""
+
+    # In the result's own unit (images/s, GB/s, Gb/s, MiB/s).
+    min_value: Annotated[float, Field(ge=0)] | None = None
+    # Of the published reference for the GPU type (DESIGN.md's table), e.g. 0.9.
+    min_fraction_of_reference: Annotated[float, Field(gt=0, le=2)] | None = None
+    # Throughput at N processes / (N x the single-process run), e.g. 0.9 for "near-linear".
+    min_scaling_efficiency: Annotated[float, Field(gt=0, le=1.5)] | None = None
 
 
 class Workload(Strict):
@@ -351,7 +375,14 @@ class Workload(Strict):
     kind: WorkloadKind
     tenant: str
     nodes: Annotated[int, Field(ge=1)] = 1
-    gpus_per_node: Annotated[int, Field(ge=1, le=64)] = 1
+    gpus_per_node: Annotated[int, Field(ge=0, le=64)] = 1
+    # The GPU type it runs on (a key of the catalog); default: the site's only or first GPU type.
+    gpu_type: str | None = None
+    # The job's image; default: the pinned one for its kind in the job registry (kubernetes.job_registry).
+    image: str | None = None
+    # Per process (ResNet), or per message/transfer (fio: block size in KiB) where the kind has one.
+    batch_size: Annotated[int, Field(ge=1)] | None = None
+    thresholds: Thresholds = Thresholds()
 
 
 class Nvidia(Strict):

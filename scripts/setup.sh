@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # ipmitool: the bmc role reads FRU and firmware data of IPMI BMCs with it. openssh-client: Ansible reaches hosts
-# (the lab's containers too) over SSH.
-APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool openssh-client)
+# (the lab's containers too) over SSH. iperf3, fio: the benchmark payloads' tools, run for real by the tests.
+APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool openssh-client iperf3 fio)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do

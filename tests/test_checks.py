@@ -223,8 +223,39 @@ def test_shape_errors_are_all_reported(lab: dict[str, Any]) -> None:
 def test_workload_beyond_tenant_quota(lab: dict[str, Any]) -> None:
     lab["workloads"][0]["gpus_per_node"] = 2
     found = problems(lab)
-    assert has(found, "site.workloads[0]", "needs 4 GPUs but tenant 'team-a' has a quota of 2")
-    assert has(found, "site.workloads[0].gpus_per_node", "largest GPU node has 1")
+    assert has(found, "site.workloads[0]", "needs 4 t4 GPUs (2 nodes x 2) but tenant 'team-a' has a t4 quota of 2")
+    assert has(found, "site.workloads[0].gpus_per_node", "largest t4 node has 1")
+
+
+def test_workloads_are_held_to_their_gpu_type_nodes_operator_and_image(lab: dict[str, Any]) -> None:
+    lab["workloads"] += [
+        {"name": "three", "kind": "resnet50-train", "tenant": "team-a", "nodes": 3, "gpus_per_node": 0},
+        {"name": "lonely", "kind": "ib-write-bw", "tenant": "team-a", "nodes": 1, "gpus_per_node": 0},
+        {"name": "noimage", "kind": "fio", "tenant": "team-a", "nodes": 1, "gpus_per_node": 0},
+        {"name": "v100", "kind": "fio", "tenant": "team-a", "gpu_type": "v100", "image": "x/fio:1"},
+    ]
+    lab["kubernetes"]["addons"].remove("mpi-operator")
+    found = problems(lab)
+    assert has(found, "site.workloads[0].kind", "nccl-allreduce runs as a job of the mpi-operator addon")
+    assert has(found, "site.workloads[1].kind", "resnet50-train runs as a job of the training-operator addon")
+    assert has(found, "site.workloads[3].nodes", "3 nodes but the site has 2 t4 nodes")
+    assert has(found, "site.workloads[4].nodes", "ib-write-bw measures between nodes")
+    assert has(found, "site.workloads[5].image", "fio has no pinned upstream image")
+    assert has(found, "site.workloads[6].gpu_type", "the site has no v100 nodes (it has: t4)")
+    # A site of two GPU types: each workload names its type, and is held to that type's quota.
+    dc1 = stack_data("dc1")
+    dc1["workloads"][0].pop("gpu_type")
+    dc1["workloads"][2]["gpu_type"] = "t4"
+    found = problems(dc1)
+    assert has(found, "site.workloads[0].gpu_type", "the site has GPU types t4, v100")
+    assert has(found, "site.workloads[2].gpus_per_node", "8 but the largest t4 node has 4")
+
+
+def test_thresholds_are_checked_for_shape(lab: dict[str, Any]) -> None:
+    lab["workloads"][1]["thresholds"] = {"min_scaling_efficiency": 3, "min_fraction": 0.9}
+    found = problems(lab)
+    assert has(found, "site.workloads[1].thresholds.min_scaling_efficiency", "less than or equal to 1.5")
+    assert has(found, "site.workloads[1].thresholds.min_fraction", "did you mean 'min_fraction_of_reference'")
 
 
 def test_roce_profile_consistency(lab: dict[str, Any]) -> None:

@@ -90,6 +90,10 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
         "manifests/rails.yaml",
         "manifests/storage.yaml",
         "manifests/tenant-team-a.yaml",
+        "manifests/workloads/iperf3.yaml",
+        "manifests/workloads/nccl-allreduce.yaml",
+        "manifests/workloads/resnet50-train.yaml",
+        "manifests/workloads/team-a.yaml",
         "plan.json",
     ]
     # What `make manifests` commits for the site is what render writes.
@@ -109,14 +113,20 @@ def test_plan_json_matches_the_human_table() -> None:
 
 
 def test_deploy_runs_a_layer_through_ansible_runner_and_prints_the_recap() -> None:
-    """The workloads layer is still only the controller-side preflight checks, so no lab is needed (and nothing is
-    contacted: the other layers reach for BMCs, switches and nodes); the whole site.yml against a running lab is
-    tested in tests/test_lab_integration.py."""
+    """The workloads layer is controller-side (preflight checks, then the jobs for an API server the lab does not
+    have), so no lab is needed (and nothing is contacted: the other layers reach for BMCs, switches and nodes); the
+    whole site.yml against a running lab is tested in tests/test_lab_integration.py."""
     r = run_cli("deploy", "lab", "--layer", "workloads", "--json", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["status"] == "successful"
-    assert set(doc["recap"]) == {"cp01"}
+    assert set(doc["recap"]) == {"cp01", "localhost"}
+    # No cluster here: the job files are named as skipped, with why; none is applied.
+    (reason,) = doc["skipped"]["localhost"]["workloads"]
+    assert (
+        "4 job files (workloads/team-a.yaml, workloads/nccl-allreduce.yaml" in reason and "no Kubernetes API" in reason
+    )
+    assert doc["recap"]["localhost"]["changed"] == 0
     assert all(h["failed"] == 0 and h["ok"] > 0 for h in doc["recap"].values())
     assert LAB_SECRET not in r.stdout + r.stderr
     human = run_cli("deploy", "lab", "--layer", "workloads", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
@@ -126,9 +136,11 @@ def test_deploy_runs_a_layer_through_ansible_runner_and_prints_the_recap() -> No
     record = ROOT / ".aisite" / "lab" / "deploys" / "workloads.json"
     kept = json.loads(record.read_text())
     assert kept["status"] == "successful" and kept["playbook"] == "playbooks/workloads.yml" and kept["check"] is False
-    assert set(kept["recap"]) == {"cp01"} and LAB_SECRET not in record.read_text()
+    assert set(kept["recap"]) == {"cp01", "localhost"} and LAB_SECRET not in record.read_text()
     # A line per task.
-    assert "Workloads | Tenants and jobs | Preflight | Check every workload names a declared tenant" in human.stderr
+    assert "Workloads | Preflight on the control plane | Preflight | Check every workload names a declared tenant" in (
+        human.stderr
+    )
 
 
 def test_deploy_without_the_secret_is_invalid_input() -> None:
@@ -200,7 +212,7 @@ def test_deploy_changed_runs_only_the_layers_whose_trigger_moved(tmp_path: Path)
     from aisite.plan import build_plan
     from aisite.playbooks import layer_trigger, platform_text
     from aisite.render.inventory import inventory, to_yaml
-    from aisite.render.manifests import manifest_files
+    from aisite.render.manifests import layer_files, manifest_files
 
     stack = tmp_path / "Pulumi.chgtest.yaml"
     stack.write_text((ROOT / "stacks" / "Pulumi.lab.yaml").read_text().replace("name: lab\n", "name: chgtest\n"))
@@ -210,15 +222,18 @@ def test_deploy_changed_runs_only_the_layers_whose_trigger_moved(tmp_path: Path)
         # Every layer but the controller-only workloads layer as if applied: only that one may run (no lab here).
         applied = {n: layer_trigger(n, text) for n in ("oob", "fabric", "hosts", "cluster")}
         plan = build_plan(load_site(stack))
-        applied["platform"] = layer_trigger("platform", text, platform_text(manifest_files(plan)))
+        files = layer_files(manifest_files(plan))
+        applied["platform"] = layer_trigger("platform", text, platform_text(files["platform"]))
         save_triggers("chgtest", applied)
         r = run_cli("deploy", str(stack), "--changed", "--limit", "cp01", "--json", env=env)
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["layers"] == ["workloads"] and "workloads" not in applied_triggers("chgtest")
         r = run_cli("deploy", str(stack), "--changed", "--json", env=env)
         doc = json.loads(r.stdout)
-        assert r.returncode == 0 and doc["layers"] == ["workloads"] and set(doc["recap"]) == {"cp01"}, r.stderr
-        assert applied_triggers("chgtest")["workloads"] == layer_trigger("workloads", text)
+        assert r.returncode == 0 and doc["layers"] == ["workloads"] and set(doc["recap"]) == {"cp01", "localhost"}
+        assert applied_triggers("chgtest")["workloads"] == layer_trigger(
+            "workloads", text, platform_text(files["workloads"])
+        )
         again = run_cli("deploy", str(stack), "--changed", env=env)
         assert again.returncode == 0 and "nothing to run" in again.stdout, again.stdout + again.stderr
         assert run_cli("deploy", str(stack), "--changed", "--layer", "oob", env=env).returncode == 2

@@ -394,6 +394,44 @@ def test_hosts_have_the_baseline_rails_and_nfs(up: subprocess.CompletedProcess[s
     assert stor.name in {e.server for e in plan.exports}
 
 
+def test_bench_runs_ddp_and_iperf3_over_the_rails_and_reports_them(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    """The ResNet payload as DDP across both GPU nodes (gloo on their rails) and iperf3 across rails, for real; the
+    switches' counters show where the traffic went; the report judges what the site asks and plots the series."""
+    results = ROOT / ".aisite" / SITE / "results"
+    shutil.rmtree(results, ignore_errors=True)
+    r = run_cli("bench", "run", str(stack_file), "resnet50-train", "--steps", "2", "--json", env=BMC_ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = {d["world_size"]: d for d in json.loads(r.stdout)}
+    gpus = plan.by_role("gpu")
+    assert sorted(runs) == [1, 2, 2 * len(gpus[0].rails)]
+    for size, d in runs.items():
+        assert d["value"] > 0 and len(d["per_process"]) == size and d["params"]["lab"] is True
+        assert d["backend"] == ("gloo" if size > 1 else None) and d["device"]["type"] == "cpu"
+    # One process per node, each on rail 0: the gradients crossed rail 0's leaf, and the spines stayed quiet
+    # (rail-aligned traffic within a scalable unit never leaves its leaf).
+    two = runs[2]
+    assert two["params"]["placement"] == [f"{n.name}:{n.rails[0].interface}:{n.rails[0].address}" for n in gpus[:2]]
+    moved = two["params"]["fabric_tx_bytes"]
+    leaf0 = gpus[0].rails[0].leaf
+    assert moved[leaf0] > 25_557_032 * 4, moved  # at least one fp32 gradient's worth through rail 0's leaf
+    assert all(moved[s.name] < moved[leaf0] / 100 for s in plan.switches_by_role("spine")), moved
+    r = run_cli("bench", "run", str(stack_file), "iperf3", "--seconds", "2", "--json", env=BMC_ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (iperf,) = json.loads(r.stdout)
+    spines = sum(iperf["params"]["fabric_tx_bytes"][s.name] for s in plan.switches_by_role("spine"))
+    assert iperf["unit"] == "Gb/s" and iperf["value"] > 0 and spines > iperf["value"] * 1e9 / 8, iperf
+    report = run_cli("bench", "report", str(stack_file), "--json", env=BMC_ENV)
+    doc = json.loads(report.stdout)
+    rows = {(row["workload"], row["processes"]): row for row in doc["rows"]}
+    assert set(rows) == {("resnet50-train", n) for n in runs} | {("iperf3", 1)}
+    assert all(row["reference"] is None for key, row in rows.items() if key[0] == "resnet50-train")
+    assert rows[("iperf3", 1)]["verdict"] == ("pass" if iperf["value"] >= 0.5 else "fail")
+    assert report.returncode == (0 if iperf["value"] >= 0.5 else 1)
+    assert Path(doc["plot"]).read_bytes()[:4] == b"\x89PNG"
+
+
 def test_cluster_layer_runs_containerd_and_writes_kubeadm_and_kube_vip(
     up: subprocess.CompletedProcess[str], plan: Plan
 ) -> None:

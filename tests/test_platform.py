@@ -21,7 +21,7 @@ import yaml
 
 from aisite.loader import load_site
 from aisite.plan import Plan, build_plan
-from aisite.platform import charts, objects, remote_manifests
+from aisite.platform import charts, jobs, objects, remote_manifests
 from aisite.platform.kueue import flavor_name
 from aisite.platform.rails import rail_interfaces
 from tests.conftest import ROOT, STACKS
@@ -31,7 +31,14 @@ SHARED = Path(os.environ.get("AISITE_SHARED", ROOT.parent / "shared"))
 SUBCHARTS = {"grafana", "kube-state-metrics", "prometheus-node-exporter", "node-feature-discovery", "jobset", "crds"}
 # Values a chart documents as a commented example rather than a default: (chart, path) -> the comment that shows it.
 DOCUMENTED = {("gpu-operator", ("dcgmExporter", "config")): "  # config:\n    # name: custom-dcgm-exporter-metrics"}
-CUSTOM_GROUPS = ("kueue.x-k8s.io", "monitoring.coreos.com", "mellanox.com", "nv-ipam.nvidia.com", "kubeflow.org")
+CUSTOM_GROUPS = (
+    "kueue.x-k8s.io",
+    "monitoring.coreos.com",
+    "mellanox.com",
+    "nv-ipam.nvidia.com",
+    "kubeflow.org",
+    "trainer.kubeflow.org",
+)
 
 
 @pytest.fixture(scope="module", params=STACKS)
@@ -82,7 +89,8 @@ def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
 
 def test_custom_resources_pass_their_crds(plan: Plan) -> None:
     schemas = crd_schemas()
-    custom = [o for objs in objects(plan).values() for o in objs if o["apiVersion"].split("/")[0] in CUSTOM_GROUPS]
+    every = (objects(plan) | jobs(plan)).values()
+    custom = [o for objs in every for o in objs if o["apiVersion"].split("/")[0] in CUSTOM_GROUPS]
     assert custom, "every shipped stack uses Kueue"
     for o in custom:
         key = (o["apiVersion"], o["kind"])
@@ -287,3 +295,47 @@ def test_rail_networks_and_devices_follow_the_plan(plan: Plan) -> None:
         assert all(n["spec"]["mtu"] == plan.roce.host_mtu for n in mine)
         quota = next(o for o in files[f"tenant-{t.name}.yaml"] if o["metadata"]["name"] == "rail-quota")
         assert quota["spec"]["hard"] == {f"requests.rdma/rail{r}": str(t.gpu_quota) for r in names}
+
+
+def test_jobs_are_sized_from_the_plan_with_the_fabric_settings(plan: Plan) -> None:
+    """Every workload's job: its GPUs and one RDMA device per rail, the rail networks of its unit, NCCL's RoCE
+    settings, the tenant's queue, the payloads and datasets mounted, /dev/shm sized; results in one schema."""
+    rails = sorted({r.index for n in plan.nodes for r in n.rails})
+    rendered = jobs(plan)
+    assert set(rendered) == {f"workloads/{w.name}.yaml" for w in plan.workloads} | {
+        f"workloads/{t}.yaml" for t in {w.tenant for w in plan.workloads}
+    }
+    for w in plan.workloads:
+        (job,) = [o for o in rendered[f"workloads/{w.name}.yaml"] if o["kind"] != "Service"]
+        assert job["metadata"]["namespace"] == w.namespace
+        assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "jobs"
+        text = json.dumps(job)
+        assert '"NCCL_IB_TC", "value": "106"' in text and '"NCCL_IB_GID_INDEX", "value": "3"' in text
+        assert '"NCCL_IB_HCA", "value": "=' + ",".join(f"mlx5_{r}" for r in rails) + '"' in text
+        if job["kind"] == "MPIJob":
+            worker = job["spec"]["mpiReplicaSpecs"]["Worker"]
+            assert worker["replicas"] == w.nodes and job["spec"]["slotsPerWorker"] == max(1, w.gpus_per_node)
+            pod = worker["template"]
+            limits = pod["spec"]["containers"][0]["resources"]["limits"]
+        elif job["kind"] == "TrainJob":
+            t = job["spec"]["trainer"]
+            assert (t["numNodes"], t["numProcPerNode"]) == (w.nodes, w.gpus_per_node)
+            limits = t["resourcesPerNode"]["limits"]
+            pod = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+            pod = pod["template"]["spec"]["template"]
+        else:
+            pod = job["spec"]["template"]
+            limits = pod["spec"]["containers"][0]["resources"]["limits"]
+        assert limits.get("nvidia.com/gpu") == (str(w.gpus_per_node) if w.gpus_per_node else None)
+        assert {k: v for k, v in limits.items() if k.startswith("rdma/")} == {f"rdma/rail{r}": "1" for r in rails}
+        networks = pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")
+        assert [n.rsplit("-su", 1)[0] for n in networks] == [f"{w.tenant}-rail{r}" for r in rails]
+        vols = {v["name"]: v for v in pod["spec"]["volumes"]}
+        assert vols["payloads"]["configMap"]["name"] == "aisite-payloads"
+        assert vols["datasets"]["persistentVolumeClaim"]["claimName"] == "datasets"
+        assert vols["dshm"]["emptyDir"]["sizeLimit"] == f"{max(1, w.gpus_per_node) * 8}Gi"
+    for t in {w.tenant for w in plan.workloads}:
+        cm = next(o for o in rendered[f"workloads/{t}.yaml"] if o["kind"] == "ConfigMap")
+        assert (
+            set(cm["data"]) == {"result.py", "resnet.py", "tools.py"} and "aisite.bench/v1" in cm["data"]["result.py"]
+        )

@@ -17,13 +17,14 @@ from pulumi.runtime.mocks import MockMonitor
 
 from aisite.loader import parse_site
 from aisite.plan import build_plan
-from aisite.platform import charts, objects, remote_manifests
+from aisite.platform import charts, jobs, objects, remote_manifests
 from aisite.playbooks import layer_trigger
 from aisite.render.inventory import inventory_yaml, secret_env
 from tests.conftest import ROOT, STACKS, stack_data
 
 LAYERS = ["oob", "fabric", "hosts", "cluster", "platform", "workloads"]
 ANSIBLE_LAYERS = [layer for layer in LAYERS if layer != "platform"]  # the Platform layer talks to the API itself
+JOBS = "aisite:site:Jobs"  # the Workloads layer's jobs on the cluster, beside its Ansible command
 SECRET = "pulumi-secret-value"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 
@@ -106,7 +107,9 @@ def test_program_registers_the_site_and_its_layers_in_order(stack: str) -> None:
         by_type.setdefault(r.type, []).append(r)
     assert [r.name for r in by_type["aisite:site:Site"]] == [stack]
     expected_types = ["OutOfBand", "Fabric", "Hosts", "Cluster", "Platform", "Workloads"]
-    components = [r for r in monitor.registered if r.type.startswith("aisite:site:") and r.type != "aisite:site:Site"]
+    components = [
+        r for r in monitor.registered if r.type.startswith("aisite:site:") and r.type not in ("aisite:site:Site", JOBS)
+    ]
     assert [r.type.rsplit(":", 1)[1] for r in components] == expected_types
     assert [r.name for r in components] == [f"{stack}-{layer}" for layer in LAYERS]
     site_urn = next(r for r in monitor.registered if r.type == "aisite:site:Site")
@@ -128,10 +131,11 @@ def test_program_registers_the_site_and_its_layers_in_order(stack: str) -> None:
         # Under the OutOfBand layer, after its play, protected (a deleted node must not be powered off by mistake).
         assert b.parent.endswith(f"::{stack}-oob") and b.protect
         assert any(d.endswith(f"::{stack}-oob-ansible") for d in b.dependencies), b.dependencies
-    # provider, a release per chart, a manifest per remote operator, a group per file
+    # provider, a release per chart, a manifest per remote operator, a group per file; the jobs and their files
     platform = 1 + len(charts(plan)) + len(remote_manifests(plan)) + len(objects(plan))
-    # stack, site, layers, commands, BMCs, the platform's resources
-    assert len(monitor.registered) == 1 + 1 + 6 + 5 + len(plan.nodes) + platform
+    workloads = 1 + len(jobs(plan))
+    # stack, site, layers, commands, BMCs, the platform's resources, the jobs
+    assert len(monitor.registered) == 1 + 1 + 6 + 5 + len(plan.nodes) + platform + workloads
 
 
 def test_bmc_states_carry_the_plan_and_a_secret_password(stack: str) -> None:
@@ -239,13 +243,14 @@ def test_platform_talks_to_the_cluster_through_the_secret_kubeconfig(
     on_cluster = [
         r for r in monitor.registered if r.type.startswith("kubernetes:") and r.type != "pulumi:providers:kubernetes"
     ]
-    assert on_cluster and all(r.parent.endswith(f"::{stack}-platform") for r in on_cluster)
+    assert on_cluster and all(r.parent.endswith((f"::{stack}-platform", f"::{stack}-jobs")) for r in on_cluster)
     # Registration order follows when dependencies resolve, so the names as a set; stable, derived from the site.
     names = sorted(r.name for r in on_cluster)
     assert names == sorted(
         [f"{stack}-{c.release}" for c in charts(plan)]
         + [f"{stack}-{m.name}" for m in remote_manifests(plan)]
         + [f"{stack}-objects-{f.removesuffix('.yaml')}" for f in objects(plan)]
+        + [f"{stack}-{f.removesuffix('.yaml').replace('/', '-')}" for f in jobs(plan)]
     )
 
 
@@ -285,3 +290,25 @@ def test_rail_networks_wait_for_the_network_operator(stack: str) -> None:
     n_rails = max(len(n.rails) for n in plan.nodes)
     assert len([o for o in objs if o["kind"] == "IPPool"]) == n_rails * len(units)
     assert len([o for o in objs if o["kind"] == "MacvlanNetwork"]) == n_rails * len(units) * len(plan.tenants)
+
+
+def test_jobs_wait_for_their_operator_and_the_tenants_objects(stack: str) -> None:
+    """Each workload's file is applied after the Workloads layer, through the Platform's provider, after the operator
+    that defines its kind (MPI Operator manifest, trainer chart) and the tenants' files (queue, networks)."""
+    mocks, monitor = run_program(stack, stack_data(stack))
+    plan = build_plan(parse_site(stack_data(stack)))
+    by_name = {r.name: r for r in monitor.registered}
+    assert by_name[f"{stack}-jobs"].type == "aisite:site:Jobs"
+    assert any(d.endswith(f"::{stack}-workloads-ansible") for d in by_name[f"{stack}-jobs"].dependencies)
+    for w in plan.workloads:
+        group = by_name[f"{stack}-workloads-{w.name}"]
+        deps = group.dependencies
+        kinds = {o["kind"] for o in mocks.inputs[group.name]["objs"]}
+        if w.operator == "mpi-operator":
+            assert kinds == {"MPIJob"} and any(d.endswith(f"::{stack}-mpi-operator") for d in deps), deps
+        elif w.operator == "training-operator":
+            assert kinds == {"TrainJob"} and any(d.endswith(f"::{stack}-kubeflow-trainer") for d in deps), deps
+        else:
+            assert "Job" in kinds
+        for t in plan.tenants:
+            assert any(d.endswith(f"::{stack}-objects-tenant-{t.name}") for d in deps), deps

@@ -14,7 +14,7 @@ import yaml
 
 from aisite.loader import load_site
 from aisite.plan import build_plan
-from aisite.platform import objects
+from aisite.platform import jobs, objects
 from aisite.render.bundle import bundle
 from aisite.render.inventory import inventory, inventory_yaml
 from aisite.render.manifests import manifest_files
@@ -91,7 +91,7 @@ def test_ansible_inventory_parses_the_rendering(plan, tmp_path: Path) -> None:  
 
 def test_manifests_pass_the_kubernetes_schemas(plan) -> None:  # type: ignore[no-untyped-def]
     version = plan.kubernetes.version
-    objs = [o for group in objects(plan).values() for o in group]
+    objs = [o for group in (objects(plan) | jobs(plan)).values() for o in group]
     assert objs, "every shipped stack declares tenants"
     for obj in objs:
         if obj["apiVersion"].split("/")[0] in CUSTOM_GROUPS:

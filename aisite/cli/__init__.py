@@ -1,5 +1,5 @@
 """The `aisite` command: validate, plan, render and deploy a site without the Pulumi engine; the out-of-band
-network and the emulated lab. One module per concern; each registers its commands on the shared app.
+network, the emulated lab and benchmarks. One module per concern; each registers its commands on the shared app.
 
 Exit codes: 0 ok; 2 invalid input (every problem on stderr as `path: message`, nothing written); 1 any other
 failure.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from aisite.cli import deploy, lab, oob, site
+from aisite.cli import bench, deploy, lab, oob, site
 from aisite.cli.common import EXIT_FAILED, app
 
 __all__ = ["app", "main"]
@@ -22,6 +22,7 @@ app.command()(deploy.deploy)
 app.command()(deploy.cabling)
 app.add_typer(oob.oob_app, name="oob")
 app.add_typer(lab.lab_app, name="lab")
+app.add_typer(bench.bench_app, name="bench")
 app.command(hidden=True)(deploy.play)
 
 

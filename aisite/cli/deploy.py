@@ -22,7 +22,7 @@ from aisite.loader import resolve_stack
 from aisite.playbooks import layer_trigger, platform_text
 from aisite.render.bundle import write_bundle
 from aisite.render.inventory import inventory, to_yaml
-from aisite.render.manifests import manifest_files
+from aisite.render.manifests import layer_files, manifest_files
 from aisite.secrets import resolve
 
 
@@ -140,9 +140,8 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     # The platform's charts and objects, rendered for the platform play (and part of its layer's trigger).
     platform = manifest_files(p)
     # One definition of "changed" with the Pulumi layers: the trigger of each layer.
-    triggers = {
-        name: layer_trigger(name, text, platform_text(platform) if name == "platform" else "") for name in LAYERS
-    }
+    applies = layer_files(platform)
+    triggers = {name: layer_trigger(name, text, platform_text(applies.get(name, {}))) for name in LAYERS}
     if changed:
         applied = applied_triggers(p.site)
         runs = [[name] for name in LAYERS if applied.get(name) != triggers[name]]
@@ -155,7 +154,8 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         write_bundle(platform, Path(platform_dir))
         extravars = {
             "platform_dir": platform_dir,
-            "platform_files": json.dumps([name for name in platform if not name.startswith("charts/")]),
+            "platform_files": json.dumps([name for name in applies["platform"] if not name.startswith("charts/")]),
+            "workload_files": json.dumps(list(applies["workloads"])),
         }
         if one_time_boot:
             extravars["bmc_one_time_boot"] = one_time_boot

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from aisite.plan import Plan
-from aisite.platform import Chart, charts, objects, remote_manifests
+from aisite.platform import Chart, charts, jobs, objects, remote_manifests
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class Platform(pulumi.ComponentResource):
             applied = k8s.yaml.v2.ConfigFile(f"{site}-{m.name}", file=m.url, opts=on_cluster)
             providing |= dict.fromkeys(m.provides, applied)
         # A file's objects wait for the releases whose CRDs they use (and every release's webhooks, through them).
+        self.providing = providing
         self.groups: dict[str, k8s.yaml.v2.ConfigGroup] = {}
         for name, objs in objects(args.plan).items():
             needs = list(dict.fromkeys(providing[o["kind"]] for o in objs if o["kind"] in providing))
@@ -66,3 +67,30 @@ class Platform(pulumi.ComponentResource):
         self.register_outputs(
             {"releases": {name: r.status for name, r in self.releases.items()}, "objects": list(self.groups)}
         )
+
+
+@dataclass(frozen=True)
+class JobsArgs:
+    plan: Plan
+    platform: Platform
+
+
+class Jobs(pulumi.ComponentResource):
+    """The Workloads layer's jobs (aisite.platform.jobs, the files `render` writes under workloads/), created
+    suspended in the tenants' queues once the operators that define them and the tenants' objects exist."""
+
+    def __init__(self, args: JobsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        site = args.plan.site
+        super().__init__("aisite:site:Jobs", f"{site}-jobs", None, opts)
+        p = args.platform
+        on_cluster = pulumi.ResourceOptions(parent=self, provider=p.provider)
+        tenant_files: list[pulumi.Resource] = list(p.groups.values())
+        self.groups: dict[str, k8s.yaml.v2.ConfigGroup] = {}
+        for name, objs in jobs(args.plan).items():
+            needs = list(dict.fromkeys(p.providing[o["kind"]] for o in objs if o["kind"] in p.providing))
+            self.groups[name] = k8s.yaml.v2.ConfigGroup(
+                f"{site}-{name.removesuffix('.yaml').replace('/', '-')}",
+                objs=objs,
+                opts=pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=needs + tenant_files)),
+            )
+        self.register_outputs({"jobs": list(self.groups)})

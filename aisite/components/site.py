@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pulumi
 
 from aisite.components.layers import AnsibleLayer, Cluster, Fabric, Hosts, LayerArgs, OutOfBand, Workloads
-from aisite.components.platform import Platform, PlatformArgs
+from aisite.components.platform import Jobs, JobsArgs, Platform, PlatformArgs
 from aisite.plan import Plan
 from aisite.render.inventory import inventory_yaml
 
@@ -38,4 +38,9 @@ class SiteDeployment(pulumi.ComponentResource):
                     pulumi.ResourceOptions(parent=self, depends_on=[layer]),
                 )
                 previous = self.platform
+            if isinstance(layer, Workloads):
+                self.jobs = Jobs(
+                    JobsArgs(plan=args.plan, platform=self.platform),
+                    pulumi.ResourceOptions(parent=self, depends_on=[layer]),
+                )
         self.register_outputs({name: layer.trigger for name, layer in self.layers.items()})

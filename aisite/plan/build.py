@@ -26,7 +26,7 @@ from aisite.plan.fabric import (
     rail_host_address,
     roce_qos,
 )
-from aisite.plan.kubernetes import kubernetes_plan, tenant_plans
+from aisite.plan.kubernetes import kubernetes_plan, tenant_plans, workload_plans
 from aisite.plan.pools import Pool, explicit_addresses
 from aisite.plan.types import (
     GPU_TAINT,
@@ -46,7 +46,6 @@ from aisite.plan.types import (
     Plan,
     Rail,
     Switch,
-    WorkloadPlan,
 )
 
 
@@ -387,10 +386,7 @@ def build_plan(site: Site) -> Plan:
         roce=roce_qos(site),
         kubernetes=kubernetes_plan(site, nodes),
         tenants=tenant_plans(site),
-        workloads=tuple(
-            WorkloadPlan(w.name, w.kind, w.tenant, f"tenant-{w.tenant}", w.nodes, w.gpus_per_node)
-            for w in site.workloads
-        ),
+        workloads=workload_plans(site),
         secrets={
             name: {
                 "username": s.username,

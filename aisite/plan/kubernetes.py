@@ -4,7 +4,7 @@ of the pinned components with the Kubernetes releases they support."""
 from __future__ import annotations
 
 from aisite.model import Site, Tenant, group_hardware
-from aisite.plan.types import KubernetesPlan, Node, RegistryPlan, TenantPlan
+from aisite.plan.types import KubernetesPlan, Node, RegistryPlan, TenantPlan, WorkloadPlan, WorkloadThresholds
 
 API_PORT = 6443
 DNS_DOMAIN = "cluster.local"
@@ -61,6 +61,7 @@ def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
         gpu_types=tuple(gpu_inventory(site)),
         scalable_unit=site.fabric.scalable_unit,
         chart_repositories=dict(k.chart_repositories),
+        job_registry=k.job_registry,
     )
 
 
@@ -98,3 +99,39 @@ def tenant_plans(site: Site) -> tuple[TenantPlan, ...]:
             )
         )
     return tuple(out)
+
+
+# The operator whose custom resource runs each workload kind (None: a batch Job, no operator needed).
+MPI_KINDS = frozenset({"nccl-allreduce", "tf-cnn-benchmarks"})
+TRAINER_KINDS = frozenset({"resnet50-train", "resnet50-infer", "resnet152-train", "resnet152-infer"})
+
+
+def job_operator(kind: str, addons: set[str] | frozenset[str] | tuple[str, ...]) -> str | None:
+    """mpi-operator for MPI jobs; training-operator (the Kubeflow trainer, TrainJob) for the PyTorch payload, or
+    an MPIJob of the payload where only the MPI Operator is installed; None for batch Jobs (fio, ib_write_bw,
+    iperf3)."""
+    if kind in MPI_KINDS:
+        return "mpi-operator"
+    if kind in TRAINER_KINDS:
+        return "mpi-operator" if "training-operator" not in addons and "mpi-operator" in addons else "training-operator"
+    return None
+
+
+def workload_plans(site: Site) -> tuple[WorkloadPlan, ...]:
+    types = list(gpu_inventory(site))
+    return tuple(
+        WorkloadPlan(
+            w.name,
+            w.kind,
+            w.tenant,
+            f"tenant-{w.tenant}",
+            w.nodes,
+            w.gpus_per_node,
+            w.gpu_type or (types[0] if types else ""),
+            w.image,
+            w.batch_size,
+            WorkloadThresholds(**w.thresholds.model_dump()),
+            job_operator(w.kind, tuple(site.kubernetes.addons)),
+        )
+        for w in site.workloads
+    )

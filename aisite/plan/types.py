@@ -171,6 +171,13 @@ class TenantPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadThresholds:
+    min_value: float | None = None
+    min_fraction_of_reference: float | None = None
+    min_scaling_efficiency: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadPlan:
     name: str
     kind: str
@@ -178,6 +185,11 @@ class WorkloadPlan:
     namespace: str
     nodes: int
     gpus_per_node: int
+    gpu_type: str  # the catalog's GPU type it runs on ("" on a site without GPUs)
+    image: str | None
+    batch_size: int | None
+    thresholds: WorkloadThresholds
+    operator: str | None  # the addon whose custom resource runs it (mpi-operator, training-operator); None: a Job
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +227,7 @@ class KubernetesPlan:
     gpu_types: tuple[str, ...] = ()  # the site's GPU types, in the order its groups declare them
     scalable_unit: int = 32
     chart_repositories: dict[str, str] = field(default_factory=dict)
+    job_registry: str | None = None  # replaces the upstream registry of the jobs' images
 
 
 @dataclass(frozen=True, slots=True)

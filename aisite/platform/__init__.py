@@ -9,13 +9,14 @@ from typing import Any
 
 from aisite.plan import Plan
 from aisite.platform.charts import Chart, RemoteManifest, charts, remote_manifests
+from aisite.platform.jobs import jobs
 from aisite.platform.kueue import kueue_objects, local_queue
 from aisite.platform.monitoring import monitoring_objects
 from aisite.platform.rails import rail_objects, rail_quota
 from aisite.platform.storage import storage_classes
 from aisite.platform.tenants import tenant_objects
 
-__all__ = ["Chart", "RemoteManifest", "charts", "objects", "remote_manifests"]
+__all__ = ["Chart", "RemoteManifest", "charts", "jobs", "objects", "remote_manifests"]
 
 
 def objects(plan: Plan) -> dict[str, list[dict[str, Any]]]:

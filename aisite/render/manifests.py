@@ -1,15 +1,30 @@
-"""`manifests/<site>/`: the platform's objects as YAML files, and its charts as values files with an index."""
+"""`manifests/<site>/`: the platform's objects as YAML files, its charts as values files with an index, and the
+workloads' jobs under workloads/."""
 
 from __future__ import annotations
 
 from aisite.plan import Plan
-from aisite.platform import charts, objects, remote_manifests
+from aisite.platform import charts, jobs, objects, remote_manifests
 from aisite.render.inventory import to_yaml
+
+WORKLOADS_DIR = "workloads/"  # the Workloads layer's files; the rest is the Platform layer's
+
+
+def layer_files(files: dict[str, str]) -> dict[str, dict[str, str]]:
+    """The rendered files each Kubernetes layer applies (and its trigger hashes): workloads/ the Workloads layer's,
+    everything else the Platform layer's."""
+    return {
+        "platform": {k: v for k, v in files.items() if not k.startswith(WORKLOADS_DIR)},
+        "workloads": {k: v for k, v in files.items() if k.startswith(WORKLOADS_DIR)},
+    }
 
 
 def manifest_files(plan: Plan) -> dict[str, str]:
     header = f"# Rendered by aisite for site {plan.site}; do not edit.\n"
-    files = {name: header + "".join("---\n" + to_yaml(obj) for obj in objs) for name, objs in objects(plan).items()}
+    files = {
+        name: header + "".join("---\n" + to_yaml(obj) for obj in objs)
+        for name, objs in (objects(plan) | jobs(plan)).items()
+    }
     index = [
         {
             "release": c.release,

@@ -1,0 +1,98 @@
+"""The payloads' result lines, read back: validated against the schema, stored per site, loaded for the report."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from aisite.loader import ROOT
+from aisite.payloads.result import SCHEMA
+
+
+class Device(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["cuda", "cpu", "nic", "nfs"]
+    name: str
+    count: int = Field(ge=0)
+
+
+class Result(BaseModel):
+    """One payload run (aisite/payloads/result.py writes it; README there has the fields)."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_: Literal["aisite.bench/v1"] = Field(alias="schema")
+    workload: str
+    kind: str
+    metric: str
+    unit: str
+    value: float = Field(ge=0)
+    per_process: list[float]
+    world_size: int = Field(ge=1)
+    nodes: int = Field(ge=1)
+    processes_per_node: int = Field(ge=1)
+    device: Device
+    backend: str | None
+    params: dict[str, Any]
+    host: str
+    started: str
+    seconds: float = Field(ge=0)
+    tool: dict[str, str]
+
+    def doc(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True)
+
+
+class CollectError(ValueError):
+    """Output that should hold a result and does not, or holds one that breaks the schema."""
+
+
+def collect(text: str, what: str = "output") -> list[Result]:
+    """Every result line in a payload's output (other lines are the tool's own log). A line that claims the schema
+    but does not satisfy it is an error, not skipped: a broken payload must not pass unnoticed."""
+    found: list[Result] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not (line.startswith("{") and SCHEMA in line):
+            continue
+        try:
+            found.append(Result.model_validate(json.loads(line)))
+        except (ValueError, ValidationError) as exc:
+            raise CollectError(f"{what}:{n}: not a valid {SCHEMA} result: {exc}") from None
+    return found
+
+
+def results_dir(site: str) -> Path:
+    return ROOT / ".aisite" / site / "results"
+
+
+def save(site: str, result: Result) -> Path:
+    """One file per run: <workload>-<processes>p-<start time>.json (a later run of the same size supersedes it)."""
+    d = results_dir(site)
+    d.mkdir(parents=True, exist_ok=True)
+    stamp = re.sub(r"[^0-9T]", "", result.started)[:15]
+    path = d / f"{result.workload}-{result.world_size}p-{stamp}.json"
+    path.write_text(json.dumps(result.doc(), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def load(site: str) -> tuple[list[Result], list[str]]:
+    """All stored results of a site, and the files that could not be read (named, with why)."""
+    results, problems = [], []
+    for path in sorted(results_dir(site).glob("*.json")):
+        try:
+            results.append(Result.model_validate_json(path.read_text()))
+        except (OSError, ValidationError) as exc:
+            problems.append(f"{path}: {str(exc).splitlines()[0]}")
+    return results, problems
+
+
+def latest(results: list[Result]) -> list[Result]:
+    """The newest result per (workload, processes, device type): reruns replace, they do not average."""
+    best: dict[tuple[str, int, str], Result] = {}
+    for r in sorted(results, key=lambda r: r.started):
+        best[(r.workload, r.world_size, r.device.type)] = r
+    return sorted(best.values(), key=lambda r: (r.workload, r.world_size))

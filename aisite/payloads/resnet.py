@@ -1,0 +1,267 @@
+"""ResNet-50 / ResNet-152 training or inference throughput on synthetic data, one process per GPU (or per CPU
+slot), DDP across processes and nodes; prints one result line (result.py's schema) from rank 0.
+
+    python3 resnet.py --model resnet50 --mode train --batch-size 256          # one GPU
+    torchrun --nnodes 2 --nproc-per-node 8 ... resnet.py --mode train         # DDP, env:// rendezvous
+
+The process group comes from the environment torchrun (or the Kubeflow trainer) sets (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR, MASTER_PORT), or Open MPI's (OMPI_COMM_WORLD_*) under mpirun with MASTER_ADDR given.
+GPUs: NCCL, mixed precision (bf16 where supported), channels_last, data generated on the GPU once, optional
+torch.compile. CPUs: gloo, float32. Warm-up steps are not timed; every rank times its own steps and rank 0 reports
+images/s per process and their sum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+try:  # inside the package (the controller, tests) or as a plain script beside result.py (the job containers)
+    from aisite.payloads.result import Timer, emit, now, result
+except ImportError:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from result import Timer, emit, now, result  # type: ignore[import-not-found,no-redef]
+
+LAYERS = {"resnet50": (3, 4, 6, 3), "resnet152": (3, 8, 36, 3)}
+
+
+class Bottleneck(nn.Module):
+    """torchvision's v1.5 bottleneck (stride on the 3x3 convolution), so weights and FLOPs match it."""
+
+    expansion = 4
+
+    def __init__(self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, planes * 4, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(planes * 4)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out: torch.Tensor = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        out = self.relu(out + identity)
+        assert isinstance(out, torch.Tensor)
+        return out
+
+
+class ResNet(nn.Module):
+    def __init__(self, layers: tuple[int, ...], num_classes: int = 1000) -> None:
+        super().__init__()
+        self.inplanes = 64
+        self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.layer1 = self._stage(64, layers[0], 1)
+        self.layer2 = self._stage(128, layers[1], 2)
+        self.layer3 = self._stage(256, layers[2], 2)
+        self.layer4 = self._stage(512, layers[3], 2)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(512 * 4, num_classes)
+
+    def _stage(self, planes: int, blocks: int, stride: int) -> nn.Sequential:
+        down = None
+        if stride != 1 or self.inplanes != planes * 4:
+            down = nn.Sequential(
+                nn.Conv2d(self.inplanes, planes * 4, 1, stride=stride, bias=False), nn.BatchNorm2d(planes * 4)
+            )
+        mods = [Bottleneck(self.inplanes, planes, stride, down)]
+        self.inplanes = planes * 4
+        mods += [Bottleneck(self.inplanes, planes) for _ in range(1, blocks)]
+        return nn.Sequential(*mods)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        out: torch.Tensor = self.fc(torch.flatten(self.avgpool(x), 1))
+        return out
+
+
+def build_model(name: str) -> tuple[nn.Module, str]:
+    """torchvision's model where torchvision imports (NGC images), else the same network defined above."""
+    try:
+        import torchvision  # type: ignore[import-not-found,unused-ignore]
+
+        return getattr(torchvision.models, name)(weights=None), f"torchvision {torchvision.__version__}"
+    except Exception:  # PyPI's torchvision fails to import beside a CPU torch wheel; any failure means "use ours"
+        return ResNet(LAYERS[name]), "payload"
+
+
+def dist_env() -> tuple[int, int, int]:
+    """(rank, world size, local rank) from torchrun's variables or Open MPI's."""
+    env = os.environ
+    if "RANK" in env:
+        return int(env["RANK"]), int(env.get("WORLD_SIZE", "1")), int(env.get("LOCAL_RANK", "0"))
+    if "OMPI_COMM_WORLD_RANK" in env:
+        return (
+            int(env["OMPI_COMM_WORLD_RANK"]),
+            int(env["OMPI_COMM_WORLD_SIZE"]),
+            int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")),
+        )
+    return 0, 1, 0
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", default="resnet")
+    p.add_argument("--model", choices=sorted(LAYERS), default="resnet50")
+    p.add_argument("--mode", choices=("train", "infer"), default="train")
+    p.add_argument("--batch-size", type=int, default=256, help="per process")
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument(
+        "--amp", choices=("auto", "bf16", "fp16", "off"), default="auto", help="auto: bf16 on GPUs that have it"
+    )
+    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None, help="default: on GPUs")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads per process (0: torch's default)")
+    p.add_argument("--nodes", type=int, default=0, help="for the report (default: WORLD_SIZE / LOCAL_WORLD_SIZE)")
+    return p.parse_args(argv)
+
+
+def amp_dtype(args: argparse.Namespace, device: torch.device) -> torch.dtype | None:
+    if device.type != "cuda" or args.amp == "off":
+        return None
+    if args.amp == "fp16" or (args.amp == "auto" and not torch.cuda.is_bf16_supported()):
+        return torch.float16
+    return torch.bfloat16
+
+
+def step_fn(
+    model: nn.Module, args: argparse.Namespace, device: torch.device, dtype: torch.dtype | None
+) -> Callable[[], Any]:
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device).to(memory_format=fmt)
+    labels = torch.randint(0, 1000, (args.batch_size,), device=device)
+    autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+    if args.mode == "infer":
+        model.eval()
+
+        @torch.inference_mode()
+        def infer() -> Any:
+            with autocast:
+                return model(images)
+
+        return infer
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def train() -> Any:
+        opt.zero_grad(set_to_none=True)
+        with autocast:
+            loss = loss_fn(model(images), labels)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    return train
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    started = now()
+    rank, world, local_rank = dist_env()
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.channels_last is None:
+        args.channels_last = cuda
+    backend = None
+    if world > 1:
+        backend = "nccl" if cuda else "gloo"
+        dist.init_process_group(backend, rank=rank, world_size=world)
+    model, source = build_model(args.model)
+    model = model.to(device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    if world > 1 and args.mode == "train":
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if cuda else None)
+    if args.compile:
+        model = torch.compile(model)  # type: ignore[assignment]
+    dtype = amp_dtype(args, device)
+    step = step_fn(model, args, device, dtype)
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    for _ in range(args.warmup):
+        step()
+    sync()
+    if world > 1:
+        dist.barrier()
+    with Timer() as t:
+        for _ in range(args.steps):
+            step()
+        sync()
+    mine = args.batch_size * args.steps / t.seconds
+    rates: list[float] = [mine]
+    if world > 1:
+        gathered: list[Any] = [None] * world
+        dist.all_gather_object(gathered, mine)
+        rates = [float(r) for r in gathered]
+    if rank == 0:
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1")))
+        nodes = args.nodes or max(1, world // max(1, local_world))
+        name = torch.cuda.get_device_name(device) if cuda else "cpu"
+        emit(
+            result(
+                workload=args.workload,
+                kind=f"{args.model}-{args.mode}",
+                metric="images_per_second",
+                unit="images/s",
+                value=sum(rates),
+                per_process=rates,
+                world_size=world,
+                nodes=nodes,
+                device={"type": device.type, "name": name, "count": world if cuda else 0},
+                backend=backend,
+                params={
+                    "model": args.model,
+                    "model_source": source,
+                    "mode": args.mode,
+                    "batch_size": args.batch_size,
+                    "image_size": args.image_size,
+                    "warmup": args.warmup,
+                    "steps": args.steps,
+                    "precision": str(dtype).removeprefix("torch.") if dtype else "float32",
+                    "channels_last": bool(args.channels_last),
+                    "compile": args.compile,
+                    "threads": torch.get_num_threads(),
+                },
+                started=started,
+                seconds=t.seconds,
+                tool={"name": "torch", "version": torch.__version__},
+            )
+        )
+    if world > 1:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,445 @@
+"""The Workloads layer's objects: each site workload as its job, sized from the plan.
+
+- nccl-allreduce, tf-cnn-benchmarks (and the ResNet payload where only the MPI Operator is installed): MPIJob
+  v2beta1, a launcher plus one worker per node with `slotsPerWorker` GPUs.
+- ResNet payload with the Kubeflow trainer (addon training-operator): TrainJob on the `torch-distributed` runtime.
+- ib-write-bw, iperf3: an Indexed Job of two pods (index 0 serves, index 1 measures) behind a headless Service.
+- fio: a Job with one pod per node against the datasets claim.
+
+Every pod asks for its GPUs and one RDMA device per rail, joins the tenant's rail networks of its scalable unit,
+carries the NCCL settings the fabric needs (NCCL_IB_TC=106, NCCL_IB_GID_INDEX=3), a sized /dev/shm, the datasets
+claim and the payloads (a ConfigMap of aisite/payloads), and is queued in the tenant's Kueue LocalQueue. Every
+payload prints one result line (aisite/payloads/result.py), which `aisite bench report` reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aisite.plan import LABEL_PREFIX, Plan, TenantPlan, WorkloadPlan
+from aisite.platform.common import GPU_RESOURCE, labels, obj
+from aisite.platform.kueue import LOCAL_QUEUE
+from aisite.platform.rails import pool_name, rail_interfaces, rail_resource
+
+PAYLOADS = Path(__file__).resolve().parent.parent / "payloads"
+PAYLOAD_FILES = ("result.py", "resnet.py", "tools.py")
+PAYLOAD_DIR = "/opt/aisite/payloads"
+DATASETS_MOUNT = "/datasets"
+# Pinned images per kind, as <repository path>:<tag> under their upstream registry (kubernetes.job_registry
+# replaces the registry). Seen published by their projects; not pulled here (no registry is reachable).
+IMAGES: dict[str, tuple[str, str]] = {
+    "pytorch": ("nvcr.io", "nvidia/pytorch:25.12-py3"),
+    "tensorflow": ("nvcr.io", "nvidia/tensorflow:25.02-tf2-py3"),  # NGC's last TensorFlow release
+    "nccl-tests": ("ghcr.io", "coreweave/nccl-tests:12.9.1-devel-ubuntu24.04-nccl2.29.2-1-d73ec07"),
+}
+IMAGE_OF_KIND = {
+    "nccl-allreduce": "nccl-tests",
+    "ib-write-bw": "nccl-tests",
+    "tf-cnn-benchmarks": "tensorflow",
+    "resnet50-train": "pytorch",
+    "resnet50-infer": "pytorch",
+    "resnet152-train": "pytorch",
+    "resnet152-infer": "pytorch",
+}
+# tf_cnn_benchmarks, at the branch that runs on TensorFlow 2, fetched by the workers' init container.
+TF_BENCHMARKS = ("https://github.com/tensorflow/benchmarks.git", "cnn_tf_v2.1_compatible")
+GID_INDEX = 3  # RoCE v2 over IPv4 on the rail's address (DESIGN.md)
+SHM_PER_GPU_GI = 8  # NCCL and data loaders share memory through /dev/shm; the 64 MiB default stalls them
+TRAINER_RUNTIME = "torch-distributed"
+BATCH = {"resnet50": 256, "resnet152": 128, "tf-cnn-benchmarks": 256, "fio": 1024}
+
+
+def image(plan: Plan, w: WorkloadPlan) -> str:
+    if w.image:
+        return w.image
+    registry, path = IMAGES[IMAGE_OF_KIND[w.kind]]
+    return f"{plan.kubernetes.job_registry or registry}/{path}"
+
+
+def _tenant(plan: Plan, w: WorkloadPlan) -> TenantPlan:
+    return next(t for t in plan.tenants if t.name == w.tenant)
+
+
+def _scalable_unit(plan: Plan, w: WorkloadPlan) -> int | None:
+    """The unit the job is pinned to: the first with enough nodes of its GPU type (rail networks are per unit)."""
+    counts: dict[int, int] = {}
+    for n in plan.by_role("gpu"):
+        if n.gpu and n.gpu.type == w.gpu_type and n.scalable_unit is not None and n.gpu.count >= w.gpus_per_node:
+            counts[n.scalable_unit] = counts.get(n.scalable_unit, 0) + 1
+    return next((su for su, c in sorted(counts.items()) if c >= w.nodes), None)
+
+
+def _rails(plan: Plan) -> list[int]:
+    if "network-operator" not in plan.kubernetes.addons or plan.kubernetes.rail_pod_addresses <= 0:
+        return []
+    return list(rail_interfaces(plan))
+
+
+def nccl_env(plan: Plan) -> list[dict[str, str]]:
+    """NCCL over the rails: the RoCE traffic class and GID of DESIGN.md; bootstrap over the pod's own network.
+    Only the rails' HCAs are visible in the pod (the RDMA shared device plugin exposes the requested ones)."""
+    env = {
+        "NCCL_IB_TC": str(plan.roce.traffic_class),
+        "NCCL_IB_GID_INDEX": str(GID_INDEX),
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "NCCL_DEBUG": "WARN",
+    }
+    rails = _rails(plan)
+    if rails:
+        # The rail NICs' RDMA devices by the DGX convention (mlx5_<rail>); a site with other names sets the
+        # variable in its image or overrides the job.
+        env["NCCL_IB_HCA"] = "=" + ",".join(f"mlx5_{r}" for r in rails)
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def _resources(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
+    limits = {rail_resource(r): "1" for r in _rails(plan)}
+    if w.gpus_per_node:
+        limits[GPU_RESOURCE] = str(w.gpus_per_node)
+    return {"limits": limits, "requests": dict(limits)} if limits else {}
+
+
+def _pod_meta(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
+    su = _scalable_unit(plan, w)
+    meta: dict[str, Any] = {"labels": labels(plan, tenant=w.tenant, workload=w.name)}
+    rails = _rails(plan)
+    if rails and su is not None:
+        meta["annotations"] = {"k8s.v1.cni.cncf.io/networks": ",".join(f"{w.tenant}-{pool_name(r, su)}" for r in rails)}
+    return meta
+
+
+def _volumes(plan: Plan, w: WorkloadPlan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    shm = f"{max(1, w.gpus_per_node) * SHM_PER_GPU_GI}Gi"
+    vols: list[dict[str, Any]] = [
+        {"name": "payloads", "configMap": {"name": "aisite-payloads"}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "payloads", "mountPath": PAYLOAD_DIR, "readOnly": True},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    if plan.exports:
+        vols.append({"name": "datasets", "persistentVolumeClaim": {"claimName": "datasets"}})
+        mounts.append({"name": "datasets", "mountPath": DATASETS_MOUNT})
+    return vols, mounts
+
+
+def _placement(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
+    sel = {f"{LABEL_PREFIX}/gpu-type": w.gpu_type} if w.gpus_per_node else {}
+    su = _scalable_unit(plan, w)
+    if su is not None and _rails(plan):
+        sel[f"{LABEL_PREFIX}/scalable-unit"] = str(su)
+    out: dict[str, Any] = {"nodeSelector": sel} if sel else {}
+    if w.gpus_per_node:
+        out["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    return out
+
+
+def _queue(plan: Plan) -> dict[str, str]:
+    return {"kueue.x-k8s.io/queue-name": LOCAL_QUEUE} if "kueue" in plan.kubernetes.addons else {}
+
+
+def _container(plan: Plan, w: WorkloadPlan, name: str, command: list[str], gpus: bool = True) -> dict[str, Any]:
+    _, mounts = _volumes(plan, w)
+    c: dict[str, Any] = {
+        "name": name,
+        "image": image(plan, w),
+        "command": command,
+        "env": [*nccl_env(plan), {"name": "AISITE_WORKLOAD", "value": w.name}],
+        "volumeMounts": mounts,
+    }
+    if gpus and (res := _resources(plan, w)):
+        c["resources"] = res
+    if gpus and _rails(plan):
+        # RDMA needs locked memory; IPC_LOCK is the one capability that grants it.
+        c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    return c
+
+
+def _pod(plan: Plan, w: WorkloadPlan, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    vols, _ = _volumes(plan, w)
+    return {
+        "metadata": _pod_meta(plan, w),
+        "spec": {"containers": containers, "volumes": vols} | _placement(plan, w) | spec,
+    }
+
+
+def _payload(*args: str) -> list[str]:
+    return ["python3", f"{PAYLOAD_DIR}/{args[0]}", *args[1:]]
+
+
+def _resnet_args(w: WorkloadPlan) -> list[str]:
+    model, mode = w.kind.split("-")
+    return [
+        "--workload",
+        w.name,
+        "--model",
+        model,
+        "--mode",
+        mode,
+        "--batch-size",
+        str(w.batch_size or BATCH[model]),
+        "--nodes",
+        str(w.nodes),
+    ]
+
+
+def mpi_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
+    ranks = w.nodes * max(1, w.gpus_per_node)
+    mpirun = ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--bind-to", "none"]
+    mpirun += [a for e in nccl_env(plan) for a in ("-x", e["name"])]
+    wrap = ["--workload", w.name, "--nodes", str(w.nodes), "--world-size", str(ranks), "--"]
+    init: list[dict[str, Any]] = []
+    if w.kind == "nccl-allreduce":
+        command = _payload(
+            "tools.py", "nccl-allreduce", *wrap, *mpirun, "all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "1"
+        )
+    elif w.kind == "tf-cnn-benchmarks":
+        # The vScaler reference architecture's run: ResNet-50, fp16, batch 256 per GPU, Horovod across GPUs.
+        repo, branch = TF_BENCHMARKS
+        init = [
+            {
+                "name": "tf-benchmarks",
+                "image": image(plan, w),
+                "command": ["git", "clone", "--depth", "1", "--branch", branch, repo, "/bench/benchmarks"],
+                "volumeMounts": [{"name": "bench", "mountPath": "/bench"}],
+            }
+        ]
+        script = "/bench/benchmarks/scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py"
+        flags = ["--model=resnet50", f"--batch_size={w.batch_size or BATCH['tf-cnn-benchmarks']}", "--use_fp16=True"]
+        flags += ["--variable_update=horovod", "--horovod_device=gpu", "--num_batches=100", "--display_every=10"]
+        command = _payload("tools.py", "tf-cnn-benchmarks", *wrap, *mpirun, "python3", script, *flags)
+    else:  # the ResNet payload under mpirun: rank 0 (worker 0) is the rendezvous
+        master = f"{w.name}-worker-0.{w.name}.{w.namespace}.svc"
+        command = [
+            *mpirun,
+            "-x",
+            f"MASTER_ADDR={master}",
+            "-x",
+            "MASTER_PORT=29500",
+            *_payload("resnet.py", *_resnet_args(w)),
+        ]
+    worker = _pod(plan, w, [_container(plan, w, "worker", ["/usr/sbin/sshd", "-De"])])
+    if init:
+        worker["spec"]["initContainers"] = init
+        worker["spec"]["volumes"].append({"name": "bench", "emptyDir": {}})
+        worker["spec"]["containers"][0]["volumeMounts"].append({"name": "bench", "mountPath": "/bench"})
+    launcher = _pod(plan, w, [_container(plan, w, "launcher", command, gpus=False)])
+    launcher["spec"].pop("tolerations", None)
+    launcher["spec"].pop("nodeSelector", None)
+    launcher["metadata"].pop("annotations", None)
+    return obj(
+        "kubeflow.org/v2beta1",
+        "MPIJob",
+        w.name,
+        labels(plan, tenant=w.tenant, workload=w.name) | _queue(plan),
+        w.namespace,
+        spec={
+            "slotsPerWorker": max(1, w.gpus_per_node),
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0, "suspend": bool(_queue(plan))},
+            "mpiImplementation": "OpenMPI",
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher},
+                "Worker": {"replicas": w.nodes, "restartPolicy": "Never", "template": worker},
+            },
+        },
+    )
+
+
+def train_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
+    pod = _pod(plan, w, [])
+    mounts = _volumes(plan, w)[1]
+    patch_pod: dict[str, Any] = {
+        "metadata": {k: v for k, v in pod["metadata"].items() if k == "annotations"},
+        "spec": {k: v for k, v in pod["spec"].items() if k in ("volumes", "nodeSelector", "tolerations")}
+        | {"containers": [{"name": "node", "volumeMounts": mounts}]},
+    }
+    return obj(
+        "trainer.kubeflow.org/v1alpha1",
+        "TrainJob",
+        w.name,
+        labels(plan, tenant=w.tenant, workload=w.name) | _queue(plan),
+        w.namespace,
+        spec={
+            "runtimeRef": {
+                "name": TRAINER_RUNTIME,
+                "kind": "ClusterTrainingRuntime",
+                "apiGroup": "trainer.kubeflow.org",
+            },
+            "suspend": bool(_queue(plan)),
+            "trainer": {
+                "image": image(plan, w),
+                "command": ["torchrun", f"{PAYLOAD_DIR}/resnet.py"],
+                "args": _resnet_args(w),
+                "env": nccl_env(plan),
+                "numNodes": w.nodes,
+                "numProcPerNode": max(1, w.gpus_per_node),
+                "resourcesPerNode": _resources(plan, w) or {},
+            },
+            "runtimePatches": [
+                {
+                    "manager": "aisite.io/workloads",
+                    "trainingRuntimeSpec": {
+                        "template": {
+                            "spec": {
+                                "replicatedJobs": [{"name": "node", "template": {"spec": {"template": patch_pod}}}]
+                            }
+                        }
+                    },
+                }
+            ],
+        },
+    )
+
+
+def pair_job(plan: Plan, w: WorkloadPlan) -> list[dict[str, Any]]:
+    """Two pods on two nodes: index 0 serves, index 1 measures against it by its stable DNS name."""
+    peer = f"{w.name}-0.{w.name}"
+    wrap = ["--workload", w.name, "--nodes", "2", "--world-size", "1", "--"]
+    if w.kind == "ib-write-bw":
+        # One run per rail, each on that rail's device, the RoCE GID and traffic class of the fabric.
+        rails, tc = _rails(plan) or [0], plan.roce.traffic_class
+        serve = " & ".join(
+            f"ib_write_bw -d mlx5_{r} -x {GID_INDEX} --tclass={tc} --report_gbits -F -p {18515 + r}" for r in rails
+        )
+        measure = " && ".join(
+            f"until {' '.join(_payload('tools.py', 'ib-write-bw', *wrap))} "
+            f"ib_write_bw -d mlx5_{r} -x {GID_INDEX} --tclass={tc} "
+            f"--report_gbits -F -p {18515 + r} {peer}; do sleep 2; done"
+            for r in rails
+        )
+        serve += " & wait"
+    else:
+        serve = "iperf3 -s -1"
+        measure = (
+            f"until {' '.join(_payload('tools.py', 'iperf3', *wrap))} iperf3 -J -c {peer} -P 4 -t 10; do sleep 2; done"
+        )
+    script = f'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then {serve}; else {measure}; fi'
+    pod = _pod(plan, w, [_container(plan, w, "bench", ["sh", "-c", script])], subdomain=w.name, restartPolicy="Never")
+    # Two different nodes: the measurement is between them, never inside one.
+    pod["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {f"{LABEL_PREFIX}/workload": w.name}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    lbls = labels(plan, tenant=w.tenant, workload=w.name)
+    return [
+        obj(
+            "v1",
+            "Service",
+            w.name,
+            lbls,
+            w.namespace,
+            spec={"clusterIP": "None", "selector": {f"{LABEL_PREFIX}/workload": w.name}},
+        ),
+        obj(
+            "batch/v1",
+            "Job",
+            w.name,
+            lbls | _queue(plan),
+            w.namespace,
+            spec={
+                "completionMode": "Indexed",
+                "completions": 2,
+                "parallelism": 2,
+                "backoffLimit": 0,
+                "suspend": bool(_queue(plan)),
+                "template": pod,
+            },
+        ),
+    ]
+
+
+def fio_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
+    bs = w.batch_size or BATCH["fio"]
+    fio = [
+        "fio",
+        "--output-format=json",
+        "--name=seq",
+        "--directory=/datasets/aisite-fio",
+        "--rw=readwrite",
+        f"--bs={bs}k",
+        "--size=4g",
+        "--numjobs=4",
+        "--direct=1",
+        "--unlink=1",
+    ]
+    cmd = [
+        "sh",
+        "-c",
+        "mkdir -p /datasets/aisite-fio && exec "
+        + " ".join(_payload("tools.py", "fio", "--workload", w.name, "--") + fio),
+    ]
+    pod = _pod(plan, w, [_container(plan, w, "fio", cmd)], restartPolicy="Never")
+    return obj(
+        "batch/v1",
+        "Job",
+        w.name,
+        labels(plan, tenant=w.tenant, workload=w.name) | _queue(plan),
+        w.namespace,
+        spec={
+            "completions": w.nodes,
+            "parallelism": w.nodes,
+            "backoffLimit": 0,
+            "suspend": bool(_queue(plan)),
+            "template": pod,
+        },
+    )
+
+
+def tenant_support(plan: Plan, t: TenantPlan) -> list[dict[str, Any]]:
+    """What a tenant's jobs mount: the payloads and, where the site exports storage, the datasets claim."""
+    out = [
+        obj(
+            "v1",
+            "ConfigMap",
+            "aisite-payloads",
+            labels(plan, tenant=t.name),
+            t.namespace,
+            data={f: (PAYLOADS / f).read_text() for f in PAYLOAD_FILES},
+        )
+    ]
+    if plan.exports:
+        export = next((e for e in plan.exports if e.name == "datasets"), plan.exports[0])
+        out.append(
+            obj(
+                "v1",
+                "PersistentVolumeClaim",
+                "datasets",
+                labels(plan, tenant=t.name),
+                t.namespace,
+                spec={
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": f"nfs-{export.name}",
+                    "resources": {"requests": {"storage": "1Ti"}},
+                },
+            )
+        )
+    return out
+
+
+def workload_objects(plan: Plan, w: WorkloadPlan) -> list[dict[str, Any]]:
+    if w.operator == "mpi-operator":
+        return [mpi_job(plan, w)]
+    if w.operator == "training-operator":
+        return [train_job(plan, w)]
+    if w.kind in ("ib-write-bw", "iperf3"):
+        return pair_job(plan, w)
+    return [fio_job(plan, w)]
+
+
+def jobs(plan: Plan) -> dict[str, list[dict[str, Any]]]:
+    """File name -> objects: per tenant with workloads, its payloads and claim, then one file per workload."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for t in plan.tenants:
+        if any(w.tenant == t.name for w in plan.workloads):
+            out[f"workloads/{t.name}.yaml"] = tenant_support(plan, t)
+    for w in plan.workloads:
+        out[f"workloads/{w.name}.yaml"] = workload_objects(plan, w)
+    return out

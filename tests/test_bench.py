@@ -1,0 +1,175 @@
+"""Payloads run for real at tiny size on the CPU, and what reads their output: the collector, the judge, the plot.
+
+nccl-tests and perftest cannot run here (no GPU, no RDMA): their parsers are held to the output format their
+projects document, written out below; iperf3 and fio run for real on loopback and a temporary file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from aisite.bench.report import judge, plot
+from aisite.bench.results import CollectError, Result, collect
+from aisite.loader import load_site
+from aisite.payloads import tools
+from aisite.payloads.resnet import LAYERS, ResNet
+from aisite.plan import build_plan
+from tests.conftest import ROOT
+
+TINY = ["--batch-size", "2", "--image-size", "32", "--warmup", "1", "--steps", "2", "--threads", "1"]
+
+
+def payload(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    cmd = [sys.executable, str(ROOT / "aisite" / "payloads" / args[0]), *args[1:]]
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ | (env or {})
+    )
+
+
+def finish(p: subprocess.Popen[str]) -> str:
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err[-2000:]
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_own_resnets_have_torchvisions_parameter_counts() -> None:
+    # torchvision's published sizes: ResNet-50 25,557,032 and ResNet-152 60,192,808 parameters.
+    counts = {name: sum(p.numel() for p in ResNet(LAYERS[name]).parameters()) for name in LAYERS}
+    assert counts == {"resnet50": 25_557_032, "resnet152": 60_192_808}
+
+
+@pytest.mark.parametrize(("model", "mode"), [("resnet50", "train"), ("resnet152", "infer")])
+def test_resnet_payload_prints_one_result_the_collector_reads(model: str, mode: str) -> None:
+    out = finish(payload("resnet.py", "--workload", "w", "--model", model, "--mode", mode, *TINY))
+    (r,) = collect(out)
+    assert (r.kind, r.world_size, r.nodes, r.backend, r.device.type) == (f"{model}-{mode}", 1, 1, None, "cpu")
+    assert r.value > 0 and r.per_process == [r.value] and r.unit == "images/s"
+    assert r.params["batch_size"] == 2 and r.params["precision"] == "float32" and r.params["steps"] == 2
+    assert r.tool["name"] == "torch" and r.seconds > 0
+
+
+def test_resnet_payload_runs_ddp_across_processes_with_gloo() -> None:
+    port = str(free_port())
+    base = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1"}
+    procs = [
+        payload("resnet.py", "--workload", "ddp", *TINY, env=base | {"RANK": str(i), "LOCAL_RANK": "0"})
+        for i in range(2)
+    ]
+    outs = [finish(p) for p in procs]
+    assert outs[1].strip() == "", "only rank 0 reports"
+    (r,) = collect(outs[0])
+    assert r.world_size == 2 and r.backend == "gloo" and len(r.per_process) == 2 and r.nodes == 2
+    assert r.value == pytest.approx(sum(r.per_process), rel=1e-3)
+
+
+def test_collector_refuses_a_line_that_breaks_the_schema() -> None:
+    out = finish(payload("resnet.py", "--workload", "w", *TINY))
+    broken = out.replace('"world_size": 1', '"world_size": 0')
+    with pytest.raises(CollectError, match=r"job:2: not a valid aisite.bench/v1 result"):
+        collect("log line\n" + broken, "job")
+    assert collect("no result here\n{}\n") == []
+
+
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 is not installed (scripts/setup.sh installs it)")
+def test_iperf3_output_from_a_real_run_on_loopback() -> None:
+    port = str(free_port())
+    server = subprocess.Popen(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", port], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            r = subprocess.run(
+                ["iperf3", "-J", "-c", "127.0.0.1", "-p", port, "-t", "1", "-P", "2"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if r.returncode == 0:
+                break
+            time.sleep(0.1)
+        doc = tools.to_result("iperf3", "loop", r.stdout)
+    finally:
+        server.kill()
+        server.wait()
+    res = Result.model_validate(doc)
+    assert res.unit == "Gb/s" and res.value > 0 and len(res.per_process) == 2 and res.params["streams"] == 2
+
+
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed (scripts/setup.sh installs it)")
+def test_fio_wrapper_runs_fio_and_reports_its_bandwidth(tmp_path: Path) -> None:
+    job = ["fio", "--output-format=json", "--name=t", f"--directory={tmp_path}", "--rw=write", "--bs=64k", "--size=4m"]
+    out = finish(payload("tools.py", "fio", "--workload", "fio-tmp", "--", *job))
+    (r,) = collect(out)
+    assert r.kind == "fio" and r.unit == "MiB/s" and r.value > 0 and r.params["jobs"] == 1 and r.tool["name"] == "fio"
+
+
+def test_a_failing_tool_reports_no_result() -> None:
+    p = payload("tools.py", "iperf3", "--workload", "x", "--", sys.executable, "-c", "import sys; sys.exit(4)")
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 4 and out == ""
+
+
+NCCL = """#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+     1048576        262144     float     sum      -1    310.5    3.38    6.33      0    308.1    3.40    6.38      0
+  8589934592    2147483648     float     sum      -1   1432.0   59.98  112.46      0   1430.9   60.03  112.56      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 59.395
+"""
+IB = """ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+ 65536      5000             92.41              92.37              0.176182
+"""
+
+
+def test_nccl_and_perftest_parsers_read_their_documented_tables() -> None:
+    nccl = tools.nccl(NCCL)
+    assert nccl["value"] == 112.46 and nccl["unit"] == "GB/s" and nccl["params"]["avg_busbw_gb_s"] == 59.395
+    ib = tools.ib_write_bw(IB)
+    assert ib["value"] == 92.37 and ib["unit"] == "Gb/s" and ib["params"]["peak"] == 92.41
+    with pytest.raises(tools.NoFigureError):
+        tools.nccl("# no rows\n")
+    with pytest.raises(tools.NoFigureError):
+        tools.tf_cnn("images/sec: 12 (jitter)\n")
+    assert tools.tf_cnn("...\ntotal images/sec: 17250.31\n")["value"] == 17250.31
+
+
+def _result(**over: object) -> Result:
+    doc = tools.result(workload="x", kind="resnet50-train", metric="images_per_second", unit="images/s", value=1.0)
+    return Result.model_validate(doc | over)
+
+
+def test_report_judges_gpu_runs_against_the_reference_and_cpu_runs_not(tmp_path: Path) -> None:
+    dc1 = build_plan(load_site("dc1"))  # resnet50-dgx2: 90 % of the V100 reference, 90 % scaling
+    gpu = {"type": "cuda", "name": "Tesla V100-SXM3-32GB", "count": 1}
+    one = _result(workload="resnet50-dgx2", value=1250.0, device=gpu, started="2026-01-01T00:00:00+00:00")
+    many = _result(
+        workload="resnet50-dgx2",
+        value=16 * 1100.0,
+        world_size=16,
+        per_process=[1100.0] * 16,
+        device=gpu | {"count": 16},
+    )
+    rows = {r.processes: r for r in judge(dc1, [one, many])}
+    assert rows[1].reference == 1300.0 and rows[1].ratio == pytest.approx(1250 / 1300) and rows[1].verdict == "pass"
+    assert rows[16].reference == 16 * 1300.0 and rows[16].scaling_efficiency == pytest.approx(1100 / 1250)
+    assert rows[16].verdict == "fail" and any("scaling efficiency 88.0% < 90%" in r for r in rows[16].reasons)
+    lab = build_plan(load_site("lab"))
+    cpu = [_result(workload="resnet50-train", value=20.0), _result(workload="resnet50-train", value=30.0, world_size=2)]
+    rows = {r.processes: r for r in judge(lab, cpu)}
+    assert rows[2].reference is None and "not compared with a GPU reference" in rows[2].reference_source
+    assert rows[2].scaling_efficiency == pytest.approx(0.75) and rows[2].verdict == "not judged"
+    png = plot(judge(lab, cpu), tmp_path / "r.png", "lab")
+    assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
