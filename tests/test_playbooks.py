@@ -27,6 +27,7 @@ def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
         "kubernetes",  # the cluster layer reads every node with it first
         "containerd",
         "packages",  # included by the roles' own tasks
+        "file_state",
     ]
     for layer in ("oob", "fabric", "hosts", "cluster", "workloads"):
         for role in playbooks.playbook_roles(ROOT / "playbooks" / f"{layer}.yml"):
