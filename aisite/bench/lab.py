@@ -20,6 +20,7 @@ from aisite.bench.results import Result, collect
 from aisite.lab.podman import LabError, podman, run
 from aisite.loader import ROOT
 from aisite.payloads import tools
+from aisite.payloads.resnet import command_args
 from aisite.plan import Node, Plan, Rail, WorkloadPlan
 from aisite.render.inventory import container_name
 
@@ -87,7 +88,6 @@ def placements(nodes: list[Node]) -> list[list[tuple[Node, Rail]]]:
 
 
 def _resnet(plan: Plan, w: WorkloadPlan, ranks: list[tuple[Node, Rail]], opts: Options, say: Say) -> Result:
-    model, mode = w.kind.split("-")
     master = ranks[0][1].address
     port = 29500 + len(ranks)
     hosts = sorted({n.name for n, _ in ranks})
@@ -121,14 +121,7 @@ def _resnet(plan: Plan, w: WorkloadPlan, ranks: list[tuple[Node, Rail]], opts: O
             sys.executable,
             "-m",
             "aisite.payloads.resnet",
-            "--workload",
-            w.name,
-            "--model",
-            model,
-            "--mode",
-            mode,
-            "--batch-size",
-            str(w.batch_size or opts.batch_size),
+            *command_args(w.name, w.kind, w.batch_size or opts.batch_size, len(hosts)),
             "--image-size",
             str(opts.image_size),
             "--warmup",
@@ -137,8 +130,6 @@ def _resnet(plan: Plan, w: WorkloadPlan, ranks: list[tuple[Node, Rail]], opts: O
             str(opts.steps),
             "--threads",
             "1",
-            "--nodes",
-            str(len(hosts)),
         ]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
     outputs = []

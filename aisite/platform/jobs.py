@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from aisite.payloads.resnet import command_args
 from aisite.plan import LABEL_PREFIX, Plan, TenantPlan, WorkloadPlan
 from aisite.platform.common import GPU_RESOURCE, labels, obj
 from aisite.platform.kueue import LOCAL_QUEUE
@@ -170,19 +171,14 @@ def _payload(*args: str) -> list[str]:
 
 
 def _resnet_args(w: WorkloadPlan) -> list[str]:
-    model, mode = w.kind.split("-")
-    return [
-        "--workload",
-        w.name,
-        "--model",
-        model,
-        "--mode",
-        mode,
-        "--batch-size",
-        str(w.batch_size or BATCH[model]),
-        "--nodes",
-        str(w.nodes),
-    ]
+    return command_args(w.name, w.kind, w.batch_size or BATCH[w.kind.split("-")[0]], w.nodes)
+
+
+def _job(plan: Plan, w: WorkloadPlan, api_version: str, kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A workload's job object: in its tenant's namespace, labelled with the tenant, workload and queue."""
+    return obj(
+        api_version, kind, w.name, labels(plan, tenant=w.tenant, workload=w.name) | _queue(plan), w.namespace, spec=spec
+    )
 
 
 def mpi_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
@@ -229,13 +225,12 @@ def mpi_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
     launcher["spec"].pop("tolerations", None)
     launcher["spec"].pop("nodeSelector", None)
     launcher["metadata"].pop("annotations", None)
-    return obj(
+    return _job(
+        plan,
+        w,
         "kubeflow.org/v2beta1",
         "MPIJob",
-        w.name,
-        labels(plan, tenant=w.tenant, workload=w.name) | _queue(plan),
-        w.namespace,
-        spec={
+        {
             "slotsPerWorker": max(1, w.gpus_per_node),
             "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0, "suspend": bool(_queue(plan))},
             "mpiImplementation": "OpenMPI",
@@ -255,13 +250,12 @@ def train_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
         "spec": {k: v for k, v in pod["spec"].items() if k in ("volumes", "nodeSelector", "tolerations")}
         | {"containers": [{"name": "node", "volumeMounts": mounts}]},
     }
-    return obj(
+    return _job(
+        plan,
+        w,
         "trainer.kubeflow.org/v1alpha1",
         "TrainJob",
-        w.name,
-        labels(plan, tenant=w.tenant, workload=w.name) | _queue(plan),
-        w.namespace,
-        spec={
+        {
             "runtimeRef": {
                 "name": TRAINER_RUNTIME,
                 "kind": "ClusterTrainingRuntime",
@@ -377,13 +371,12 @@ def fio_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
         + " ".join(_payload("tools.py", "fio", "--workload", w.name, "--") + fio),
     ]
     pod = _pod(plan, w, [_container(plan, w, "fio", cmd)], restartPolicy="Never")
-    return obj(
+    return _job(
+        plan,
+        w,
         "batch/v1",
         "Job",
-        w.name,
-        labels(plan, tenant=w.tenant, workload=w.name) | _queue(plan),
-        w.namespace,
-        spec={
+        {
             "completions": w.nodes,
             "parallelism": w.nodes,
             "backoffLimit": 0,
