@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from aisite.bench.results import Result, collect
 from aisite.lab.podman import LabError, podman, run
 from aisite.loader import ROOT
-from aisite.payloads import tools
-from aisite.payloads.resnet import command_args
+from aisite.payloads import command_args, tools
 from aisite.plan import Node, Plan, Rail, WorkloadPlan
 from aisite.render.inventory import container_name
 

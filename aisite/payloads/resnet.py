@@ -115,24 +115,6 @@ def dist_env() -> tuple[int, int, int]:
     return 0, 1, 0
 
 
-def command_args(workload: str, kind: str, batch_size: int, nodes: int) -> list[str]:
-    """This payload's arguments for a workload of `kind` (resnet50-train, ...): one definition for the jobs and the
-    lab runs."""
-    model, mode = kind.split("-")
-    return [
-        "--workload",
-        workload,
-        "--model",
-        model,
-        "--mode",
-        mode,
-        "--batch-size",
-        str(batch_size),
-        "--nodes",
-        str(nodes),
-    ]
-
-
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workload", default="resnet")

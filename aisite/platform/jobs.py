@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aisite.payloads.resnet import command_args
+from aisite.payloads import command_args
 from aisite.plan import LABEL_PREFIX, Plan, TenantPlan, WorkloadPlan
 from aisite.platform.common import GPU_RESOURCE, labels, obj
 from aisite.platform.kueue import LOCAL_QUEUE
