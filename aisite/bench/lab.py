@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aisite.bench.results import Result, collect
-from aisite.lab.podman import LabError, podman, run
+from aisite.lab.podman import CONF, LabError, podman, run
 from aisite.loader import ROOT
 from aisite.payloads import command_args, tools
 from aisite.plan import Node, Plan, Rail, WorkloadPlan
@@ -185,7 +185,7 @@ def _iperf3(plan: Plan, w: WorkloadPlan, opts: Options, say: Say) -> Result:
             capture_output=True,
             text=True,
             check=False,
-            env=os.environ | {"CONTAINERS_CONF": str(ROOT / "aisite" / "lab" / "containers.conf")},
+            env=os.environ | {"CONTAINERS_CONF": str(CONF)},  # the lab's podman settings, as every lab command
         )
         text = r.stdout
         if r.returncode == 0:
