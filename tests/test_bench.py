@@ -87,7 +87,8 @@ def test_collector_refuses_a_line_that_breaks_the_schema() -> None:
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 is not installed (scripts/setup.sh installs it)")
 def test_iperf3_output_from_a_real_run_on_loopback() -> None:
     port = str(free_port())
-    server = subprocess.Popen(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", port], stdout=subprocess.DEVNULL)
+    # Not one-off (-1): an attempt made while it starts would use up a one-off server; it is stopped below.
+    server = subprocess.Popen(["iperf3", "-s", "-B", "127.0.0.1", "-p", port], stdout=subprocess.DEVNULL)
     try:
         for _ in range(50):
             r = subprocess.run(

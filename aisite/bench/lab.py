@@ -164,8 +164,13 @@ def _iperf3(plan: Plan, w: WorkloadPlan, opts: Options, say: Say) -> Result:
     ca, cb = container_name(plan, a.name), container_name(plan, b.name)
     say(f"{w.name}: iperf3 {a.name} {src.address} ({src.leaf}) -> {b.name} {dst.address} ({dst.leaf})")
     podman("exec", "-d", cb, "iperf3", "-s", "-1", "-B", dst.address, "-p", "5201", what=f"{b.name}: iperf3 server")
+    # A client that tries before the one-off server listens would use it up: wait until it listens.
+    for _ in range(40):
+        if podman("exec", cb, "sh", "-c", "ss -Hltn 'sport = :5201'", check=False).strip():
+            break
+        time.sleep(0.25)
     text = ""
-    for _ in range(20):  # the server needs a moment to listen
+    for _ in range(20):
         r = subprocess.run(
             [
                 "podman",
