@@ -8,7 +8,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -249,11 +249,19 @@ def merge(results: list[RunResult]) -> RunResult:
     )
 
 
-def applied_triggers(site: str) -> dict[str, str]:
-    """layer -> the trigger of its last successful whole run (no --limit, no --check) from this machine."""
-    path = _deploys_dir(site) / "triggers.json"
-    return dict(json.loads(path.read_text())) if path.is_file() else {}
+def applied_hosts(site: str) -> dict[str, dict[str, str]]:
+    """layer -> host -> the state (`aisite.changes`) its last successful run of the layer applied, from this
+    machine: what `deploy --changed` and `reconcile` compare with."""
+    path = _deploys_dir(site) / "applied.json"
+    return {k: dict(v) for k, v in json.loads(path.read_text()).items()} if path.is_file() else {}
 
 
-def save_triggers(site: str, triggers: Mapping[str, str]) -> None:
-    _write_json(_deploys_dir(site) / "triggers.json", applied_triggers(site) | dict(triggers))
+def record_applied(site: str, applied: Mapping[str, Mapping[str, str]], forget: Mapping[str, Iterable[str]]) -> None:
+    """Merge what runs applied (layer -> host -> state) and drop what a check found drifted (layer -> hosts)."""
+    doc = applied_hosts(site)
+    for layer, hosts in applied.items():
+        doc.setdefault(layer, {}).update(hosts)
+    for layer, gone in forget.items():
+        for host in gone:
+            doc.get(layer, {}).pop(host, None)
+    _write_json(_deploys_dir(site) / "applied.json", doc)

@@ -1,8 +1,7 @@
-"""Where the playbooks and roles are, which roles a playbook uses, and the hash that re-runs a layer."""
+"""Where the playbooks and roles are, and which roles a playbook uses."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -42,31 +41,3 @@ def playbook_roles(playbook: Path) -> list[str]:
             walk(yaml.safe_load(tasks.read_text()), tasks.parent)
         roles += [r for r in dict.fromkeys(found) if r not in roles]
     return roles
-
-
-def _tree_files(path: Path) -> list[Path]:
-    return sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-
-
-def platform_text(files: dict[str, str]) -> str:
-    """The rendered platform (file name -> content) as one text for the platform layer's trigger."""
-    return "".join(f"{name}\n{text}" for name, text in sorted(files.items()))
-
-
-def layer_trigger(layer: str, inventory: str, content: str = "") -> str:
-    """sha256 of the inventory (which holds every variable), the layer's playbook and its roles' files, and what
-    else the layer applies (the platform's rendered charts and objects)."""
-    playbook = PLAYBOOKS / f"{layer}.yml"
-    h = hashlib.sha256()
-    h.update(inventory.encode())
-    h.update(content.encode())
-    h.update(playbook.read_bytes())
-    for role in playbook_roles(playbook):
-        role_dir = ROLES / role
-        for f in _tree_files(role_dir):
-            # molecule scenarios test a role; they do not change what it does to a site.
-            if "molecule" in f.relative_to(role_dir).parts:
-                continue
-            h.update(str(f.relative_to(ROLES)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()

@@ -205,38 +205,37 @@ def test_lab_refuses_a_real_site() -> None:
         assert "describes real hosts" in r.stderr
 
 
-def test_deploy_changed_runs_only_the_layers_whose_trigger_moved(tmp_path: Path) -> None:
-    """The layers already applied (their trigger recorded) are skipped; a --limit run records nothing."""
-    from aisite.deploy import applied_triggers, save_triggers
+def test_deploy_changed_runs_only_the_hosts_whose_state_moved(tmp_path: Path) -> None:
+    """Hosts whose state in a layer is the one recorded as applied are skipped; a --limit narrows among the
+    pending ones; what a successful run reached is recorded; a check's drift is forgotten from the record."""
+    from aisite.changes import layer_states, site_layer_inputs
+    from aisite.cli.common import LAYERS
+    from aisite.deploy import applied_hosts, record_applied
     from aisite.loader import load_site
     from aisite.plan import build_plan
-    from aisite.playbooks import layer_trigger, platform_text
-    from aisite.render.inventory import inventory, to_yaml
-    from aisite.render.manifests import layer_files, manifest_files
 
     stack = tmp_path / "Pulumi.chgtest.yaml"
     stack.write_text((ROOT / "stacks" / "Pulumi.lab.yaml").read_text().replace("name: lab\n", "name: chgtest\n"))
-    text = to_yaml(inventory(build_plan(load_site(stack))))
+    states = layer_states(LAYERS, *site_layer_inputs(build_plan(load_site(stack))))
     env = {"AISITE_LAB_BMC_PASSWORD": LAB_SECRET}
     try:
-        # Every layer but the controller-only workloads layer as if applied: only that one may run (no lab here).
-        applied = {n: layer_trigger(n, text) for n in ("oob", "fabric", "hosts", "cluster")}
-        plan = build_plan(load_site(stack))
-        files = layer_files(manifest_files(plan))
-        applied["platform"] = layer_trigger("platform", text, platform_text(files["platform"]))
-        save_triggers("chgtest", applied)
+        # Every layer as if applied, but the workloads layer on localhost (controller-only: runs without a lab).
+        record_applied("chgtest", {n: s.hosts for n, s in states.items()}, {"workloads": ["localhost"]})
+        assert set(applied_hosts("chgtest")["workloads"]) == {"cp01"}
         r = run_cli("deploy", str(stack), "--changed", "--limit", "cp01", "--json", env=env)
         assert r.returncode == 0, r.stderr
-        assert json.loads(r.stdout)["layers"] == ["workloads"] and "workloads" not in applied_triggers("chgtest")
+        assert json.loads(r.stdout)["layers"] == [], "cp01 is applied: nothing to run among it"
         r = run_cli("deploy", str(stack), "--changed", "--json", env=env)
         doc = json.loads(r.stdout)
-        assert r.returncode == 0 and doc["layers"] == ["workloads"] and set(doc["recap"]) == {"cp01", "localhost"}
-        assert applied_triggers("chgtest")["workloads"] == layer_trigger(
-            "workloads", text, platform_text(files["workloads"])
-        )
+        # Only localhost is pending; Ansible cannot be limited to it alone, so the layer runs whole.
+        assert r.returncode == 0 and doc["runs"] == [{"layer": "workloads", "hosts": ["cp01", "localhost"]}], doc
+        assert set(doc["recap"]) == {"cp01", "localhost"}
+        assert applied_hosts("chgtest")["workloads"] == states["workloads"].hosts
         again = run_cli("deploy", str(stack), "--changed", env=env)
         assert again.returncode == 0 and "nothing to run" in again.stdout, again.stdout + again.stderr
         assert run_cli("deploy", str(stack), "--changed", "--layer", "oob", env=env).returncode == 2
+        bad = run_cli("deploy", str(stack), "--changed", "--limit", "gpu*", env=env)
+        assert bad.returncode == 2 and "host and group names" in bad.stderr
     finally:
         shutil.rmtree(ROOT / ".aisite" / "chgtest", ignore_errors=True)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aisite import playbooks
+from aisite import changes, playbooks
 from tests.conftest import ROOT
 
 
@@ -34,23 +34,24 @@ def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
             assert (ROOT / "roles" / role / "tasks" / "main.yml").is_file()
 
 
-def test_trigger_follows_role_files_but_not_molecule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_layer_code_follows_role_files_but_not_molecule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     roles = tmp_path / "roles"
     shutil.copytree(ROOT / "roles", roles)
     monkeypatch.setattr(playbooks, "ROLES", roles)
-    before = playbooks.layer_trigger("hosts", "inv")
-    assert before == playbooks.layer_trigger("hosts", "inv")
-    assert before != playbooks.layer_trigger("hosts", "inv2")
+    monkeypatch.setattr(changes, "ROLES", roles)
+    before = changes.layer_code("hosts")
+    assert before == changes.layer_code("hosts")
+    assert before != changes.layer_code("hosts", "rendered content")
     (roles / "preflight" / "molecule").mkdir(exist_ok=True)
     (roles / "preflight" / "molecule" / "note.yml").write_text("x: 1\n")
-    assert playbooks.layer_trigger("hosts", "inv") == before
+    assert changes.layer_code("hosts") == before
     tasks = roles / "preflight" / "tasks" / "hosts.yml"
     tasks.write_text(tasks.read_text() + "\n")
-    after = playbooks.layer_trigger("hosts", "inv")
+    after = changes.layer_code("hosts")
     assert after != before
     # A role reached only through another role's include_role counts too.
-    oob = playbooks.layer_trigger("oob", "inv")
+    oob = changes.layer_code("oob")
     shared = roles / "packages" / "tasks" / "main.yml"
     shared.write_text(shared.read_text() + "\n")
-    assert playbooks.layer_trigger("hosts", "inv") != after
-    assert playbooks.layer_trigger("oob", "inv") == oob  # the BMC role installs nothing through it
+    assert changes.layer_code("hosts") != after
+    assert changes.layer_code("oob") == oob  # the BMC role installs nothing through it

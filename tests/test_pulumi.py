@@ -15,11 +15,11 @@ import pytest
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
+from aisite.changes import layer_state
 from aisite.loader import parse_site
 from aisite.plan import build_plan
 from aisite.platform import charts, jobs, objects, remote_manifests
-from aisite.playbooks import layer_trigger
-from aisite.render.inventory import inventory_yaml, secret_env
+from aisite.render.inventory import inventory, inventory_yaml, secret_env
 from tests.conftest import ROOT, STACKS, stack_data
 
 LAYERS = ["oob", "fabric", "hosts", "cluster", "platform", "workloads"]
@@ -160,11 +160,11 @@ def test_commands_carry_inventory_triggers_and_secrets(stack: str) -> None:
     data = stack_data(stack)
     mocks, _ = run_program(stack, data)
     plan = build_plan(parse_site(data))
-    inventory = inventory_yaml(plan)
+    text = inventory_yaml(plan)
     for layer in ANSIBLE_LAYERS:
         inputs = mocks.inputs[f"{stack}-{layer}-ansible"]
-        assert inputs["stdin"] == inventory
-        assert inputs["triggers"] == [layer_trigger(layer, inventory)]
+        assert inputs["stdin"] == text
+        assert inputs["triggers"] == [layer_state(layer, inventory(plan)).trigger]
         assert f"--playbook playbooks/{layer}.yml" in inputs["create"]
         assert inputs["create"] == inputs["update"]
         # The whole map is a Pulumi secret (encrypted in state, masked in logs): the engine's secret signature.
@@ -174,7 +174,7 @@ def test_commands_carry_inventory_triggers_and_secrets(stack: str) -> None:
         names = {n.bmc.credentials for n in plan.nodes}
         assert set(env) == {secret_env(n) for n in names}
         assert set(env.values()) == {"lab-env-secret" if stack == "lab" else SECRET}
-        assert SECRET not in inventory and "lab-env-secret" not in inventory
+        assert SECRET not in text and "lab-env-secret" not in text
 
 
 def test_trigger_changes_with_the_site() -> None:
@@ -182,8 +182,8 @@ def test_trigger_changes_with_the_site() -> None:
     before = build_plan(parse_site(data))
     data["fabric"]["roce"] = {"ecn_min_kb": 200}
     after = build_plan(parse_site(data))
-    assert layer_trigger("fabric", inventory_yaml(before)) != layer_trigger("fabric", inventory_yaml(after))
-    assert layer_trigger("fabric", inventory_yaml(before)) == layer_trigger("fabric", inventory_yaml(before))
+    assert layer_state("fabric", inventory(before)).trigger != layer_state("fabric", inventory(after)).trigger
+    assert layer_state("fabric", inventory(before)).trigger == layer_state("fabric", inventory(before)).trigger
 
 
 def test_invalid_site_fails_the_program_with_every_problem() -> None:

@@ -15,11 +15,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from aisite.changes import LOCALHOST, LayerState, contents_text, layer_states, resolve_pattern
 from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, LAYERS, JsonOpt, StackArg, err, invalid, load_plan, out
-from aisite.deploy import RunResult, applied_triggers, merge, record_run, run_playbook, save_triggers
+from aisite.deploy import RunResult, applied_hosts, merge, record_applied, record_run, run_playbook
 from aisite.errors import SiteError
 from aisite.loader import resolve_stack
-from aisite.playbooks import layer_trigger, platform_text
 from aisite.render.bundle import write_bundle
 from aisite.render.inventory import inventory, to_yaml
 from aisite.render.manifests import layer_files, manifest_files
@@ -76,6 +76,68 @@ def _progress_runner(
     return result
 
 
+Run = tuple[list[str], str | None]  # layers of one playbook run, its --limit
+
+
+def _runs(  # noqa: PLR0917
+    states: dict[str, LayerState],
+    inv: dict[str, Any],
+    layer: str | None,
+    limit: str | None,
+    changed: bool,
+    check: bool,
+    applied: dict[str, dict[str, str]],
+    as_json: bool,
+) -> list[Run]:
+    """The playbook runs of a deploy: the whole site in one (or one layer); with --changed each layer on its
+    pending hosts; with --check each layer on its own, so drift is known per layer."""
+    if not changed:
+        if check and not layer:
+            return [([name], limit) for name in LAYERS]
+        return [([layer] if layer else list(LAYERS), limit)]
+    among = resolve_pattern(limit, inv) if limit else None
+    if limit and among is None:
+        msg = f"--limit {limit!r}: with --changed, give host and group names (a:b or a,b)"
+        if as_json:
+            print(json.dumps({"valid": False, "errors": [{"path": "--limit", "message": msg}]}))
+        print(msg, file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    runs: list[Run] = []
+    for name, state in states.items():
+        pending = [h for h in state.pending(applied.get(name, {})) if among is None or h in among]
+        if pending:
+            # Ansible refuses a --limit that leaves only the controller (not an inventory host): run the layer.
+            whole = pending == list(state.hosts) or set(pending) <= {LOCALHOST}
+            runs.append(([name], None if whole else ",".join(pending)))
+    return runs
+
+
+def _hosts_of(state: LayerState, inv: dict[str, Any], limit: str | None) -> list[str]:
+    if limit is None:
+        return list(state.hosts)
+    chosen = resolve_pattern(limit, inv)
+    return [h for h in state.hosts if chosen is None or h in chosen]
+
+
+def _outcome(
+    states: dict[str, LayerState], runs: list[Run], results: list[RunResult], check: bool
+) -> tuple[dict[str, dict[str, str]], dict[str, list[str]]]:
+    """What the runs applied (layer -> host -> state: every host a successful run reached) and, for a check, what
+    it found drifted (layer -> hosts that would change, whose applied state is then forgotten so that the next
+    --changed run converges them)."""
+    applied: dict[str, dict[str, str]] = {}
+    drifted: dict[str, list[str]] = {}
+    for (names, _), r in zip(runs, results, strict=False):
+        for name in names:
+            if check:
+                hosts = sorted({c.split(": ", 1)[0] for c in r.changes} & set(states[name].hosts))
+                if hosts:
+                    drifted[name] = hosts
+            elif r.ok:
+                applied[name] = {h: s for h, s in states[name].hosts.items() if h in r.recap}
+    return applied, drifted
+
+
 def _recap_table(result: RunResult) -> Table:
     table = Table(title="Recap")
     for col in ("host", "ok", "changed", "failed", "unreachable", "skipped"):
@@ -110,8 +172,9 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         bool,
         typer.Option(
             "--changed",
-            help="Run only the layers whose trigger (the inventory, the layer's playbook and its roles' files) "
-            "differs from their last successful whole run; nothing when none does.",
+            help="Run each layer only on the hosts whose state (their variables with the layer's playbook, roles "
+            "and rendered files) differs from what its last successful run applied from this machine; nothing "
+            "when none does. With --limit: only among those hosts (names and groups).",
         ),
     ] = False,
     as_json: JsonOpt = False,
@@ -127,8 +190,8 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     if layer is not None and layer not in LAYERS:
         print(f"--layer: unknown layer {layer!r}; known: {', '.join(LAYERS)}", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID)
-    if changed and (layer or one_time_boot):
-        print("--changed picks the layers itself: not with --layer or --one-time-boot", file=sys.stderr)
+    if changed and (layer or one_time_boot or check):
+        print("--changed picks the layers itself: not with --layer, --one-time-boot or --check", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID)
     p = load_plan(stack, as_json)
     secret_env, problems = resolve(p)
@@ -137,17 +200,13 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     inv = inventory(p)
     text = to_yaml(inv)
     groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
-    # The platform's charts and objects, rendered for the platform play (and part of its layer's trigger).
+    # The platform's charts and objects, rendered for the platform play (and part of its layer's state).
     platform = manifest_files(p)
-    # One definition of "changed" with the Pulumi layers: the trigger of each layer.
     applies = layer_files(platform)
-    triggers = {name: layer_trigger(name, text, platform_text(applies.get(name, {}))) for name in LAYERS}
-    if changed:
-        applied = applied_triggers(p.site)
-        runs = [[name] for name in LAYERS if applied.get(name) != triggers[name]]
-    else:
-        runs = [[layer] if layer else list(LAYERS)]
-    playbooks = [f"playbooks/{names[0] if len(names) == 1 else 'site'}.yml" for names in runs]
+    # One definition of "changed" with reconcile, diff and the Pulumi layers: each host's state per layer.
+    states = layer_states(LAYERS, inv, {name: contents_text(files) for name, files in applies.items()})
+    runs = _runs(states, inv, layer, limit, changed, check, applied_hosts(p.site), as_json)
+    playbooks = [f"playbooks/{names[0] if len(names) == 1 else 'site'}.yml" for names, _ in runs]
     started = time.time()
     results = []
     with tempfile.TemporaryDirectory(prefix="aisite-platform-") as platform_dir:
@@ -161,13 +220,13 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
             extravars["bmc_one_time_boot"] = one_time_boot
         if boot_media:
             extravars["bmc_boot_media_url"] = boot_media
-        for playbook in playbooks:
+        for playbook, (_, run_limit) in zip(playbooks, runs, strict=True):
             results.append(
                 _progress_runner(
                     playbook,
                     text,
                     {k: str(v) for k, v in secret_env.items()},
-                    limit=limit,
+                    limit=run_limit,
                     check=check,
                     groups=groups,
                     extravars=extravars,
@@ -176,9 +235,8 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
             if not results[-1].ok:
                 break
     result = merge(results)
-    if not limit and not check:
-        # What converged as a whole is recorded as applied: the next --changed skips it while it stays so.
-        save_triggers(p.site, {n: triggers[n] for names, r in zip(runs, results, strict=False) if r.ok for n in names})
+    applied, drifted = _outcome(states, runs, results, check)
+    record_applied(p.site, applied, drifted)
     playbook = " ".join(playbooks)
     # What a host could not do and said so (a BMC without NTP, a node without a GPU): host -> role -> reasons.
     skipped = {
@@ -191,7 +249,13 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         "failures": result.failures,
         "skipped": skipped,
         "recap": {h: vars(r) for h, r in result.recap.items()},
-        "layers": [n for names in runs[: len(results)] for n in names],
+        "layers": [n for names, _ in runs[: len(results)] for n in names],
+        # Each layer run and the hosts it ran on (every host the layer targets, or those --changed/--limit chose).
+        "runs": [
+            {"layer": n, "hosts": _hosts_of(states[n], inv, run_limit)}
+            for names, run_limit in runs[: len(results)]
+            for n in names
+        ],
         "changes": result.changes,
         # Where the time went: wall seconds per play, the slowest tasks summed over their hosts, and the tasks
         # a pass waited longest for.
@@ -224,7 +288,7 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         if playbooks:
             out.print(f"{playbook}: [{'green' if result.ok else 'red'}]{result.status}[/]")
         else:
-            out.print("[green]nothing to run[/]: every layer's trigger is the one last applied from this machine")
+            out.print("[green]nothing to run[/]: every host's state in every layer is the one last applied from here")
     if not result.ok:
         raise typer.Exit(EXIT_FAILED)
 

@@ -11,10 +11,11 @@ from typing import Any
 import pulumi
 from pulumi_command import local
 
+from aisite.changes import layer_state
 from aisite.components.bmc import BmcState, BmcStateArgs
 from aisite.plan import Plan
-from aisite.playbooks import ROOT, layer_trigger
-from aisite.render.inventory import kubeconfig_path, secret_env
+from aisite.playbooks import ROOT
+from aisite.render.inventory import inventory, kubeconfig_path, secret_env
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,8 @@ class AnsibleLayer(pulumi.ComponentResource):
         site = args.plan.site
         super().__init__(self.type_token, f"{site}-{self.layer}", None, opts)
         playbook = f"playbooks/{self.layer}.yml"
-        self.trigger = layer_trigger(self.layer, args.inventory)
+        # The same state `aisite deploy --changed` and `aisite reconcile` compare (aisite.changes).
+        self.trigger = layer_state(self.layer, inventory(args.plan)).trigger
         command = f"{shlex.quote(sys.executable)} -m aisite play --playbook {playbook} --inventory -"
         self.ansible = local.Command(
             f"{site}-{self.layer}-ansible",
