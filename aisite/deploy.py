@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -88,6 +90,11 @@ def run_playbook(
     environment, so neither they nor the inventory stay on disk.
     """
     work = Path(tempfile.mkdtemp(prefix="aisite-run-"))
+    # SIGTERM (a reconcile or systemd stopping us) cancels Ansible, whose process group ansible-runner kills
+    # within its poll interval, instead of leaving it running without us.
+    stop = threading.Event()
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda _s, _f: stop.set()) if main else None
     failures: list[str] = []
     custom: dict[str, Any] = {}
     plays: dict[str, float] = {}
@@ -168,6 +175,7 @@ def run_playbook(
                 event_handler=handler,
                 artifact_dir=str(work / "artifacts"),
                 rotate_artifacts=1,
+                cancel_callback=stop.is_set,
             )
         finally:
             for k, v in saved.items():
@@ -176,13 +184,15 @@ def run_playbook(
                 else:
                     os.environ[k] = v
         rc = int(r.rc if r.rc is not None else 1)
+        if stop.is_set():
+            failures.append("stopped by SIGTERM: Ansible was cancelled; what had not finished runs again next time")
         if rc != 0 and not failures:
             # Ansible stopped before any task failed (syntax error, missing executable): keep its own words.
             text = r.stdout.read() if r.stdout else ""
             failures.append(" ".join(text.split()[-60:]) or f"ansible-runner {r.status} (rc {rc})")
         close_play()
         return RunResult(
-            status=r.status,
+            status="canceled" if stop.is_set() else r.status,
             rc=rc,
             recap=_recap(r.stats),
             failures=failures,
@@ -193,6 +203,8 @@ def run_playbook(
             changes=changes,
         )
     finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
         shutil.rmtree(work, ignore_errors=True)
 
 

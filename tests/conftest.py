@@ -51,3 +51,49 @@ def run_cli(
         timeout=900,
         check=False,
     )
+
+
+# ------------------------------------------------------------------------- site repositories (reconcile tests)
+def git(repo: Path, *args: str) -> str:
+    env = os.environ | {
+        "GIT_AUTHOR_NAME": "Site Admin",
+        "GIT_AUTHOR_EMAIL": "admin@example.com",
+        "GIT_COMMITTER_NAME": "Site Admin",
+        "GIT_COMMITTER_EMAIL": "admin@example.com",
+    }
+    r = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=False)
+    assert r.returncode == 0, f"git {' '.join(args)}: {r.stderr}"
+    return r.stdout.strip()
+
+
+def make_site_repo(dest: Path, stacks: dict[str, str] | None = None) -> Path:
+    """A site repository as a team has one: this project (the working tree's files, as they are now) on branch
+    main, plus `stacks` (file name under stacks/ -> text), committed."""
+    files = git(ROOT, "ls-files", "-co", "--exclude-standard").splitlines()
+    for rel in files:
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).write_bytes(src.read_bytes())
+    for name, text in (stacks or {}).items():
+        (dest / "stacks" / name).write_text(text)
+    git(dest, "init", "--quiet", "--initial-branch=main")
+    git(dest, "add", "-A")
+    git(dest, "commit", "--quiet", "-m", "The site")
+    return dest
+
+
+def commit_file(repo: Path, rel: str, text: str, message: str, signing_key: Path | None = None) -> str:
+    """Write one file and commit it (signed with an SSH key when one is given); the new commit."""
+    (repo / rel).write_text(text)
+    git(repo, "add", rel)
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={signing_key}"] if signing_key else []
+    git(repo, *sign, "commit", "--quiet", *(["-S"] if signing_key else []), "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def ssh_signer(tmp: Path, principal: str) -> tuple[Path, str]:
+    """An SSH key for signing commits, and its allowed-signers line."""
+    key = tmp / f"{principal.split('@', maxsplit=1)[0]}_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", principal, "-f", str(key)], check=True)
+    return key, f"{principal} {(key.with_suffix('.pub')).read_text().strip()}"

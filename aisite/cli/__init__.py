@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from aisite.cli import bench, deploy, lab, oob, site
+from aisite.cli import bench, deploy, lab, oob, reconcile, site
 from aisite.cli.common import EXIT_FAILED, app
 
 __all__ = ["app", "main"]
@@ -20,6 +20,8 @@ app.command()(site.plan)
 app.command()(site.render)
 app.command()(deploy.deploy)
 app.command()(deploy.cabling)
+app.command()(reconcile.diff)
+app.add_typer(reconcile.reconcile_app, name="reconcile")
 app.add_typer(oob.oob_app, name="oob")
 app.add_typer(lab.lab_app, name="lab")
 app.add_typer(bench.bench_app, name="bench")

@@ -44,8 +44,9 @@ def secret_env(name: str) -> str:
 
 
 def lab_ssh_dir(site: str) -> Path:
-    """The lab's SSH key and the host keys of its containers (`aisite lab up` writes them; git-ignored)."""
-    return ROOT / ".aisite" / site / "ssh"
+    """The lab's SSH key and the host keys of its containers (`aisite lab up` writes them; git-ignored). Resolved:
+    a reconciler's checkout links its .aisite to the machine's, and the inventory must not depend on the path."""
+    return (ROOT / ".aisite").resolve() / site / "ssh"
 
 
 def kubeconfig_path(site: str) -> Path:

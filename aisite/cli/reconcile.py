@@ -1,0 +1,187 @@
+"""`aisite diff` (what a commit changes, for review) and `aisite reconcile` (apply the site from its repository)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, LAYERS, JsonOpt, StackArg, err, load_plan, out
+from aisite.diff import markdown, site_diff
+from aisite.loader import resolve_stack
+from aisite.reconcile.hook import post_receive
+from aisite.reconcile.run import Config, reconcile_pass, watch
+from aisite.reconcile.state import BusyError, PassRecord, load_status, workdir
+from aisite.repo import GitError, file_at
+
+EXIT_BUSY = 75  # EX_TEMPFAIL: another reconcile holds the lock; try again later
+
+reconcile_app = typer.Typer(
+    help="Apply the site from its Git repository: a pass, a watch loop, a drift check, and what they recorded.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+
+
+def diff(
+    stack: StackArg,
+    against: Annotated[str, typer.Option("--against", help="The revision to compare the working tree with.")] = "HEAD",
+    as_json: JsonOpt = False,
+) -> None:
+    """The plan of the stack at a revision (default HEAD) against the working tree: nodes, switches, addresses,
+    routes, switch ports, cables, BGP sessions and Kubernetes objects added, removed or changed, and the layers and
+    hosts each change runs on. Exit 0 either way; 2 when either side is invalid."""
+    path = resolve_stack(stack)
+    try:
+        old_text = file_at(path, against)
+    except GitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID) from None
+    with tempfile.TemporaryDirectory(prefix="aisite-diff-") as tmp:
+        old_path = Path(tmp) / path.name
+        old_path.write_text(old_text)
+        old = load_plan(str(old_path), as_json)
+    new = load_plan(stack, as_json)
+    d = site_diff(old, new, LAYERS)
+    if as_json:
+        print(json.dumps(d.to_dict() | {"against": against, "stack": str(path)}, indent=2))
+    else:
+        out.print(markdown(d, f"aisite diff {path.name}: {against} -> working tree"), markup=False, highlight=False)
+
+
+def _print_pass(rec: PassRecord, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(asdict(rec), indent=2))
+        return
+    colour = {"applied": "green", "unchanged": "green", "drift": "yellow"}.get(rec.outcome, "red")
+    out.print(f"[{colour}]{rec.outcome}[/] {rec.commit[:12]} {rec.subject!r} ({rec.mode}, {rec.seconds} s)")
+    if rec.signer:
+        out.print(f"  signed: {rec.signer}")
+    for layer, hosts in rec.layers.items():
+        out.print(f"  ran {layer} on {', '.join(hosts)}")
+    for host, n in rec.changed.items():
+        out.print(f"  changed {host}: {n} tasks")
+    for host, tasks in rec.drifted.items():
+        for task in tasks:
+            out.print(f"  [yellow]drift[/] {host}: {task}")
+    for e in rec.errors:
+        err.print(f"  [red]error[/]: {e}")
+
+
+@reconcile_app.callback()
+def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
+    ctx: typer.Context,
+    repo: Annotated[str | None, typer.Option("--repo", help="URL or path of the site repository.")] = None,
+    branch: Annotated[str, typer.Option("--branch", help="The branch that describes the site.")] = "main",
+    stack: Annotated[str | None, typer.Option("--stack", help="The stack in that repository (e.g. dc1).")] = None,
+    once: Annotated[bool, typer.Option("--once", help="One pass, then exit (the default).")] = False,
+    watch_: Annotated[bool, typer.Option("--watch", help="Poll the branch until stopped.")] = False,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between passes with --watch.")] = 60.0,
+    full_every: Annotated[
+        float | None,
+        typer.Option("--full-every", help="With --watch: a full pass (every layer, every host) every N seconds."),
+    ] = None,
+    full: Annotated[bool, typer.Option("--full", help="Run every layer on every host, changed or not.")] = False,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Report drift (Ansible check mode) per host and task; change nothing."),
+    ] = False,
+    allowed_signers: Annotated[
+        Path | None,
+        typer.Option(
+            "--allowed-signers",
+            help="OpenSSH allowed-signers file: apply only commits signed by a key listed there.",
+        ),
+    ] = None,
+    engine: Annotated[str, typer.Option("--engine", help="ansible (aisite deploy) or pulumi (pulumi up).")] = "ansible",
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for a running reconcile instead of leaving.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fetch the branch, verify and validate its commit, and apply only what changed (a pass). Exit 0 applied or
+    unchanged; 1 failed, refused or drift found by --check; 2 bad options; 75 another reconcile is running."""
+    if ctx.invoked_subcommand is not None:
+        return
+    problems = []
+    if not repo:
+        problems.append("--repo: required")
+    if not stack:
+        problems.append("--stack: required")
+    if once and watch_:
+        problems.append("--once and --watch: choose one")
+    if full and check:
+        problems.append("--full and --check: choose one")
+    if engine not in ("ansible", "pulumi"):
+        problems.append(f"--engine: {engine!r} is not ansible or pulumi")
+    if allowed_signers is not None and not allowed_signers.is_file():
+        problems.append(f"--allowed-signers: {allowed_signers}: no such file")
+    if interval <= 0:
+        problems.append("--interval: must be above 0")
+    if problems:
+        for p in problems:
+            print(f"error: {p}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    assert repo is not None and stack is not None
+    cfg = Config(repo, branch, stack, allowed_signers, engine, wait)
+    mode = "check" if check else "full" if full else "changed"
+
+    def step(msg: str) -> None:
+        err.print(f"[dim]{msg}[/]")
+
+    if watch_:
+
+        def on_pass(rec: PassRecord) -> None:
+            _print_pass(rec, as_json)
+
+        try:
+            watch(cfg, interval, full_every, on_pass, step)
+        except BusyError as exc:
+            print(f"busy: {exc}", file=sys.stderr)
+            raise typer.Exit(EXIT_BUSY) from None
+        return
+    try:
+        rec = reconcile_pass(cfg, mode, step)
+    except BusyError as exc:
+        if as_json:
+            print(json.dumps({"outcome": "busy", "message": str(exc)}))
+        print(f"busy: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_BUSY) from None
+    _print_pass(rec, as_json)
+    if rec.outcome not in ("applied", "unchanged"):
+        raise typer.Exit(EXIT_FAILED)
+
+
+@reconcile_app.command("status")
+def status(
+    stack: Annotated[str, typer.Option("--stack", help="The stack the reconciler applies.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """What the reconciler of a stack last did: the applied commit, the last passes, failures."""
+    st = load_status(stack)
+    if as_json:
+        print(json.dumps(st.to_dict(), indent=2))
+        return
+    if not st.passes:
+        out.print(f"no reconcile of stack {stack!r} recorded on this machine ({workdir(stack)})")
+        return
+    out.print(f"stack [bold]{stack}[/] from {st.repo} ({st.branch}): applied {st.applied_commit or 'nothing yet'}")
+    out.print(f"failures: {st.failures_total}")
+    for rec in st.passes[-10:]:
+        _print_pass(rec, False)
+
+
+@reconcile_app.command("hook")
+def hook(
+    stack: Annotated[str, typer.Option("--stack", help="The stack the hook reconciles.")],
+    branch: Annotated[str, typer.Option("--branch", help="The branch whose pushes trigger a pass.")] = "main",
+    allowed_signers: Annotated[
+        Path | None, typer.Option("--allowed-signers", help="Passed on to the reconcile.")
+    ] = None,
+) -> None:
+    """Print a post-receive hook for a bare site repository: a push to the branch runs one reconcile pass (its
+    output goes back to whoever pushed). Install it as hooks/post-receive, executable."""
+    print(post_receive(stack, branch, allowed_signers))

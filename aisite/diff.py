@@ -1,0 +1,211 @@
+"""`aisite diff`: what a change to a site moves, read from the plans before and after (pure functions).
+
+Each section is a set of facts keyed by what they belong to (a node's field, an address on an interface, a route
+on a switch, a port's subnet, a cable, a BGP session, a Kubernetes object); a fact whose key is new is added, one
+whose key is gone removed, one whose value differs changed. The layers and hosts a change touches come from
+`aisite.changes`, the definition `deploy --changed` and `reconcile` run by.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from aisite.changes import layer_states, site_layer_inputs
+from aisite.plan import Plan
+from aisite.platform import charts, jobs, objects
+
+Facts = dict[str, str]  # key -> value
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str
+    old: str | None  # None: added
+    new: str | None  # None: removed
+
+    @property
+    def kind(self) -> str:
+        return "added" if self.old is None else "removed" if self.new is None else "changed"
+
+
+@dataclass
+class SiteDiff:
+    site: str
+    sections: dict[str, list[Change]] = field(default_factory=dict)
+    layers: dict[str, list[str]] = field(default_factory=dict)  # layer -> hosts it would run on
+
+    @property
+    def empty(self) -> bool:
+        return not any(self.sections.values()) and not self.layers
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "site": self.site,
+            "empty": self.empty,
+            "sections": {
+                name: [{"kind": c.kind, "key": c.key, "old": c.old, "new": c.new} for c in changes]
+                for name, changes in self.sections.items()
+            },
+            "layers": self.layers,
+        }
+
+
+def _flat(prefix: str, value: Any) -> Iterator[tuple[str, str]]:
+    """A nested value as `path: scalar` pairs (lists by index), so one moved field reads as one line."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _flat(f"{prefix}.{k}", v)
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _flat(f"{prefix}[{i}]", v)
+    else:
+        yield prefix, json.dumps(value) if not isinstance(value, str) else value
+
+
+def _nodes(p: Plan) -> Facts:
+    return dict(kv for n in p.nodes for kv in _flat(n.name, asdict(n)))
+
+
+def _switches(p: Plan) -> Facts:
+    # Sessions and host subnets have sections of their own.
+    return dict(
+        kv
+        for s in p.switches
+        for kv in _flat(s.name, {k: v for k, v in asdict(s).items() if k not in ("neighbors", "host_subnets")})
+    )
+
+
+def _addresses(p: Plan) -> Facts:
+    facts: Facts = {}
+    for n in p.nodes:
+        facts[f"{n.name} {n.management.name}"] = f"{n.management.address}/{n.management.prefix}"
+        if n.storage:
+            facts[f"{n.name} {n.storage.name}"] = f"{n.storage.address}/{n.storage.prefix}"
+        for r in n.rails:
+            facts[f"{n.name} {r.interface}"] = f"{r.address}/{r.prefix}"
+        facts[f"{n.name}-bmc"] = n.bmc.address
+    for s in p.switches:
+        facts[f"{s.name} management"] = f"{s.management_address}/{s.management_prefix}"
+        if s.loopback:
+            facts[f"{s.name} loopback"] = s.loopback
+        for nb in s.neighbors:
+            facts[f"{s.name} {nb.interface}"] = nb.local_address
+    return facts
+
+
+def _routes(p: Plan) -> Facts:
+    facts: Facts = {}
+    for s in p.switches:
+        for h in s.host_subnets:
+            facts[f"{s.name} rail {h.rail} subnet"] = f"{h.subnet} (gateway {h.gateway})"
+    for n in p.nodes:
+        for r in n.rails:
+            facts[f"{n.name} table {r.table}"] = (
+                f"{r.subnet} dev {r.interface} src {r.address}, default via {r.gateway}"
+            )
+    return facts
+
+
+def _switch_ports(p: Plan) -> Facts:
+    facts: Facts = {}
+    for s in p.switches:
+        for h in s.host_subnets:
+            for port in h.ports:
+                facts[f"{s.name} {port}"] = f"rail {h.rail} {h.subnet} gateway {h.gateway}"
+    for c in p.cables:
+        facts.setdefault(f"{c.a_device} {c.a_port}", f"-> {c.b_device} {c.b_port}")
+        facts.setdefault(f"{c.b_device} {c.b_port}", f"-> {c.a_device} {c.a_port}")
+    return facts
+
+
+def _cables(p: Plan) -> Facts:
+    return {
+        f"{c.a_device} {c.a_port} <-> {c.b_device} {c.b_port}": f"{c.kind} {c.speed_gbps}G"
+        for c in sorted(p.cables, key=lambda c: (c.a_device, c.a_port))
+    }
+
+
+def _bgp(p: Plan) -> Facts:
+    return {
+        f"{s.name} {nb.interface} -> {nb.peer}": (
+            f"AS{s.asn} {nb.local_address} <-> AS{nb.peer_asn} {nb.peer_address} ({nb.peer_interface})"
+        )
+        for s in p.switches
+        for nb in s.neighbors
+    }
+
+
+def _kubernetes(p: Plan) -> Facts:
+    facts: Facts = {}
+    for objs in (objects(p) | jobs(p)).values():
+        for o in objs:
+            meta = o.get("metadata") or {}
+            key = f"{o.get('kind')} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")
+            body = json.dumps(o, sort_keys=True, default=str)
+            facts[key] = hashlib.sha256(body.encode()).hexdigest()[:12]
+    for c in charts(p):
+        body = json.dumps(asdict(c), sort_keys=True, default=str)
+        facts[f"HelmRelease {c.namespace}/{c.release}"] = (
+            f"{c.chart} {c.version} " + (hashlib.sha256(body.encode()).hexdigest()[:12])
+        )
+    return facts
+
+
+SECTIONS = {
+    "nodes": _nodes,
+    "switches": _switches,
+    "addresses": _addresses,
+    "routes": _routes,
+    "switch_ports": _switch_ports,
+    "cables": _cables,
+    "bgp_sessions": _bgp,
+    "kubernetes": _kubernetes,
+}
+
+
+def compare(old: Facts, new: Facts) -> list[Change]:
+    keys = list(dict.fromkeys([*old, *new]))
+    return [Change(k, old.get(k), new.get(k)) for k in keys if old.get(k) != new.get(k)]
+
+
+def site_diff(old: Plan, new: Plan, layers: Iterable[str]) -> SiteDiff:
+    """The plan `new` against `old`, and per layer the hosts whose state (`aisite.changes`) differs."""
+    diff = SiteDiff(new.site, {name: compare(facts(old), facts(new)) for name, facts in SECTIONS.items()})
+    names = list(layers)
+    before = layer_states(names, *site_layer_inputs(old))
+    after = layer_states(names, *site_layer_inputs(new))
+    for name in names:
+        hosts = after[name].pending(before[name].hosts)
+        if hosts:
+            diff.layers[name] = hosts
+    return diff
+
+
+def markdown(diff: SiteDiff, title: str, limit: int = 50) -> str:
+    """The diff as a comment a reviewer reads: a section per kind of fact, at most `limit` lines each."""
+    lines = [f"### {title}", ""]
+    if diff.empty:
+        return "\n".join([*lines, "No change to the site's plan, objects or layers."])
+    if diff.layers:
+        lines += ["**Runs**", ""]
+        lines += [f"- {layer}: {', '.join(hosts)}" for layer, hosts in diff.layers.items()]
+        lines.append("")
+    for name, changes in diff.sections.items():
+        if not changes:
+            continue
+        counts = {k: sum(1 for c in changes if c.kind == k) for k in ("added", "removed", "changed")}
+        summary = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+        lines += [f"**{name.replace('_', ' ')}** ({summary})", ""]
+        for c in changes[:limit]:
+            if c.kind == "changed":
+                lines.append(f"- `{c.key}`: {c.old} -> {c.new}")
+            else:
+                lines.append(f"- {'+' if c.kind == 'added' else '-'} `{c.key}`: {c.new or c.old}")
+        if len(changes) > limit:
+            lines.append(f"- ... and {len(changes) - limit} more (`--json` lists every one)")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

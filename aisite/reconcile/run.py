@@ -1,0 +1,197 @@
+"""One reconcile pass: fetch the branch, verify the commit's signature, check the site out, validate it, and run
+`aisite deploy --changed` (or a full or check pass) from the checkout, so the commit's own playbooks and roles are
+what reaches the site. Every pass is recorded in the status file and the metrics, whatever its outcome."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from aisite import repo
+from aisite.reconcile.state import STATE, PassRecord, load_status, lock, save_status, workdir, write_metrics
+
+
+@dataclass(frozen=True)
+class Config:
+    repo: str  # URL or path of the site repository
+    branch: str
+    stack: str  # a stack name under the repository's stacks/, or a path inside it
+    allowed_signers: Path | None = None  # when set, only commits signed by a key listed there are applied
+    engine: str = "ansible"  # ansible: aisite deploy; pulumi: pulumi up (needs the Pulumi CLI)
+    wait: bool = False  # wait for the lock instead of leaving
+
+
+def _aisite(clone: Path, *args: str, fd: int, forward: list[subprocess.Popen[str]]) -> subprocess.CompletedProcess[str]:
+    """Run the checkout's own aisite (python -m puts the checkout first on sys.path) with this interpreter. The
+    child inherits the lock, so a reconcile that dies leaves it held until its deploy has stopped too."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aisite", *args],
+        cwd=clone,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        pass_fds=(fd,),
+    )
+    forward.append(proc)
+    try:
+        stdout, stderr = proc.communicate()
+    finally:
+        forward.remove(proc)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def _json(r: subprocess.CompletedProcess[str]) -> dict[str, Any] | None:
+    text = r.stdout.strip()
+    if not text.startswith("{"):
+        return None
+    doc = json.loads(text)
+    return doc if isinstance(doc, dict) else None
+
+
+def _link_state(clone: Path) -> None:
+    """The checkout's .aisite is this machine's: the lab's keys, kubeconfigs and what each layer last applied."""
+    link = clone / ".aisite"
+    if link.is_symlink() and link.resolve() == STATE.resolve():
+        return
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    STATE.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(STATE.resolve(), target_is_directory=True)
+
+
+def _deploy(
+    cfg: Config, clone: Path, *, mode: str, fd: int, rec: PassRecord, forward: list[subprocess.Popen[str]]
+) -> None:
+    if cfg.engine == "pulumi":
+        if shutil.which("pulumi") is None:
+            rec.outcome = "failed"
+            rec.errors.append(
+                "the Pulumi CLI is not installed on this machine: nothing was applied (use --engine ansible to apply "
+                "the layers with aisite deploy)"
+            )
+            return
+        args = ["pulumi", "up", "--stack", cfg.stack, "--yes", "--non-interactive", "--skip-preview"]
+        args += ["--refresh"] if mode == "full" else []
+        if mode == "check":
+            args = ["pulumi", "preview", "--stack", cfg.stack, "--non-interactive", "--diff"]
+        r = subprocess.run(args, cwd=clone, capture_output=True, text=True, check=False, pass_fds=(fd,))
+        rec.outcome = "applied" if r.returncode == 0 else "failed"
+        if r.returncode != 0:
+            rec.errors.append(" ".join((r.stderr or r.stdout).split()[-60:]))
+        return
+    args = ["deploy", cfg.stack, "--json"]
+    args += {"changed": ["--changed"], "full": [], "check": ["--check"]}[mode]
+    r = _aisite(clone, *args, fd=fd, forward=forward)
+    doc = _json(r)
+    if doc is None:
+        rec.outcome = "failed"
+        rec.errors.append(f"aisite deploy exited {r.returncode}: " + " ".join(r.stderr.split()[-60:]))
+        return
+    rec.layers = {run["layer"]: run["hosts"] for run in doc.get("runs", [])}
+    rec.changed = {h: c["changed"] for h, c in doc.get("recap", {}).items() if c.get("changed")}
+    if mode == "check":
+        for change in doc.get("changes", []):
+            host, _, task = change.partition(": ")
+            rec.drifted.setdefault(host, []).append(task)
+        rec.changed = {}
+    rec.errors += [str(f) for f in doc.get("failures", [])]
+    if doc.get("status") != "successful":
+        rec.outcome = "failed"
+    elif mode == "check":
+        rec.outcome = "drift" if rec.drifted else "unchanged"
+    else:
+        rec.outcome = "applied" if doc.get("runs") else "unchanged"
+
+
+def reconcile_pass(cfg: Config, mode: str = "changed", on_step: Callable[[str], None] | None = None) -> PassRecord:
+    """One pass (mode: changed | full | check). Raises state.BusyError when another pass of the stack runs and
+    cfg.wait is false."""
+    step = on_step or (lambda _msg: None)
+    forward: list[subprocess.Popen[str]] = []
+
+    interrupted: list[int] = []
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        # A running deploy is asked to stop (it cancels Ansible) and waited for; without one, stop now. Either
+        # way the pass ends as interrupted and the next redoes whatever had not been recorded as applied.
+        interrupted.append(signum)
+        for proc in forward:
+            proc.send_signal(signum)
+        if not forward:
+            raise KeyboardInterrupt
+
+    with lock(cfg.stack, cfg.wait) as fd:
+        previous = signal.signal(signal.SIGTERM, stop)
+        status = load_status(cfg.stack)
+        status.repo, status.branch = cfg.repo, cfg.branch
+        clone = workdir(cfg.stack) / "repo"
+        rec = PassRecord(commit="", started=time.time(), mode=mode)
+        try:
+            step(f"fetching {cfg.branch} from {cfg.repo}")
+            rec.commit = repo.fetch(cfg.repo, cfg.branch, clone)
+            rec.subject = repo.commit_subject(clone, rec.commit)
+            if cfg.allowed_signers is not None:
+                step(f"verifying the signature of {rec.commit[:12]}")
+                rec.signer = repo.verify_commit(clone, rec.commit, cfg.allowed_signers)
+            repo.checkout(clone, rec.commit)
+            _link_state(clone)
+            step(f"validating {cfg.stack} at {rec.commit[:12]}")
+            valid = _aisite(clone, "validate", cfg.stack, "--json", fd=fd, forward=forward)
+            doc = _json(valid)
+            if interrupted:
+                raise KeyboardInterrupt
+            if valid.returncode != 0:
+                rec.outcome = "refused"
+                errors = (doc or {}).get("errors") or []
+                rec.errors = [f"{e['path']}: {e['message']}" for e in errors] or [valid.stderr.strip()[-2000:]]
+            else:
+                step(f"{'checking' if mode == 'check' else 'applying'} {rec.commit[:12]} ({mode})")
+                _deploy(cfg, clone, mode=mode, fd=fd, rec=rec, forward=forward)
+            if interrupted:
+                raise KeyboardInterrupt
+        except repo.GitError as exc:
+            rec.outcome = "refused" if cfg.allowed_signers is not None and rec.commit and not rec.signer else "failed"
+            rec.errors.append(str(exc))
+        except KeyboardInterrupt:
+            rec.outcome = "failed"
+            rec.errors.append("interrupted: the next pass completes what this one had not recorded as applied")
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            rec.seconds = round(time.time() - rec.started, 1)
+            if rec.outcome in ("applied", "unchanged") and mode != "check":
+                status.applied_commit = rec.commit
+                status.last_success = time.time()
+            elif rec.outcome in ("failed", "refused"):
+                status.failures_total += 1
+            status.passes.append(rec)
+            save_status(status)
+            write_metrics(status)
+        return rec
+
+
+def watch(
+    cfg: Config,
+    interval: float,
+    full_every: float | None,
+    on_pass: Callable[[PassRecord], None],
+    on_step: Callable[[str], None] | None = None,
+) -> None:
+    """Poll: a pass every `interval` seconds, a full pass every `full_every` (reverting drift); until stopped."""
+    last_full = time.time()
+    while True:
+        mode = "changed"
+        if full_every is not None and time.time() - last_full >= full_every:
+            mode, last_full = "full", time.time()
+        on_pass(reconcile_pass(cfg, mode, on_step))
+        time.sleep(interval)

@@ -1,0 +1,83 @@
+"""The site repository, through the git command: a file at a revision, fetching a branch into a work clone,
+checking a commit out and verifying its signature."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+# Commands run with no prompt and no pager, whatever the user's git configuration says.
+_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "LC_ALL": "C"}
+
+
+class GitError(RuntimeError):
+    """A git command failed; the message is the command and what git said."""
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(["git", *args], cwd=cwd, env=os.environ | _ENV, capture_output=True, text=True, check=False)
+    if check and r.returncode != 0:
+        said = (r.stderr or r.stdout).strip().splitlines()
+        raise GitError(f"git {' '.join(args)} (in {cwd}): {said[-1] if said else f'exit {r.returncode}'}")
+    return r
+
+
+def toplevel(path: Path) -> Path:
+    """The work tree that holds `path`."""
+    start = path if path.is_dir() else path.parent
+    return Path(git(start.resolve(), "rev-parse", "--show-toplevel").stdout.strip())
+
+
+def file_at(path: Path, rev: str) -> str:
+    """The text of `path` (in a git work tree) as it is at `rev`."""
+    top = toplevel(path)
+    rel = path.resolve().relative_to(top)
+    commit = git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
+    if commit.returncode != 0:
+        raise GitError(f"{rev!r} is not a commit of the repository at {top}")
+    shown = git(top, "show", f"{commit.stdout.strip()}:{rel.as_posix()}", check=False)
+    if shown.returncode != 0:
+        raise GitError(f"{rel} does not exist at {rev} in {top}")
+    return shown.stdout
+
+
+def fetch(url: str, branch: str, clone: Path) -> str:
+    """Fetch `branch` of `url` into the work clone (made on first use); the commit at its tip."""
+    if not (clone / ".git").is_dir():
+        clone.mkdir(parents=True, exist_ok=True)
+        git(clone, "init", "--quiet")
+    git(clone, "fetch", "--quiet", "--force", "--no-tags", url, f"+refs/heads/{branch}:refs/remotes/origin/{branch}")
+    return git(clone, "rev-parse", f"refs/remotes/origin/{branch}^{{commit}}").stdout.strip()
+
+
+def checkout(clone: Path, commit: str) -> None:
+    """Put the work tree at `commit` exactly (edits and stray files gone), keeping its state directory."""
+    git(clone, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--force", "--detach", commit)
+    git(clone, "clean", "--quiet", "-ffdx", "-e", ".aisite")
+
+
+def verify_commit(clone: Path, commit: str, allowed_signers: Path) -> str:
+    """Who signed `commit` with a key of `allowed_signers` (OpenSSH format); GitError when it is unsigned or its
+    key is not listed there."""
+    r = git(
+        clone,
+        "-c",
+        f"gpg.ssh.allowedSignersFile={allowed_signers.resolve()}",
+        "verify-commit",
+        "--verbose",
+        commit,
+        check=False,
+    )
+    said = r.stderr.strip()
+    if r.returncode != 0:
+        if not said or "no signature found" in said:
+            raise GitError(f"commit {commit[:12]} is not signed")
+        raise GitError(f"commit {commit[:12]}: signature not accepted: {said.splitlines()[-1]}")
+    # e.g. 'Good "git" signature for alice@example.com with ED25519 key SHA256:...'
+    good = [line for line in said.splitlines() if line.startswith("Good ")]
+    return good[-1] if good else said.splitlines()[-1]
+
+
+def commit_subject(clone: Path, commit: str) -> str:
+    return git(clone, "log", "-1", "--format=%s", commit).stdout.strip()

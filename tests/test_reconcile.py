@@ -1,0 +1,218 @@
+"""What changed, `aisite diff` and the parts of `aisite reconcile` that need no lab: real git repositories, real
+SSH-signed commits, the real lock and the push hook. Passes that apply a commit run in test_lab_integration.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aisite.changes import layer_states, resolve_pattern, site_layer_inputs
+from aisite.cli.common import LAYERS
+from aisite.diff import site_diff
+from aisite.loader import parse_site
+from aisite.plan import build_plan
+from aisite.reconcile import state
+from aisite.reconcile.hook import post_receive
+from aisite.render.inventory import inventory
+from tests.conftest import ROOT, commit_file, git, make_site_repo, run_cli, ssh_signer, stack_data
+
+pytestmark = pytest.mark.slow
+STACK = "rectest"  # the reconciler's state lives under .aisite/reconcile/rectest/ for these tests only
+LAB_TEXT = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text().replace("name: lab\n", f"name: {STACK}\n")
+
+
+def _states(data: dict) -> dict:
+    return layer_states(LAYERS, *site_layer_inputs(build_plan(parse_site(data))))
+
+
+def test_one_node_setting_is_pending_on_that_node_only(lab: dict) -> None:
+    before = _states(lab)
+    lab["gpu_nodes"][0]["nodes"][0] = {"labels": {"example.com/pool": "a"}}
+    after = _states(lab)
+    pending = {name: s.pending(before[name].hosts) for name, s in after.items()}
+    assert pending == {
+        "oob": [],
+        "fabric": [],
+        "hosts": ["gpu01"],
+        "cluster": ["gpu01"],
+        "platform": [],
+        "workloads": [],
+    }
+    assert after["hosts"].trigger != before["hosts"].trigger and after["oob"].trigger == before["oob"].trigger
+
+
+def test_a_site_wide_setting_is_pending_everywhere(lab: dict) -> None:
+    before = _states(lab)
+    lab["ntp_servers"] = ["10.250.1.2"]
+    after = _states(lab)
+    for name, s in after.items():
+        assert s.pending(before[name].hosts) == list(s.hosts), name
+
+
+def test_layer_targets_follow_the_plays() -> None:
+    states = _states(stack_data("lab"))
+    assert list(states["oob"].hosts) == ["cp01-bmc", "gpu01-bmc", "gpu02-bmc", "stor01-bmc"]
+    assert list(states["fabric"].hosts) == ["leaf01", "leaf02", "spine01", "spine02"]
+    assert list(states["platform"].hosts) == ["localhost"]
+    assert set(states["hosts"].hosts) == {"cp01", "gpu01", "gpu02", "stor01"}
+
+
+def test_resolve_pattern_reads_names_and_groups() -> None:
+    inv = inventory(build_plan(parse_site(stack_data("lab"))))
+    assert resolve_pattern("gpu_nodes:leaf01", inv) == ["gpu01", "gpu02", "leaf01"]
+    assert resolve_pattern("gpu02,cp01", inv) == ["cp01", "gpu02"]
+    assert resolve_pattern("localhost", inv) == ["localhost"]
+    assert resolve_pattern("fabric_os_sonic", inv) == []  # no SONiC switch: an empty group is not in the inventory
+    for unread in ("gpu*", "all:!gpu01", "gpu_nodes:&leaf"):
+        assert resolve_pattern(unread, inv) is None
+
+
+@settings(max_examples=12, deadline=None)  # each example plans the lab twice (~0.3 s)
+@given(st.sampled_from(["gpu01", "gpu02", "cp01", "stor01"]), st.text("abc", min_size=1, max_size=5))
+def test_a_label_on_one_node_never_touches_another(node: str, value: str) -> None:
+    data = stack_data("lab")
+    before = _states(data)
+    group, index = ("gpu_nodes", int(node[-1]) - 1) if node.startswith("gpu") else (None, 0)
+    if group:
+        spec = data[group][0]["nodes"][index]
+    else:
+        spec = data["control_plane" if node == "cp01" else "storage_nodes"].setdefault("nodes", [{}])[0]
+    spec["labels"] = {"example.com/x": value}  # beside the node's other settings (gpu02's IPMI BMC)
+    after = _states(data)
+    touched = {h for name, s in after.items() for h in s.pending(before[name].hosts)}
+    assert touched == {node}
+
+
+def test_diff_shows_a_moved_rail_subnet_as_addresses_routes_and_ports(lab: dict) -> None:
+    old = build_plan(parse_site(lab))
+    lab["networks"]["rails"] = ["10.250.16.0/24", "10.250.18.0/24"]
+    new = build_plan(parse_site(lab))
+    d = site_diff(old, new, LAYERS).to_dict()["sections"]
+    moved = {(c["key"], c["old"], c["new"]) for c in d["addresses"]}
+    assert moved == {
+        ("gpu01 rail1", "10.250.17.27/27", "10.250.18.27/27"),
+        ("gpu02 rail1", "10.250.17.28/27", "10.250.18.28/27"),
+    }
+    routes = {c["key"]: c["new"] for c in d["routes"]}
+    assert routes["leaf02 rail 1 subnet"] == "10.250.18.0/27 (gateway 10.250.18.1)"
+    assert routes["gpu01 table 101"].startswith("10.250.18.0/27 dev rail1 src 10.250.18.27")
+    ports = {c["key"]: c["new"] for c in d["switch_ports"]}
+    assert ports == {p: "rail 1 10.250.18.0/27 gateway 10.250.18.1" for p in ("leaf02 swp1", "leaf02 swp2")}
+    assert [c["key"] for c in d["kubernetes"]] == ["IPPool nvidia-network-operator/rail1-su0"]
+    assert not d["cables"] and not d["bgp_sessions"]  # nothing was recabled, no session moved
+
+
+def test_diff_command_compares_a_revision_with_the_working_tree(tmp_path: Path) -> None:
+    repo = make_site_repo(tmp_path / "site", {f"Pulumi.{STACK}.yaml": LAB_TEXT})
+    stack = repo / "stacks" / f"Pulumi.{STACK}.yaml"
+    r = run_cli("diff", str(stack), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["empty"], r.stdout + r.stderr
+    stack.write_text(LAB_TEXT.replace("          - {}\n", "          - {labels: {example.com/pool: a}}\n"))
+    r = run_cli("diff", str(stack), "--json")
+    doc = json.loads(r.stdout)
+    assert doc["layers"] == {"hosts": ["gpu01"], "cluster": ["gpu01"]}
+    assert doc["sections"]["nodes"] == [
+        {"kind": "added", "key": "gpu01.labels.example.com/pool", "old": None, "new": "a"}
+    ]
+    text = run_cli("diff", str(stack)).stdout
+    assert "- hosts: gpu01" in text and "+ `gpu01.labels.example.com/pool`: a" in text
+    bad = run_cli("diff", str(stack), "--against", "no-such-rev")
+    assert bad.returncode == 2 and "'no-such-rev' is not a commit" in bad.stderr
+
+
+@pytest.fixture
+def site_repo(tmp_path: Path) -> Iterator[Path]:
+    shutil.rmtree(state.workdir(STACK), ignore_errors=True)
+    yield make_site_repo(tmp_path / "site", {f"Pulumi.{STACK}.yaml": LAB_TEXT})
+    shutil.rmtree(state.workdir(STACK), ignore_errors=True)
+
+
+def _reconcile(repo: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("reconcile", "--repo", str(repo), "--stack", STACK, "--once", "--json", *extra)
+
+
+def test_an_invalid_commit_is_refused_with_its_errors_and_nothing_runs(site_repo: Path) -> None:
+    bad = LAB_TEXT.replace("count: 2\n", "count: two\n", 1)
+    commit = commit_file(site_repo, f"stacks/Pulumi.{STACK}.yaml", bad, "Two GPU nodes, in words")
+    r = _reconcile(site_repo)
+    assert r.returncode == 1
+    rec = json.loads(r.stdout)
+    assert rec["outcome"] == "refused" and rec["commit"] == commit and rec["layers"] == {}
+    assert any("gpu_nodes[0].count" in e for e in rec["errors"]), rec["errors"]
+    st = json.loads(run_cli("reconcile", "status", "--stack", STACK, "--json").stdout)
+    assert st["applied_commit"] is None and st["failures_total"] == 1 and st["passes"][-1]["outcome"] == "refused"
+    metrics = (state.workdir(STACK) / "aisite_reconcile.prom").read_text()
+    assert f'aisite_reconcile_failures_total{{stack="{STACK}"}} 1.0' in metrics
+    assert f'aisite_reconcile_last_pass_ok{{stack="{STACK}"}} 0.0' in metrics
+    assert not (ROOT / ".aisite" / STACK / "deploys").exists()  # no deploy ran
+
+
+def test_signatures_unsigned_and_unknown_signers_are_refused(site_repo: Path, tmp_path: Path) -> None:
+    admin_key, admin_line = ssh_signer(tmp_path, "admin@example.com")
+    other_key, _ = ssh_signer(tmp_path, "mallory@example.com")
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(admin_line + "\n")
+    stack = f"stacks/Pulumi.{STACK}.yaml"
+    commit_file(site_repo, stack, LAB_TEXT + "\n", "Unsigned")
+    r = _reconcile(site_repo, "--allowed-signers", str(signers))
+    rec = json.loads(r.stdout)
+    assert r.returncode == 1 and rec["outcome"] == "refused" and "is not signed" in rec["errors"][0], rec
+    commit_file(site_repo, stack, LAB_TEXT + "\n\n", "Signed by a key the site does not list", other_key)
+    rec = json.loads(_reconcile(site_repo, "--allowed-signers", str(signers)).stdout)
+    assert rec["outcome"] == "refused" and "signature not accepted" in rec["errors"][0], rec
+    # The admin's signature is accepted; the site it brings is invalid, so it is refused by validation instead.
+    commit_file(site_repo, stack, LAB_TEXT.replace("count: 2\n", "count: -1\n", 1), "Signed, invalid", admin_key)
+    rec = json.loads(_reconcile(site_repo, "--allowed-signers", str(signers)).stdout)
+    assert rec["signer"].startswith('Good "git" signature for admin@example.com'), rec
+    assert rec["outcome"] == "refused" and any("count" in e for e in rec["errors"])
+    assert json.loads(run_cli("reconcile", "status", "--stack", STACK, "--json").stdout)["failures_total"] == 3
+
+
+def test_a_second_reconcile_leaves_while_one_runs(site_repo: Path) -> None:
+    with state.lock(STACK, wait=False):
+        r = _reconcile(site_repo)
+    assert r.returncode == 75 and json.loads(r.stdout)["outcome"] == "busy"
+    assert "another reconcile of stack 'rectest' is running (pid" in r.stderr
+    assert not (state.workdir(STACK) / "status.json").exists()  # it did nothing, recorded nothing
+
+
+def test_the_push_hook_runs_a_pass_for_its_branch_only(site_repo: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "site.git"
+    git(tmp_path, "clone", "--quiet", "--bare", str(site_repo), str(bare))
+    hook = bare / "hooks" / "post-receive"
+    hook.write_text(post_receive(STACK, "main"))
+    hook.chmod(0o755)
+    assert f"{sys.executable} -m aisite reconcile" in hook.read_text()
+    git(site_repo, "remote", "add", "origin", str(bare))
+    commit_file(site_repo, f"stacks/Pulumi.{STACK}.yaml", LAB_TEXT.replace("count: 2\n", "count: two\n", 1), "Bad")
+    git(site_repo, "push", "--quiet", "origin", "main:other")  # another branch: no pass
+    assert not (state.workdir(STACK) / "status.json").exists()
+    push = subprocess.run(["git", "push", "origin", "main"], cwd=site_repo, capture_output=True, text=True, check=False)
+    assert push.returncode == 0, push.stderr  # the push itself is accepted; the pass reports to the pusher
+    assert "remote:" in push.stderr and "refused" in push.stderr, push.stderr
+    st = json.loads(run_cli("reconcile", "status", "--stack", STACK, "--json").stdout)
+    assert st["repo"] == str(bare) and st["passes"][-1]["outcome"] == "refused"
+
+
+def test_reconcile_options_are_checked_before_anything_runs(tmp_path: Path) -> None:
+    r = run_cli("reconcile", "--stack", STACK, "--once", "--watch", "--engine", "terraform")
+    assert r.returncode == 2
+    for msg in ("--repo: required", "--once and --watch: choose one", "--engine: 'terraform'"):
+        assert msg in r.stderr
+    assert not state.workdir(STACK).exists()
+
+
+def test_the_pulumi_engine_without_its_cli_says_so(site_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("pulumi"):
+        pytest.skip("the Pulumi CLI is installed here: this checks the message given where it is not")
+    r = _reconcile(site_repo, "--engine", "pulumi")
+    rec = json.loads(r.stdout)
+    assert r.returncode == 1 and "the Pulumi CLI is not installed on this machine" in rec["errors"][0]
