@@ -6,6 +6,7 @@ Each check appends `Problem(path, message)` and carries on, so a user sees every
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 
@@ -52,7 +53,35 @@ def check_site(site: Site) -> list[Problem]:
     _check_capacity(site, layout, out)
     _check_kubernetes(site, out)
     _check_tenants(site, out)
+    _check_gitops(site, groups, out)
     return out
+
+
+def _check_gitops(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
+    g = site.gitops
+    if g is None:
+        return
+    nodes = [name for _, group in groups for name in group.node_names()]
+    if g.reconciler_host is not None and g.reconciler_host not in nodes:
+        out.append(
+            Problem(
+                "site.gitops.reconciler_host",
+                f"{g.reconciler_host!r} is not a node of the site (nodes: {', '.join(nodes[:8])}"
+                + (", ...)" if len(nodes) > 8 else ")"),
+            )
+        )
+    dns = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    for key in ("git_secret", "signers_secret", "credentials_secret"):
+        value = getattr(g, key)
+        if value is not None and (len(value) > 253 or not dns.match(value)):
+            out.append(Problem(f"site.gitops.{key}", f"{value!r} is not a Kubernetes Secret name (DNS-1123 subdomain)"))
+    if g.signers_secret and not g.allowed_signers:
+        out.append(
+            Problem(
+                "site.gitops.signers_secret",
+                "Flux would verify signatures the reconciler does not: list the same keys in allowed_signers",
+            )
+        )
 
 
 def _node_groups(site: Site) -> Iterator[tuple[str, NodeGroup]]:

@@ -411,6 +411,31 @@ class AnsibleSettings(Strict):
     user: str = "root"
 
 
+class Gitops(Strict):
+    """Where the site's repository is and how it is applied from it: by the reconciler (`aisite reconcile` on a
+    management host, role `reconciler`) and by in-cluster GitOps (Flux + the Pulumi Kubernetes Operator, rendered
+    into manifests/gitops/<site>/). Credentials are named Secrets, never values."""
+
+    repository: Annotated[str, Field(pattern=r"^(ssh://|https://|git@)[^\s]+$")]
+    branch: Annotated[str, Field(pattern=r"^[A-Za-z0-9._/-]+$")] = "main"
+    interval_seconds: Annotated[int, Field(ge=30, le=86400)] = 300
+    full_pass_seconds: Annotated[int, Field(ge=300)] = 3600  # reconciler: every layer on every host this often
+    # The node that runs the reconciler (systemd timer); None: the first control-plane node.
+    reconciler_host: Name | None = None
+    # OpenSSH allowed-signers lines: when any, only commits signed by one of these keys are applied.
+    allowed_signers: list[
+        Annotated[str, Field(pattern=r"^\S+ (ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$")]
+    ] = []
+    pulumi_stack: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+){0,2}$")] | None = None
+    pulumi_backend: str | None = None
+    namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = "aisite-gitops"
+    git_secret: str | None = None  # Secret with the repository's credentials (identity + known_hosts, or token)
+    signers_secret: str | None = None  # Secret with the signers' public keys (*.sshpub) for Flux to verify HEAD
+    # Secret whose keys are the environment variables the stack reads (its password_from.env names) and
+    # PULUMI_ACCESS_TOKEN; None: aisite-<site>-credentials.
+    credentials_secret: str | None = None
+
+
 class Site(Strict):
     name: Name
     description: str = ""
@@ -430,6 +455,7 @@ class Site(Strict):
     nvidia: Nvidia = Nvidia()
     kubernetes: Kubernetes = Kubernetes()
     workloads: list[Workload] = []
+    gitops: Gitops | None = None
 
 
 def group_hardware(group: GpuGroup) -> tuple[str, int, int, int, bool]:

@@ -338,3 +338,21 @@ def test_tenant_quota_per_gpu_type(lab: dict[str, Any]) -> None:
     assert has(found, "site.kubernetes.tenants[1].gpu_quota.a100", "no a100 GPUs (it has: t4, v100)")
     assert has(found, "site.kubernetes.tenants[1].gpu_quota.t4", "5 t4 GPUs but the site has 4")
     assert has(found, "site.kubernetes.tenants[1].lending_limit", "6 is more than its t4 quota of 5")
+
+
+def test_gitops_settings_are_checked_together(lab: dict[str, Any]) -> None:
+    lab["gitops"]["reconciler_host"] = "cp09"
+    lab["gitops"]["git_secret"] = "Lab_Git"
+    lab["gitops"]["allowed_signers"] = []
+    found = problems(lab)
+    assert has(found, "site.gitops.reconciler_host", "'cp09' is not a node of the site", "cp01")
+    assert has(found, "site.gitops.git_secret", "'Lab_Git' is not a Kubernetes Secret name")
+    assert has(found, "site.gitops.signers_secret", "list the same keys in allowed_signers")
+
+
+def test_gitops_refuses_an_unsigned_looking_signer_line(lab: dict[str, Any]) -> None:
+    lab["gitops"]["allowed_signers"] = ["admin@example.com not-a-key"]
+    lab["gitops"]["interval_seconds"] = 5
+    found = problems(lab)
+    assert any(p.startswith("site.gitops.allowed_signers[0]: ") for p in found)
+    assert has(found, "site.gitops.interval_seconds", "greater than or equal to 30")

@@ -80,6 +80,10 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
     r = run_cli("render", "lab", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
+        "gitops/gitrepository.yaml",
+        "gitops/namespace.yaml",
+        "gitops/rbac.yaml",
+        "gitops/stack.yaml",
         "inventory.yml",
         "manifests/charts/csi-driver-nfs.values.yaml",
         "manifests/charts/gpu-operator.values.yaml",

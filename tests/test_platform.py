@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 
 from aisite.loader import load_site
 from aisite.plan import Plan, build_plan
 from aisite.platform import charts, jobs, objects, remote_manifests
+from aisite.platform.gitops import gitops_objects
 from aisite.platform.kueue import flavor_name
 from aisite.platform.rails import rail_interfaces
 from tests.conftest import ROOT, STACKS
@@ -339,3 +341,32 @@ def test_jobs_are_sized_from_the_plan_with_the_fabric_settings(plan: Plan) -> No
         assert (
             set(cm["data"]) == {"result.py", "resnet.py", "tools.py"} and "aisite.bench/v1" in cm["data"]["result.py"]
         )
+
+
+def test_gitops_handover_passes_the_crds_and_kubernetes(plan: Plan) -> None:
+    """manifests/gitops/<site>/: Flux's GitRepository and the Pulumi Operator's Stack against their CRDs, the rest
+    against Kubernetes; secrets by name and key only."""
+    files = gitops_objects(plan)
+    if plan.gitops is None:
+        assert files == {}
+        return
+    schemas = crd_schemas()
+    every = [o for objs in files.values() for o in objs]
+    assert {o["kind"] for o in every} == {"Namespace", "ServiceAccount", "ClusterRoleBinding", "GitRepository", "Stack"}
+    for o in every:
+        key = (o["apiVersion"], o["kind"])
+        if key in schemas:
+            jsonschema.Draft7Validator(schemas[key]).validate(o)
+        else:
+            kubernetes_validate.validate(o, plan.kubernetes.version, strict=True)
+    (repo,) = files["gitrepository.yaml"]
+    (stack,) = files["stack.yaml"]
+    assert repo["spec"]["url"] == plan.gitops.repository and repo["spec"]["ref"] == {"branch": plan.gitops.branch}
+    assert repo["spec"]["verify"]["secretRef"]["name"] == plan.gitops.signers_secret
+    assert stack["spec"]["fluxSource"]["sourceRef"]["name"] == repo["metadata"]["name"]
+    refs = stack["spec"]["envRefs"]
+    assert set(refs) == {*plan.gitops.secret_env, "PULUMI_ACCESS_TOKEN"}
+    assert all(
+        set(r) == {"type", "secret"} and r["secret"]["name"] == plan.gitops.credentials_secret for r in refs.values()
+    )
+    assert stack["spec"]["continueResyncOnCommitMatch"] is True  # drift is reverted on the resync period

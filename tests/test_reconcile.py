@@ -4,6 +4,7 @@ SSH-signed commits, the real lock and the push hook. Passes that apply a commit 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,9 @@ from aisite.render.inventory import inventory
 from tests.conftest import ROOT, commit_file, git, make_site_repo, run_cli, ssh_signer, stack_data
 
 pytestmark = pytest.mark.slow
-STACK = "rectest"  # the reconciler's state lives under .aisite/reconcile/rectest/ for these tests only
+# The reconciler's state lives under .aisite/reconcile/<stack>/: a stack of its own per xdist worker, whose tests
+# run one after another, so parallel workers never share a lock, a clone or a status file.
+STACK = f"rectest-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 LAB_TEXT = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text().replace("name: lab\n", f"name: {STACK}\n")
 
 
@@ -180,7 +183,7 @@ def test_a_second_reconcile_leaves_while_one_runs(site_repo: Path) -> None:
     with state.lock(STACK, wait=False):
         r = _reconcile(site_repo)
     assert r.returncode == 75 and json.loads(r.stdout)["outcome"] == "busy"
-    assert "another reconcile of stack 'rectest' is running (pid" in r.stderr
+    assert f"another reconcile of stack {STACK!r} is running (pid" in r.stderr
     assert not (state.workdir(STACK) / "status.json").exists()  # it did nothing, recorded nothing
 
 

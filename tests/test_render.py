@@ -17,7 +17,7 @@ from aisite.plan import build_plan
 from aisite.platform import jobs, objects
 from aisite.render.bundle import bundle
 from aisite.render.inventory import inventory, inventory_yaml
-from aisite.render.manifests import manifest_files
+from aisite.render.manifests import gitops_files, manifest_files
 from tests.conftest import ROOT, STACKS
 from tests.test_platform import CUSTOM_GROUPS
 
@@ -30,7 +30,11 @@ def plan(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
 def test_inventory_groups_and_hosts(plan) -> None:  # type: ignore[no-untyped-def]
     inv = inventory(plan)
     groups = inv["all"]["children"]
-    assert set(groups) == {"control_plane", "gpu_nodes", "storage_nodes", "leaf", "spine", "oob"}
+    reconciler = {"reconciler"} if plan.gitops else set()
+    assert set(groups) == {"control_plane", "gpu_nodes", "storage_nodes", "leaf", "spine", "oob"} | reconciler
+    if plan.gitops:  # the reconciler's host, with the site's repository settings as its group's variables
+        assert list(groups["reconciler"]["hosts"]) == [plan.gitops.reconciler_host]
+        assert groups["reconciler"]["vars"]["aisite_gitops"]["repository"] == plan.gitops.repository
     assert len(groups["control_plane"]["hosts"]) == len(plan.by_role("control-plane"))
     assert len(groups["gpu_nodes"]["hosts"]) == len(plan.by_role("gpu"))
     assert len(groups["oob"]["hosts"]) == len(plan.nodes)
@@ -118,6 +122,9 @@ def test_committed_manifests_are_current(plan) -> None:  # type: ignore[no-untyp
     expected = manifest_files(plan)
     on_disk = {str(p.relative_to(site_dir)): p.read_text() for p in site_dir.rglob("*.yaml")}
     assert on_disk == expected, f"manifests/{plan.site} is stale: run `make manifests`"
+    gitops_dir = ROOT / "manifests" / "gitops" / plan.site
+    on_disk = {str(p.relative_to(gitops_dir)): p.read_text() for p in gitops_dir.rglob("*.yaml")}
+    assert on_disk == gitops_files(plan), f"manifests/gitops/{plan.site} is stale: run `make manifests`"
 
 
 def test_bundle_is_deterministic(plan) -> None:  # type: ignore[no-untyped-def]

@@ -16,6 +16,8 @@ from aisite.plan import Plan, build_plan
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 CACHE = ROOT / ".aisite" / "cache"
 LAYERS = ("oob", "fabric", "hosts", "cluster", "platform", "workloads")
+# Playbooks run only when asked (`deploy --layer NAME`), not by a whole-site deploy or --changed.
+OPTIONAL_LAYERS = ("reconciler",)
 
 app = typer.Typer(
     add_completion=False,

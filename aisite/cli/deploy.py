@@ -16,7 +16,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from aisite.changes import LOCALHOST, LayerState, contents_text, layer_states, resolve_pattern
-from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, LAYERS, JsonOpt, StackArg, err, invalid, load_plan, out
+from aisite.cli.common import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    LAYERS,
+    OPTIONAL_LAYERS,
+    JsonOpt,
+    StackArg,
+    err,
+    invalid,
+    load_plan,
+    out,
+)
 from aisite.deploy import RunResult, applied_hosts, merge, record_applied, record_run, run_playbook
 from aisite.errors import SiteError
 from aisite.loader import resolve_stack
@@ -150,7 +161,9 @@ def _recap_table(result: RunResult) -> Table:
 
 def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     stack: StackArg,
-    layer: Annotated[str | None, typer.Option(help=f"Run one layer only: {', '.join(LAYERS)}.")] = None,
+    layer: Annotated[
+        str | None, typer.Option(help=f"Run one layer only: {', '.join((*LAYERS, *OPTIONAL_LAYERS))}.")
+    ] = None,
     limit: Annotated[str | None, typer.Option(help="Ansible host pattern to limit the run to.")] = None,
     check: Annotated[bool, typer.Option("--check", help="Ansible check mode: report, change nothing.")] = False,
     one_time_boot: Annotated[
@@ -187,8 +200,8 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     if boot_media is not None and (one_time_boot != "cd" or not boot_media.startswith(("http://", "https://"))):
         print(f"--boot-media: {boot_media!r} needs --one-time-boot cd and an http(s) URL", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID)
-    if layer is not None and layer not in LAYERS:
-        print(f"--layer: unknown layer {layer!r}; known: {', '.join(LAYERS)}", file=sys.stderr)
+    if layer is not None and layer not in (*LAYERS, *OPTIONAL_LAYERS):
+        print(f"--layer: unknown layer {layer!r}; known: {', '.join((*LAYERS, *OPTIONAL_LAYERS))}", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID)
     if changed and (layer or one_time_boot or check):
         print("--changed picks the layers itself: not with --layer, --one-time-boot or --check", file=sys.stderr)
@@ -204,7 +217,8 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     platform = manifest_files(p)
     applies = layer_files(platform)
     # One definition of "changed" with reconcile, diff and the Pulumi layers: each host's state per layer.
-    states = layer_states(LAYERS, inv, {name: contents_text(files) for name, files in applies.items()})
+    names = (*LAYERS, layer) if layer in OPTIONAL_LAYERS else LAYERS
+    states = layer_states(names, inv, {name: contents_text(files) for name, files in applies.items()})
     runs = _runs(states, inv, layer, limit, changed, check, applied_hosts(p.site), as_json)
     playbooks = [f"playbooks/{names[0] if len(names) == 1 else 'site'}.yml" for names, _ in runs]
     started = time.time()

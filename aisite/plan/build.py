@@ -37,6 +37,7 @@ from aisite.plan.types import (
     Bmc,
     Cable,
     ExportPlan,
+    GitopsPlan,
     Gpu,
     HostSubnet,
     Interface,
@@ -400,4 +401,27 @@ def build_plan(site: Site) -> Plan:
         admin_users=tuple(AdminUserPlan(u.name, tuple(u.ssh_keys), u.sudo) for u in site.admin_users),
         nfs_server=site.storage_nodes.nfs_server if site.storage_nodes else "kernel",
         exports=exports(site, nodes),
+        gitops=gitops_plan(site, nodes),
+    )
+
+
+def gitops_plan(site: Site, nodes: tuple[Node, ...]) -> GitopsPlan | None:
+    g = site.gitops
+    if g is None:
+        return None
+    first_cp = next(n.name for n in nodes if n.role == "control-plane")
+    return GitopsPlan(
+        repository=g.repository,
+        branch=g.branch,
+        interval_seconds=g.interval_seconds,
+        full_pass_seconds=g.full_pass_seconds,
+        reconciler_host=g.reconciler_host or first_cp,
+        allowed_signers=tuple(g.allowed_signers),
+        pulumi_stack=g.pulumi_stack or site.name,
+        pulumi_backend=g.pulumi_backend,
+        namespace=g.namespace,
+        git_secret=g.git_secret,
+        signers_secret=g.signers_secret,
+        credentials_secret=g.credentials_secret or f"aisite-{site.name}-credentials",
+        secret_env=tuple(sorted({s.password_from.env for s in site.secrets.values() if s.password_from.env})),
     )

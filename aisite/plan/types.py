@@ -193,6 +193,24 @@ class WorkloadPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class GitopsPlan:
+    repository: str
+    branch: str
+    interval_seconds: int
+    full_pass_seconds: int
+    reconciler_host: str
+    allowed_signers: tuple[str, ...]
+    pulumi_stack: str
+    pulumi_backend: str | None
+    namespace: str
+    git_secret: str | None
+    signers_secret: str | None
+    credentials_secret: str
+    # The environment variables the stack reads its secrets from (password_from.env): keys of credentials_secret.
+    secret_env: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RegistryPlan:
     host: str
     mirrors: tuple[str, ...]
@@ -289,6 +307,7 @@ class Plan:
     admin_users: tuple[AdminUserPlan, ...] = ()
     nfs_server: str = "kernel"
     exports: tuple[ExportPlan, ...] = ()
+    gitops: GitopsPlan | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from aisite.plan import Plan
 from aisite.render.inventory import inventory_yaml
-from aisite.render.manifests import manifest_files
+from aisite.render.manifests import gitops_files, manifest_files
 
 
 def bundle(plan: Plan) -> dict[str, str]:
@@ -19,6 +19,7 @@ def bundle(plan: Plan) -> dict[str, str]:
         "plan.json": json.dumps(plan.to_dict(), indent=2) + "\n",
     }
     files.update({f"manifests/{name}": text for name, text in manifest_files(plan).items()})
+    files.update({f"gitops/{name}": text for name, text in gitops_files(plan).items()})
     return files
 
 

@@ -7,7 +7,7 @@ import shutil
 from aisite.loader import ROOT, load_site, stack_names
 from aisite.plan import build_plan
 from aisite.render.bundle import write_bundle
-from aisite.render.manifests import manifest_files
+from aisite.render.manifests import gitops_files, manifest_files
 
 
 def main() -> None:
@@ -16,11 +16,13 @@ def main() -> None:
     for stack in stack_names():
         plan = build_plan(load_site(stack))
         rendered[plan.site] = manifest_files(plan)
+        rendered[f"gitops/{plan.site}"] = gitops_files(plan)
     for site, files in rendered.items():
         site_dir = ROOT / "manifests" / site
         shutil.rmtree(site_dir, ignore_errors=True)
-        written = write_bundle(files, site_dir)
-        print(f"manifests/{site}: {len(written)} file(s)")
+        if files:
+            written = write_bundle(files, site_dir)
+            print(f"manifests/{site}: {len(written)} file(s)")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@ workloads' jobs under workloads/."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from aisite.plan import Plan
 from aisite.platform import charts, jobs, objects, remote_manifests
+from aisite.platform.gitops import gitops_objects
 from aisite.render.inventory import to_yaml
 
 WORKLOADS_DIR = "workloads/"  # the Workloads layer's files; the rest is the Platform layer's
@@ -19,12 +22,23 @@ def layer_files(files: dict[str, str]) -> dict[str, dict[str, str]]:
     }
 
 
+def _header(plan: Plan) -> str:
+    return f"# Rendered by aisite for site {plan.site}; do not edit.\n"
+
+
+def _files(plan: Plan, objs_by_file: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
+    return {name: _header(plan) + "".join("---\n" + to_yaml(o) for o in objs) for name, objs in objs_by_file.items()}
+
+
+def gitops_files(plan: Plan) -> dict[str, str]:
+    """manifests/gitops/<site>/: the Flux source and the Pulumi Operator stack (applied once by hand, by a
+    person with cluster-admin; from then on the cluster applies the site from its repository)."""
+    return _files(plan, gitops_objects(plan))
+
+
 def manifest_files(plan: Plan) -> dict[str, str]:
-    header = f"# Rendered by aisite for site {plan.site}; do not edit.\n"
-    files = {
-        name: header + "".join("---\n" + to_yaml(obj) for obj in objs)
-        for name, objs in (objects(plan) | jobs(plan)).items()
-    }
+    header = _header(plan)
+    files = _files(plan, objects(plan) | jobs(plan))
     index = [
         {
             "release": c.release,
