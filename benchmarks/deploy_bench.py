@@ -38,6 +38,15 @@ def aisite(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def lab_stack(directory: Path) -> Path:
+    """The lab stack as site `deploybench` on ranges of its own (10.254.0.0/15), written into `directory`."""
+    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text()
+    text = text.replace("10.250.", "10.254.").replace("10.251.", "10.255.").replace("name: lab\n", f"name: {SITE}\n")
+    stack = directory / f"Pulumi.{SITE}.yaml"
+    stack.write_text(text)
+    return stack
+
+
 def podman_exec(container: str, script: str) -> str:
     env = os.environ | {"CONTAINERS_CONF": str(CONF)}
     cmd = ["podman", "exec", container, "sh", "-c", script]
@@ -101,10 +110,7 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=5, help="no-change deploys after the cold one")
     parser.add_argument("--keep", action="store_true", help="leave the lab up afterwards")
     args = parser.parse_args()
-    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text()
-    text = text.replace("10.250.", "10.254.").replace("10.251.", "10.255.").replace("name: lab\n", f"name: {SITE}\n")
-    stack = Path(tempfile.mkdtemp()) / f"Pulumi.{SITE}.yaml"
-    stack.write_text(text)
+    stack = lab_stack(Path(tempfile.mkdtemp()))
     aisite("lab", "down", str(stack))
     start = time.perf_counter()
     up = aisite("lab", "up", str(stack))

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -219,3 +220,39 @@ def test_the_pulumi_engine_without_its_cli_says_so(site_repo: Path, monkeypatch:
     r = _reconcile(site_repo, "--engine", "pulumi")
     rec = json.loads(r.stdout)
     assert r.returncode == 1 and "the Pulumi CLI is not installed on this machine" in rec["errors"][0]
+
+
+def _aisite_lines(doc: object) -> list[str]:
+    """Every `.venv/bin/aisite ...` command of a CI template's scripts (run: steps, script: lists)."""
+    found: list[str] = []
+    if isinstance(doc, dict):
+        for value in doc.values():
+            found += _aisite_lines(value)
+    elif isinstance(doc, list):
+        for value in doc:
+            found += _aisite_lines(value)
+    elif isinstance(doc, str) and doc.startswith(".venv/bin/aisite "):
+        found.append(doc)
+    return found
+
+
+@pytest.mark.parametrize("template", ["github-actions.yml", "gitlab-ci.yml"])
+def test_ci_templates_review_a_change_with_validate_and_diff(template: str, site_repo: Path) -> None:
+    """The review steps of the site repository's CI templates, run as written on a change to one node."""
+    doc = yaml.safe_load((ROOT / "templates" / "ci" / template).read_text())
+    lines = _aisite_lines(doc)
+    assert [line.split()[1] for line in lines] == ["validate", "diff"], lines
+    git(site_repo, "update-ref", "refs/remotes/origin/main", "HEAD")  # what the pipeline fetched of the target
+    stack = site_repo / "stacks" / f"Pulumi.{STACK}.yaml"
+    stack.write_text(LAB_TEXT.replace("          - {}\n", "          - {labels: {example.com/pool: a}}\n"))
+    env = {"STACK": STACK, "GITHUB_BASE_REF": "main", "CI_MERGE_REQUEST_TARGET_BRANCH_NAME": "main"}
+    outputs = []
+    for line in lines:
+        # The checkout's own aisite, as the template's `.venv` (made in the site repository) would run it.
+        cmd = line.replace(".venv/bin/aisite", f"{sys.executable} -m aisite").split(" > ")[0].split(" | ")[0]
+        r = subprocess.run(
+            ["bash", "-c", cmd], cwd=site_repo, env=os.environ | env, capture_output=True, text=True, check=False
+        )
+        assert r.returncode == 0, (cmd, r.stderr)
+        outputs.append(r.stdout)
+    assert "- hosts: gpu01" in outputs[1] and "gpu01.labels.example.com/pool" in outputs[1]
