@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -256,3 +257,21 @@ def test_ci_templates_review_a_change_with_validate_and_diff(template: str, site
         assert r.returncode == 0, (cmd, r.stderr)
         outputs.append(r.stdout)
     assert "- hosts: gpu01" in outputs[1] and "gpu01.labels.example.com/pool" in outputs[1]
+
+
+def test_watch_polls_until_stopped_and_records_every_pass(site_repo: Path) -> None:
+    commit_file(site_repo, f"stacks/Pulumi.{STACK}.yaml", LAB_TEXT.replace("count: 2\n", "count: two\n", 1), "Bad")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AISITE_")}
+    cmd = [sys.executable, "-m", "aisite", "reconcile", "--repo", str(site_repo), "--stack", STACK, "--watch"]
+    proc = subprocess.Popen([*cmd, "--interval", "0.5"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    status = state.workdir(STACK) / "status.json"
+    try:
+        deadline = time.monotonic() + 60
+        while not (status.is_file() and len(json.loads(status.read_text())["passes"]) >= 2):
+            assert proc.poll() is None and time.monotonic() < deadline, "the watch stopped or made no second pass"
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    passes = json.loads(status.read_text())["passes"]
+    assert {p["outcome"] for p in passes} == {"refused"} and passes[1]["started"] > passes[0]["started"] + 0.4

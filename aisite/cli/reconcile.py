@@ -109,6 +109,8 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
     problems = []
     if not repo:
         problems.append("--repo: required")
+    elif repo.startswith("-"):
+        problems.append(f"--repo: {repo!r} is not a URL or a path")
     if not stack:
         problems.append("--stack: required")
     if once and watch_:
@@ -137,11 +139,7 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
         def on_pass(rec: PassRecord) -> None:
             _print_pass(rec, as_json)
 
-        try:
-            watch(cfg, interval, full_every, on_pass, step)
-        except BusyError as exc:
-            print(f"busy: {exc}", file=sys.stderr)
-            raise typer.Exit(EXIT_BUSY) from None
+        watch(cfg, interval, full_every, on_pass, step)
         return
     try:
         rec = reconcile_pass(cfg, mode, step)

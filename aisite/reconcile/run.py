@@ -17,7 +17,7 @@ from types import FrameType
 from typing import Any
 
 from aisite import repo
-from aisite.reconcile.state import STATE, PassRecord, load_status, lock, save_status, workdir, write_metrics
+from aisite.reconcile.state import STATE, BusyError, PassRecord, load_status, lock, save_status, workdir, write_metrics
 
 
 @dataclass(frozen=True)
@@ -193,5 +193,10 @@ def watch(
         mode = "changed"
         if full_every is not None and time.time() - last_full >= full_every:
             mode, last_full = "full", time.time()
-        on_pass(reconcile_pass(cfg, mode, on_step))
+        try:
+            on_pass(reconcile_pass(cfg, mode, on_step))
+        except BusyError as exc:
+            # A pass of its own (the push hook's, a timer's) is running: this round is skipped, not stacked up.
+            if on_step:
+                on_step(f"skipped: {exc}")
         time.sleep(interval)
