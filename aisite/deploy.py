@@ -277,3 +277,16 @@ def record_applied(site: str, applied: Mapping[str, Mapping[str, str]], forget: 
         for host in gone:
             doc.get(layer, {}).pop(host, None)
     _write_json(_deploys_dir(site) / "applied.json", doc)
+
+
+def forget_applied(site: str, hosts: Iterable[str] | None = None) -> None:
+    """Hosts that are new again (a lab container recreated, a node reprovisioned): nothing is applied to them any
+    more, in any layer; None: the whole site (its lab taken down)."""
+    path = _deploys_dir(site) / "applied.json"
+    if hosts is None:
+        path.unlink(missing_ok=True)
+        return
+    gone = set(hosts)
+    if gone and path.is_file():
+        doc = applied_hosts(site)
+        _write_json(path, {layer: {h: s for h, s in states.items() if h not in gone} for layer, states in doc.items()})

@@ -214,7 +214,7 @@ def test_deploy_changed_runs_only_the_hosts_whose_state_moved(tmp_path: Path) ->
     pending ones; what a successful run reached is recorded; a check's drift is forgotten from the record."""
     from aisite.changes import layer_states, site_layer_inputs
     from aisite.cli.common import LAYERS
-    from aisite.deploy import applied_hosts, record_applied
+    from aisite.deploy import applied_hosts, forget_applied, record_applied
     from aisite.loader import load_site
     from aisite.plan import build_plan
 
@@ -240,6 +240,12 @@ def test_deploy_changed_runs_only_the_hosts_whose_state_moved(tmp_path: Path) ->
         assert run_cli("deploy", str(stack), "--changed", "--layer", "oob", env=env).returncode == 2
         bad = run_cli("deploy", str(stack), "--changed", "--limit", "gpu*", env=env)
         assert bad.returncode == 2 and "host and group names" in bad.stderr
+        # A host made afresh (a lab container recreated, a node reprovisioned) has nothing applied any more.
+        forget_applied("chgtest", ["cp01"])
+        assert all("cp01" not in hosts for hosts in applied_hosts("chgtest").values())
+        assert "gpu01" in applied_hosts("chgtest")["hosts"]
+        forget_applied("chgtest")  # the lab taken down
+        assert applied_hosts("chgtest") == {}
     finally:
         shutil.rmtree(ROOT / ".aisite" / "chgtest", ignore_errors=True)
 

@@ -1176,6 +1176,22 @@ def test_a_reconcile_killed_mid_run_is_completed_by_the_next(site_repo: Path, pl
     assert status["applied_commit"] == commit and [p["outcome"] for p in status["passes"][-2:]] == ["failed", "applied"]
 
 
+def test_a_reconcile_killed_outright_holds_off_the_next_until_its_deploy_ends(site_repo: Path, plan: Plan) -> None:
+    """SIGKILL gives the pass no chance to stop its deploy: the deploy, which holds the lock with it, runs on; the
+    next pass (--wait) starts only when it has ended, and finds the site converged."""
+    gpu02 = plan.by_role("gpu")[1].name
+    commit = label_commit(site_repo, 1, "d", "gpu02 moves to pool d")
+    proc = _background_pass(site_repo)
+    _wait_for_deploy(proc)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert ansible_running(), "the deploy went with the pass: nothing to hold off"
+    rc, rec = reconcile(site_repo, "--wait")
+    assert not ansible_running()
+    assert rc == 0 and rec["outcome"] in ("applied", "unchanged") and rec["commit"] == commit, rec
+    assert "example.com/pool=d" in kubeadm_labels(gpu02)
+
+
 def test_down_leaves_nothing(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
     assert up.returncode == 0, up.stderr
     ids = podman("ps", "-aq", "--no-trunc", "--filter", f"label=io.aisite.lab={SITE}").split()

@@ -28,7 +28,7 @@ from aisite.cli.common import (
     load_plan,
     out,
 )
-from aisite.deploy import RunResult, applied_hosts, merge, record_applied, record_run, run_playbook
+from aisite.deploy import RunResult, applied_hosts, forget_applied, merge, record_applied, record_run, run_playbook
 from aisite.errors import SiteError
 from aisite.loader import resolve_stack
 from aisite.render.bundle import write_bundle
@@ -251,6 +251,9 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     result = merge(results)
     applied, drifted = _outcome(states, runs, results, check)
     record_applied(p.site, applied, drifted)
+    if one_time_boot and not check:
+        # The nodes asked to boot from the network or a CD are being reinstalled: nothing stays applied to them.
+        forget_applied(p.site, [h.removesuffix("-bmc") for h in result.recap if h.endswith("-bmc")])
     playbook = " ".join(playbooks)
     # What a host could not do and said so (a BMC without NTP, a node without a GPU): host -> role -> reasons.
     skipped = {

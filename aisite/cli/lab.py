@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from aisite.cli.common import CACHE, EXIT_FAILED, EXIT_INVALID, JsonOpt, err, invalid, load_plan, out
+from aisite.deploy import forget_applied
 from aisite.errors import SiteError
 from aisite.lab import images, lab
 from aisite.lab.bmc import emulator_problems
@@ -69,6 +70,10 @@ def lab_up(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
             report = lab.up(topo, CACHE, say, _lab_credentials(stack, as_json))
         except LabError as exc:
             raise _lab_failed(exc) from None
+    # A container made afresh has nothing applied: `deploy --changed` and `reconcile` must run it again.
+    fresh = [c.host for c in topo.containers if c.name in report.containers_started]
+    fresh += [f"{b.node}-bmc" for b in topo.bmcs if b.name in report.bmcs_started]
+    forget_applied(topo.site, fresh)
     if as_json:
         print(json.dumps(vars(report), indent=2))
         return
@@ -140,6 +145,7 @@ def lab_down(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
         removed = lab.down(topo.site, lambda msg: err.print(f"lab {topo.site}: {msg}", markup=False))
     except LabError as exc:
         raise _lab_failed(exc) from None
+    forget_applied(topo.site)
     if as_json:
         print(json.dumps(removed, indent=2))
     else:

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,21 +33,20 @@ class Config:
 
 def _aisite(clone: Path, *args: str, fd: int, forward: list[subprocess.Popen[str]]) -> subprocess.CompletedProcess[str]:
     """Run the checkout's own aisite (python -m puts the checkout first on sys.path) with this interpreter. The
-    child inherits the lock, so a reconcile that dies leaves it held until its deploy has stopped too."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "aisite", *args],
-        cwd=clone,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        pass_fds=(fd,),
-    )
-    forward.append(proc)
-    try:
-        stdout, stderr = proc.communicate()
-    finally:
-        forward.remove(proc)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    child inherits the lock, so a reconcile that dies leaves it held until its deploy has stopped too; its output
+    goes to files, not pipes, so it does not die with its reader half-way through (leaving Ansible unwatched)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as errs:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "aisite", *args], cwd=clone, stdout=out, stderr=errs, text=True, pass_fds=(fd,)
+        )
+        forward.append(proc)
+        try:
+            proc.wait()
+        finally:
+            forward.remove(proc)
+        out.seek(0)
+        errs.seek(0)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), errs.read())
 
 
 def _json(r: subprocess.CompletedProcess[str]) -> dict[str, Any] | None:
