@@ -22,7 +22,9 @@ from aisite.repo import GitError, file_at
 EXIT_BUSY = 75  # EX_TEMPFAIL: another reconcile holds the lock; try again later
 
 reconcile_app = typer.Typer(
-    help="Apply the site from its Git repository: a pass, a watch loop, a drift check, and what they recorded.",
+    help="Apply the site from its Git repository: a pass, a watch loop, a drift check, and what they recorded. "
+    "Exit 0 applied or unchanged; 1 failed, refused, or drift found by --check; 2 bad options; 75 another "
+    "reconcile of the stack is running.",
     invoke_without_command=True,
     no_args_is_help=False,
 )
