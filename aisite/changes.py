@@ -54,19 +54,25 @@ def host_groups(inv: Mapping[str, Any]) -> dict[str, list[str]]:
     return groups
 
 
-def host_vars(inv: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """host -> the variables Ansible gives it: the site's, its groups', its own (later wins), and its groups.
+def _digest(value: Any) -> str:
+    return _sha(json.dumps(value, sort_keys=True, default=str))
 
-    localhost (the controller, where the platform plays run) has the site's variables only."""
-    common = dict(inv["all"].get("vars") or {})
-    out: dict[str, dict[str, Any]] = {LOCALHOST: common | {"group_names": []}}
+
+def host_digests(inv: Mapping[str, Any]) -> dict[str, str]:
+    """host -> a digest of the variables Ansible gives it: the site's, its groups', its own, and its group names.
+
+    Each part is hashed once (the site's variables, which list every host, once for the site, not once per host),
+    so the cost is linear in the inventory. localhost (the controller, where the platform plays run) has the
+    site's variables only."""
+    common = _digest(inv["all"].get("vars") or {})
     children = inv["all"]["children"]
+    groups_digest = {g: _digest((body or {}).get("vars") or {}) for g, body in children.items()}
+    out = {LOCALHOST: _sha(common + "[]")}
     for host, groups in host_groups(inv).items():
-        merged = dict(common)
+        own: dict[str, Any] = {}
         for g in groups:
-            merged |= children[g].get("vars") or {}
-        merged |= children[groups[0]]["hosts"][host] or {}
-        out[host] = merged | {"group_names": sorted(groups)}
+            own |= children[g]["hosts"][host] or {}
+        out[host] = _sha(common + "".join(groups_digest[g] for g in groups) + _digest(own) + _digest(sorted(groups)))
     return out
 
 
@@ -141,14 +147,14 @@ def layer_code(layer: str, content: str = "") -> str:
     return h.hexdigest()
 
 
-def layer_state(layer: str, inv: Mapping[str, Any], content: str = "") -> LayerState:
+def layer_state(
+    layer: str, inv: Mapping[str, Any], content: str = "", digests: Mapping[str, str] | None = None
+) -> LayerState:
     code = layer_code(layer, content)
-    variables = host_vars(inv)
-    return LayerState(
-        layer,
-        {h: _sha(code + json.dumps(variables[h], sort_keys=True, default=str)) for h in layer_targets(layer, inv)},
-    )
+    hosts = digests if digests is not None else host_digests(inv)
+    return LayerState(layer, {h: _sha(code + hosts[h]) for h in layer_targets(layer, inv)})
 
 
 def layer_states(layers: Iterable[str], inv: Mapping[str, Any], contents: Mapping[str, str]) -> dict[str, LayerState]:
-    return {name: layer_state(name, inv, contents.get(name, "")) for name in layers}
+    digests = host_digests(inv)
+    return {name: layer_state(name, inv, contents.get(name, ""), digests) for name in layers}

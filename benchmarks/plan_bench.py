@@ -1,4 +1,5 @@
-"""Plan and render time and peak memory for DGX H100 sites of 64, 512 and 4,096 GPUs (`make bench`).
+"""Plan and render time and peak memory for DGX H100 sites of 64, 512 and 4,096 GPUs (`make bench`); states: the
+per-host layer states (aisite.changes) that deploy --changed, diff and reconcile compare.
 
 Each size runs in a fresh process so peak RSS belongs to that size alone; times are the best of REPEAT runs.
 """
@@ -17,13 +18,15 @@ SIZES = (64, 512, 4096)  # GPUs; 8 per DGX H100
 
 
 def measure(gpus: int) -> dict[str, float]:
+    from aisite.changes import layer_states, site_layer_inputs
+    from aisite.cli.common import LAYERS
     from aisite.examples import dgx_h100_site
     from aisite.loader import parse_site
     from aisite.plan import build_plan
     from aisite.render.bundle import bundle
 
     data = dgx_h100_site(gpus // 8, name=f"bench{gpus}")
-    best = {"validate": float("inf"), "plan": float("inf"), "render": float("inf")}
+    best = {"validate": float("inf"), "plan": float("inf"), "render": float("inf"), "states": float("inf")}
     for _ in range(REPEAT):
         t0 = time.perf_counter()
         site = parse_site(data)
@@ -32,7 +35,11 @@ def measure(gpus: int) -> dict[str, float]:
         t2 = time.perf_counter()
         files = bundle(plan)
         t3 = time.perf_counter()
-        for key, value in (("validate", t1 - t0), ("plan", t2 - t1), ("render", t3 - t2)):
+        inputs = site_layer_inputs(plan)
+        t4 = time.perf_counter()
+        layer_states(LAYERS, *inputs)  # what deploy --changed, diff and reconcile compare
+        t5 = time.perf_counter()
+        for key, value in (("validate", t1 - t0), ("plan", t2 - t1), ("render", t3 - t2), ("states", t5 - t4)):
             best[key] = min(best[key], value)
     tracemalloc.start()
     bundle(build_plan(parse_site(data)))
@@ -47,6 +54,7 @@ def measure(gpus: int) -> dict[str, float]:
         "plan_ms": round(best["plan"] * 1000, 1),
         "render_ms": round(best["render"] * 1000, 1),
         "render_mb": round(sum(len(v) for v in files.values()) / 1e6, 2),
+        "states_ms": round(best["states"] * 1000, 1),
         "traced_peak_mb": round(traced_peak / 1e6, 1),
         "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
@@ -73,6 +81,7 @@ def main() -> None:
         "plan_ms",
         "render_ms",
         "render_mb",
+        "states_ms",
         "traced_peak_mb",
         "max_rss_mb",
     ]
