@@ -7,6 +7,7 @@ projects document, written out below; iperf3 and fio run for real on loopback an
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -85,21 +86,33 @@ def test_collector_refuses_a_line_that_breaks_the_schema() -> None:
 
 
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 is not installed (scripts/setup.sh installs it)")
-def test_iperf3_output_from_a_real_run_on_loopback() -> None:
-    port = str(free_port())
-    # Not one-off (-1): an attempt made while it starts would use up a one-off server; it is stopped below.
-    server = subprocess.Popen(["iperf3", "-s", "-B", "127.0.0.1", "-p", port], stdout=subprocess.DEVNULL)
-    try:
-        for _ in range(50):
-            r = subprocess.run(
-                ["iperf3", "-J", "-c", "127.0.0.1", "-p", port, "-t", "1", "-P", "2"],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if r.returncode == 0:
-                break
+def _iperf3_server() -> tuple[subprocess.Popen[bytes], str]:
+    """An iperf3 server on loopback, listening. Its port is below the ephemeral range: a port picked there can be
+    taken as a source port by another process (the lab tests' SSH) before iperf3 binds it, and the server exits."""
+    for _ in range(10):
+        port = str(random.randrange(20000, 32000))
+        # Not one-off (-1): an attempt made while it starts would use up a one-off server; it is stopped below.
+        server = subprocess.Popen(["iperf3", "-s", "-B", "127.0.0.1", "-p", port], stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while server.poll() is None and time.monotonic() < deadline:
+            listening = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, check=False)
+            if listening.stdout.strip():
+                return server, port
             time.sleep(0.1)
+        server.kill()
+        server.wait()
+    pytest.fail("no iperf3 server could listen on loopback in 10 tries")
+
+
+def test_iperf3_output_from_a_real_run_on_loopback() -> None:
+    server, port = _iperf3_server()
+    try:
+        r = subprocess.run(
+            ["iperf3", "-J", "-c", "127.0.0.1", "-p", port, "-t", "1", "-P", "2"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         doc = tools.to_result("iperf3", "loop", r.stdout)
     finally:
         server.kill()
