@@ -213,14 +213,14 @@ def record_run(site: str, name: str, doc: Mapping[str, Any]) -> Path:
 
     What a person or a later step (a test, CI) reads to know how the last run went; holds no secret (the recap,
     the failures and what was skipped)."""
-    return _write_json(_deploys_dir(site) / f"{name}.json", doc)
+    return write_json(_deploys_dir(site) / f"{name}.json", doc)
 
 
 def _deploys_dir(site: str) -> Path:
     return ROOT / ".aisite" / site / "deploys"
 
 
-def _write_json(path: Path, doc: Mapping[str, Any]) -> Path:
+def write_json(path: Path, doc: Mapping[str, Any]) -> Path:
     """Whole or not at all: a reader never sees half a record."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.new")
@@ -276,7 +276,7 @@ def record_applied(site: str, applied: Mapping[str, Mapping[str, str]], forget: 
     for layer, gone in forget.items():
         for host in gone:
             doc.get(layer, {}).pop(host, None)
-    _write_json(_deploys_dir(site) / "applied.json", doc)
+    write_json(_deploys_dir(site) / "applied.json", doc)
 
 
 def forget_applied(site: str, hosts: Iterable[str] | None = None) -> None:
@@ -289,4 +289,4 @@ def forget_applied(site: str, hosts: Iterable[str] | None = None) -> None:
     gone = set(hosts)
     if gone and path.is_file():
         doc = applied_hosts(site)
-        _write_json(path, {layer: {h: s for h, s in states.items() if h not in gone} for layer, states in doc.items()})
+        write_json(path, {layer: {h: s for h, s in states.items() if h not in gone} for layer, states in doc.items()})

@@ -23,7 +23,7 @@ import yaml
 from aisite.loader import load_site
 from aisite.plan import Plan, build_plan
 from aisite.platform import charts, jobs, objects, remote_manifests
-from aisite.platform.gitops import gitops_objects
+from aisite.platform.gitops import gitops_objects, secret_env_names
 from aisite.platform.kueue import flavor_name
 from aisite.platform.rails import rail_interfaces
 from tests.conftest import ROOT, STACKS
@@ -365,7 +365,8 @@ def test_gitops_handover_passes_the_crds_and_kubernetes(plan: Plan) -> None:
     assert repo["spec"]["verify"]["secretRef"]["name"] == plan.gitops.signers_secret
     assert stack["spec"]["fluxSource"]["sourceRef"]["name"] == repo["metadata"]["name"]
     refs = stack["spec"]["envRefs"]
-    assert set(refs) == {*plan.gitops.secret_env, "PULUMI_ACCESS_TOKEN"}
+    assert set(refs) == {*secret_env_names(plan), "PULUMI_ACCESS_TOKEN"}
+    assert set(secret_env_names(plan)) == {s["env"] for s in plan.secrets.values() if s["env"]}
     assert all(
         set(r) == {"type", "secret"} and r["secret"]["name"] == plan.gitops.credentials_secret for r in refs.values()
     )

@@ -423,5 +423,4 @@ def gitops_plan(site: Site, nodes: tuple[Node, ...]) -> GitopsPlan | None:
         git_secret=g.git_secret,
         signers_secret=g.signers_secret,
         credentials_secret=g.credentials_secret or f"aisite-{site.name}-credentials",
-        secret_env=tuple(sorted({s.password_from.env for s in site.secrets.values() if s.password_from.env})),
     )

@@ -206,8 +206,6 @@ class GitopsPlan:
     git_secret: str | None
     signers_secret: str | None
     credentials_secret: str
-    # The environment variables the stack reads its secrets from (password_from.env): keys of credentials_secret.
-    secret_env: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

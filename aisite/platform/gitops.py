@@ -14,6 +14,12 @@ PKO = "pulumi.com/v1"
 PULUMI_TOKEN = "PULUMI_ACCESS_TOKEN"
 
 
+def secret_env_names(plan: Plan) -> list[str]:
+    """The environment variables the stack reads its secrets from (password_from.env): the keys the credentials
+    Secret must hold."""
+    return sorted({str(s["env"]) for s in plan.secrets.values() if s.get("env")})
+
+
 def _name(plan: Plan) -> str:
     return f"aisite-{plan.site}"
 
@@ -34,7 +40,7 @@ def git_repository(plan: Plan, g: GitopsPlan) -> dict[str, Any]:
 
 
 def pulumi_stack(plan: Plan, g: GitopsPlan) -> dict[str, Any]:
-    env = [*g.secret_env, PULUMI_TOKEN]
+    env = [*secret_env_names(plan), PULUMI_TOKEN]
     spec: dict[str, Any] = {
         "stack": g.pulumi_stack,
         "fluxSource": {

@@ -15,6 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
+from aisite.deploy import write_json
 from aisite.loader import ROOT
 
 STATE = ROOT / ".aisite"
@@ -70,12 +71,7 @@ def load_status(stack: str) -> Status:
 def save_status(status: Status) -> Path:
     """Whole or not at all (a reader never sees half a file); the last HISTORY passes."""
     status.passes = status.passes[-HISTORY:]
-    path = workdir(status.stack) / "status.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".new")
-    tmp.write_text(json.dumps(status.to_dict(), indent=2) + "\n")
-    tmp.replace(path)
-    return path
+    return write_json(workdir(status.stack) / "status.json", status.to_dict())
 
 
 def write_metrics(status: Status, path: Path | None = None) -> Path:

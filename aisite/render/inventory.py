@@ -110,8 +110,10 @@ def inventory(plan: Plan) -> dict[str, Any]:
             children[group]["hosts"][sw.name] = _switch_vars(plan, sw)
     if plan.gitops:
         # The reconciler's host and its settings, as a group of their own: a change to them is that host's alone.
-        settings = {k: v for k, v in asdict(plan.gitops).items() if k != "secret_env"}  # the manifests' alone
-        children["reconciler"] = {"hosts": {plan.gitops.reconciler_host: {}}, "vars": {"aisite_gitops": settings}}
+        children["reconciler"] = {
+            "hosts": {plan.gitops.reconciler_host: {}},
+            "vars": {"aisite_gitops": asdict(plan.gitops)},
+        }
     common = group_vars(plan) | (_lab_vars(plan) if plan.connection == "lab" else {})
     return {"all": {"vars": common, "children": children}}
 
