@@ -28,6 +28,8 @@ def _mac(value: str) -> str:
     mac = value.lower().replace("-", ":")
     if not _MAC_RE.match(mac):
         raise ValueError(f"{value!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+    if int(mac[:2], 16) & 1:
+        raise ValueError(f"{value!r} is a multicast MAC address; a NIC's own address is unicast")
     return mac
 
 

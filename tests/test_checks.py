@@ -101,6 +101,11 @@ def test_bad_mac_format(lab: dict[str, Any]) -> None:
     assert has(problems(lab), "site.gpu_nodes[0].nodes[0].bmc.mac", "not a MAC address")
 
 
+def test_multicast_mac(lab: dict[str, Any]) -> None:
+    lab["gpu_nodes"][0]["nodes"][0] = {"management": {"mac": "01:00:5e:00:00:01"}}
+    assert has(problems(lab), "site.gpu_nodes[0].nodes[0].management.mac", "multicast")
+
+
 def test_overlapping_subnets(lab: dict[str, Any]) -> None:
     lab["networks"]["rails"][1] = "10.250.1.128/25"
     assert has(problems(lab), "site.networks.rails[1]", "overlaps site.networks.management (10.250.1.0/24)")

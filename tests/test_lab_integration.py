@@ -35,7 +35,7 @@ from aisite.components.bmc import BmcStateProvider
 from aisite.lab import images, lab
 from aisite.lab.bmc import system_uuid
 from aisite.lab.podman import CONF
-from aisite.lab.topology import lab_topology
+from aisite.lab.topology import lab_mac, lab_topology
 from aisite.loader import load_site, resolve_stack
 from aisite.plan import Plan, build_plan
 from aisite.reconcile import state as reconcile_state
@@ -689,7 +689,8 @@ def test_discover_finds_declared_missing_and_undeclared_bmcs(
         template,
         name=f"aisite-{SITE}-extra01-bmc",
         node="extra01",
-        node_mac=None,
+        node_mac=lab_mac(SITE, "extra01", "mgmt0"),
+        mac=lab_mac(SITE, "extra01-bmc", "bmc0"),
         address=plan.networks.oob.replace(".0/24", ".200"),
     )
     lab.start_bmc(SITE, extra, images.image_tag("bmc"), {template.credentials: ("admin", BMC_PASSWORD)})

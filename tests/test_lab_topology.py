@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from aisite.lab.topology import lab_topology
-from aisite.loader import load_site
+from aisite.loader import load_site, parse_site
 from aisite.plan import build_plan
 from aisite.render.inventory import inventory
 from tests.conftest import STACKS
@@ -43,6 +45,29 @@ def test_containers_are_where_the_inventory_looks() -> None:
         "storage": "10.250.2.0/24",
         "oob": "10.250.0.0/24",
     }
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_lab_interface_has_its_own_fixed_mac(stack: str) -> None:
+    """Fixed MACs: a container recreated at an address keeps the MAC the host's neighbour entry holds (a new one
+    left a recreated BMC emulator unreachable for up to ~45 s)."""
+    site = load_site(stack)
+    topo = lab_topology(build_plan(site))
+    macs = [a.mac for c in topo.containers for a in c.attachments] + [b.mac for b in topo.bmcs]
+    assert len(macs) == len(set(macs))
+    assert all(int(m[:2], 16) & 0b11 == 0b10 for m in macs), "locally administered unicast"
+    assert lab_topology(build_plan(load_site(stack))) == topo
+    for b in topo.bmcs:  # the emulator reports the NIC the node's container has
+        assert b.node_mac == topo.container(b.node).attachments[0].mac
+
+
+def test_declared_macs_are_the_lab_containers(lab: dict[str, Any]) -> None:
+    node = lab["gpu_nodes"][0]["nodes"][0]
+    node["management"] = {"mac": "aa:bb:cc:00:00:01"}
+    node.setdefault("bmc", {})["mac"] = "aa:bb:cc:00:00:02"
+    topo = lab_topology(build_plan(parse_site(lab, "test")))
+    gpu = next(b for b in topo.bmcs if b.mac == "aa:bb:cc:00:00:02")
+    assert gpu.node_mac == "aa:bb:cc:00:00:01" == topo.container(gpu.node).attachments[0].mac
 
 
 def test_lab_ranges_stay_on_the_lab() -> None:

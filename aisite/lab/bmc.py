@@ -8,7 +8,6 @@ reaches the emulator (as it reaches a real BMC's own store) and never a file on 
 
 from __future__ import annotations
 
-import hashlib
 import io
 import tarfile
 import uuid
@@ -84,12 +83,6 @@ def system_uuid(site: str, node: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{node}.{site}.lab.aisite"))
 
 
-def lab_mac(site: str, node: str, nic: str) -> str:
-    """A locally administered MAC for an emulated NIC the plan gives no MAC."""
-    digest = hashlib.sha256(f"{site}/{node}/{nic}".encode()).digest()
-    return ":".join(f"{b:02x}" for b in (0x02, *digest[:5]))
-
-
 def credentials_digest(username: str, password: str) -> str:
     """A salted bcrypt digest of the credentials (as an htpasswd file holds one), never the password itself."""
     return bcrypt.hashpw(f"{username}\0{password}".encode(), bcrypt.gensalt(rounds=10)).decode()
@@ -122,7 +115,7 @@ def redfish_files(bmc: LabBmc, site: str, username: str, password: str) -> dict[
         "uuid": system_uuid(site, bmc.node),
         "name": bmc.node,
         "power_state": "Off",
-        "nics": [{"mac": bmc.node_mac or lab_mac(site, bmc.node, "mgmt0"), "ip": bmc.node_address}],
+        "nics": [{"mac": bmc.node_mac, "ip": bmc.node_address}],
     }
     conf = "\n".join(
         [

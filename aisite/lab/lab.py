@@ -97,7 +97,7 @@ def _run_container(topo: LabTopology, c: LabContainer, tags: dict[str, str]) -> 
         args += ["--volume", path]  # one path: an anonymous volume
     if c.attachments:
         for a in c.attachments:
-            args += ["--network", f"{a.network}:ip={a.address},interface_name={a.interface}"]
+            args += ["--network", f"{a.network}:ip={a.address},mac={a.mac},interface_name={a.interface}"]
     else:
         args += ["--network", "none"]
     podman(*args, tags[c.image], "/sbin/init", what=f"starting container {c.name}")
@@ -285,7 +285,7 @@ def start_bmc(site: str, b: LabBmc, tag: str, credentials: Credentials) -> None:
         "--label",
         f"{HOST_LABEL}={b.node}",
         "--network",
-        f"{b.network}:ip={b.address},interface_name=bmc0",
+        f"{b.network}:ip={b.address},mac={b.mac},interface_name=bmc0",
         tag,
         f"{bmc.CONFIG_DIR}/start",
         b.address,

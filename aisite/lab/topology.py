@@ -3,6 +3,7 @@ can be checked without podman, and nothing here re-derives an address, a port or
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from aisite.plan import Plan
@@ -40,6 +41,10 @@ class Attachment:
     network: str
     address: str
     interface: str
+    # Fixed per interface, as hardware's is: a container recreated at the same address keeps its MAC, so the
+    # host's neighbour entry stays right (with a new MAC the host sends to the old one until the entry expires,
+    # up to ~45 s after the last exchange).
+    mac: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +92,8 @@ class LabBmc:
     network: str
     credentials: str  # the secret's name in the plan
     node_address: str
-    node_mac: str | None
+    node_mac: str  # the node's management NIC, as the lab node container has it
+    mac: str  # the emulator's own (see Attachment.mac)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +106,16 @@ class LabTopology:
 
     def container(self, host: str) -> LabContainer:
         return next(c for c in self.containers if c.host == host)
+
+
+def lab_mac(site: str, host: str, nic: str) -> str:
+    """A locally administered unicast MAC for an emulated NIC the plan gives no MAC."""
+    digest = hashlib.sha256(f"{site}/{host}/{nic}".encode()).digest()
+    return ":".join(f"{b:02x}" for b in (0x02, *digest[:5]))
+
+
+def _node_mac(plan: Plan, node: str, nic: str, declared: str | None) -> str:
+    return declared or lab_mac(plan.site, node, nic)
 
 
 def _network(plan: Plan, purpose: str, mtu: int) -> LabNetwork:
@@ -119,9 +135,11 @@ def lab_topology(plan: Plan) -> LabTopology:
     oob = _network(plan, "oob", 1500)
     containers: list[LabContainer] = []
     for node in plan.nodes:
-        att = [Attachment(mgmt.name, node.management.address, node.management.name)]
+        m = node.management
+        att = [Attachment(mgmt.name, m.address, m.name, _node_mac(plan, node.name, m.name, m.mac))]
         if node.storage:
-            att.append(Attachment(storage.name, node.storage.address, node.storage.name))
+            s = node.storage
+            att.append(Attachment(storage.name, s.address, s.name, _node_mac(plan, node.name, s.name, s.mac)))
         storage_node = node.role == "storage"
         containers.append(
             LabContainer(
@@ -136,7 +154,7 @@ def lab_topology(plan: Plan) -> LabTopology:
         )
     for sw in plan.switches:
         if sw.role in ("leaf", "spine"):
-            att = [Attachment(oob.name, sw.management_address, "eth0")]
+            att = [Attachment(oob.name, sw.management_address, "eth0", lab_mac(plan.site, sw.name, "eth0"))]
             containers.append(
                 LabContainer(
                     container_name(plan, sw.name), sw.name, sw.role, "frr", tuple(att), SWITCH_CAPS, SWITCH_SYSCTLS
@@ -169,7 +187,8 @@ def lab_topology(plan: Plan) -> LabTopology:
             network=oob.name,
             credentials=n.bmc.credentials,
             node_address=n.management.address,
-            node_mac=n.management.mac,
+            node_mac=_node_mac(plan, n.name, n.management.name, n.management.mac),
+            mac=_node_mac(plan, f"{n.name}-bmc", "bmc0", n.bmc.mac),
         )
         for n in plan.nodes
     )
