@@ -41,10 +41,18 @@ def finish(p: subprocess.Popen[str]) -> str:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def listen_port() -> int:
+    """A port free on loopback now, below the ephemeral range (32768 and up): a port from that range can be taken
+    as a source port by another process's connection (the lab tests' SSH) before the test's server binds it."""
+    for _ in range(50):
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.fail("no free loopback port below the ephemeral range in 50 tries")
 
 
 def test_own_resnets_have_torchvisions_parameter_counts() -> None:
@@ -64,7 +72,7 @@ def test_resnet_payload_prints_one_result_the_collector_reads(model: str, mode: 
 
 
 def test_resnet_payload_runs_ddp_across_processes_with_gloo() -> None:
-    port = str(free_port())
+    port = str(listen_port())
     base = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1"}
     procs = [
         payload("resnet.py", "--workload", "ddp", *TINY, env=base | {"RANK": str(i), "LOCAL_RANK": "0"})
@@ -85,12 +93,11 @@ def test_collector_refuses_a_line_that_breaks_the_schema() -> None:
     assert collect("no result here\n{}\n") == []
 
 
-@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 is not installed (scripts/setup.sh installs it)")
 def _iperf3_server() -> tuple[subprocess.Popen[bytes], str]:
     """An iperf3 server on loopback, listening. Its port is below the ephemeral range: a port picked there can be
     taken as a source port by another process (the lab tests' SSH) before iperf3 binds it, and the server exits."""
     for _ in range(10):
-        port = str(random.randrange(20000, 32000))
+        port = str(listen_port())
         # Not one-off (-1): an attempt made while it starts would use up a one-off server; it is stopped below.
         server = subprocess.Popen(["iperf3", "-s", "-B", "127.0.0.1", "-p", port], stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
@@ -104,6 +111,7 @@ def _iperf3_server() -> tuple[subprocess.Popen[bytes], str]:
     pytest.fail("no iperf3 server could listen on loopback in 10 tries")
 
 
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 is not installed (scripts/setup.sh installs it)")
 def test_iperf3_output_from_a_real_run_on_loopback() -> None:
     server, port = _iperf3_server()
     try:
