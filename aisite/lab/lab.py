@@ -315,7 +315,7 @@ def _ensure_bmcs(topo: LabTopology, tag: str, credentials: Credentials, report: 
         start_bmc(topo.site, b, tag, credentials)
         report.bmcs_started.append(b.name)
         started.append(b)
-    # Wait until each answers: a recreated emulator takes over an address whose old neighbour entry may linger.
+    # Wait until each answers (a TLS key to make and Python to load: seconds, more on a loaded machine).
     for b in started:
         _wait_for_bmc(b)
 
@@ -335,7 +335,7 @@ def _answers(b: LabBmc) -> bool:
         return False
 
 
-def _wait_for_bmc(b: LabBmc, timeout: float = 30.0) -> None:
+def _wait_for_bmc(b: LabBmc, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not _answers(b):
         if time.monotonic() > deadline:
