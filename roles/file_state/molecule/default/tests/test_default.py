@@ -23,6 +23,15 @@ def test_states_match_the_files(host) -> None:  # type: ignore[no-untyped-def]
     assert state["read"]["/etc/hostname"] == f"{mode:o}:root:root:{sha1(host, '/etc/hostname')}"
 
 
+def test_unit_states_are_what_systemctl_says(host) -> None:  # type: ignore[no-untyped-def]
+    units = json.loads(host.file("/root/file-state.json").content_string)["units"]
+    journald = host.service("systemd-journald")
+    assert journald.is_running
+    enabled = host.run("systemctl is-enabled systemd-journald.service").stdout.strip()
+    assert units["systemd-journald.service"] == f"active:{enabled}"
+    assert units["aisite-absent.service"] == "inactive:"
+
+
 def test_the_second_converge_skipped_the_file_it_had_written(host) -> None:  # type: ignore[no-untyped-def]
     # This file is from the idempotence run: the copy found the file as it would write it and did not run.
     assert json.loads(host.file("/root/file-state.json").content_string)["copy_skipped"] is True
