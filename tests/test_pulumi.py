@@ -312,3 +312,25 @@ def test_jobs_wait_for_their_operator_and_the_tenants_objects(stack: str) -> Non
             assert "Job" in kinds
         for t in plan.tenants:
             assert any(d.endswith(f"::{stack}-objects-tenant-{t.name}") for d in deps), deps
+
+
+def test_pulumis_pip_toolchain_installs_the_program_at_the_locked_versions() -> None:
+    """`pulumi install` (and the Pulumi Kubernetes Operator's workspace for the gitops Stack) installs
+    requirements.txt: the project itself under the lock as a constraint. So every runtime dependency the project
+    pins must be in the lock at that version, or that install resolves something else (or fails)."""
+    import tomllib
+
+    import yaml
+
+    runtime = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["runtime"]
+    assert runtime["options"]["toolchain"] == "pip"
+    lines = [ln for ln in (ROOT / "requirements.txt").read_text().splitlines() if ln and not ln.startswith("#")]
+    assert lines == ["-c requirements.lock", "."]
+
+    def key(name: str) -> str:
+        return name.lower().replace("_", "-")
+
+    lock = dict((key(n), v) for n, v in (ln.split("==") for ln in (ROOT / "requirements.lock").read_text().split()))
+    pins = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    unlocked = [p for p in pins if lock.get(key(p.split("==")[0])) != p.split("==")[1]]
+    assert unlocked == [], f"pinned in pyproject.toml but not at that version in requirements.lock: {unlocked}"
