@@ -366,7 +366,8 @@ def test_gitops_handover_passes_the_crds_and_kubernetes(plan: Plan) -> None:
     assert stack["spec"]["fluxSource"]["sourceRef"]["name"] == repo["metadata"]["name"]
     refs = stack["spec"]["envRefs"]
     assert set(refs) == {*secret_env_names(plan), "PULUMI_ACCESS_TOKEN"}
-    assert set(secret_env_names(plan)) == {s["env"] for s in plan.secrets.values() if s["env"]}
+    declared = load_site(plan.site).secrets.values()  # the stack file's password_from.env, not the plan's copy
+    assert set(secret_env_names(plan)) == {s.password_from.env for s in declared if s.password_from.env}
     assert all(
         set(r) == {"type", "secret"} and r["secret"]["name"] == plan.gitops.credentials_secret for r in refs.values()
     )

@@ -134,9 +134,11 @@ def lab_topology(plan: Plan) -> LabTopology:
     storage = _network(plan, "storage", plan.roce.host_mtu)
     oob = _network(plan, "oob", 1500)
     containers: list[LabContainer] = []
+    mgmt_mac: dict[str, str] = {}  # node -> its container's management MAC, which its BMC emulator reports
     for node in plan.nodes:
         m = node.management
-        att = [Attachment(mgmt.name, m.address, m.name, _node_mac(plan, node.name, m.name, m.mac))]
+        mgmt_mac[node.name] = _node_mac(plan, node.name, m.name, m.mac)
+        att = [Attachment(mgmt.name, m.address, m.name, mgmt_mac[node.name])]
         if node.storage:
             s = node.storage
             att.append(Attachment(storage.name, s.address, s.name, _node_mac(plan, node.name, s.name, s.mac)))
@@ -187,7 +189,7 @@ def lab_topology(plan: Plan) -> LabTopology:
             network=oob.name,
             credentials=n.bmc.credentials,
             node_address=n.management.address,
-            node_mac=_node_mac(plan, n.name, n.management.name, n.management.mac),
+            node_mac=mgmt_mac[n.name],
             mac=_node_mac(plan, f"{n.name}-bmc", "bmc0", n.bmc.mac),
         )
         for n in plan.nodes
