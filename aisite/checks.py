@@ -6,12 +6,12 @@ Each check appends `Problem(path, message)` and carries on, so a user sees every
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 
 from aisite.catalog import GENERIC_MODEL, GPU_TYPES
 from aisite.errors import Problem
+from aisite.fields import DNS_LABEL, secret_env
 from aisite.model import (
     AccessSwitchGroup,
     BmcSpec,
@@ -53,6 +53,7 @@ def check_site(site: Site) -> list[Problem]:
     _check_capacity(site, layout, out)
     _check_kubernetes(site, out)
     _check_tenants(site, out)
+    _check_exports(site, out)
     _check_gitops(site, groups, out)
     return out
 
@@ -70,11 +71,6 @@ def _check_gitops(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Pro
                 + (", ...)" if len(nodes) > 8 else ")"),
             )
         )
-    dns = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-    for key in ("git_secret", "signers_secret", "credentials_secret"):
-        value = getattr(g, key)
-        if value is not None and (len(value) > 253 or not dns.match(value)):
-            out.append(Problem(f"site.gitops.{key}", f"{value!r} is not a Kubernetes Secret name (DNS-1123 subdomain)"))
     if g.signers_secret and not g.allowed_signers:
         out.append(
             Problem(
@@ -178,11 +174,29 @@ def _check_names(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Prob
         else:
             used[name] = what
 
+    def generated(path: str, pattern: str, names: list[str]) -> None:
+        # A pattern's names are host names, file names and configuration words: each a DNS label. The longest
+        # is the last; one problem per pattern.
+        for i, name in enumerate(names):
+            if not DNS_LABEL.fullmatch(name):
+                out.append(
+                    Problem(
+                        f"{path}.name_pattern",
+                        f"{pattern!r} gives {name[:80]!r} for node {i + 1}, which is not a DNS label "
+                        "(lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63)",
+                    )
+                )
+                return
+
     for path, group in groups:
-        for i, name in enumerate(group.node_names()):
+        names = group.node_names()
+        generated(path, group.name_pattern, names)
+        for i, name in enumerate(names):
             claim(name, f"{path}.nodes[{i}]", f"{path}.nodes[{i}]")
     for path, sgroup in _switch_groups(site):
-        for i, name in enumerate(sgroup.switch_names()):
+        names = sgroup.switch_names()
+        generated(path, sgroup.name_pattern, names)
+        for i, name in enumerate(names):
             claim(name, f"{path}.nodes[{i}]", f"{path}.nodes[{i}]")
 
 
@@ -285,7 +299,18 @@ def _check_admin_users(site: Site, out: list[Problem]) -> None:
 
 
 def _check_credentials(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
+    envs: dict[str, str] = {}
     for name, secret in site.secrets.items():
+        env = secret_env(name)
+        if env in envs:
+            out.append(
+                Problem(
+                    f"site.secrets.{name}",
+                    f"reaches Ansible as {env}, as secret {envs[env]!r} does: one would get the other's password; "
+                    "rename one",
+                )
+            )
+        envs.setdefault(env, name)
         src = secret.password_from
         if not (src.env or src.pulumi_config or src.vault_file):
             out.append(
@@ -579,6 +604,17 @@ def _check_pod_rails(site: Site, out: list[Problem]) -> None:
                 )
 
 
+def _check_exports(site: Site, out: list[Problem]) -> None:
+    # An export's name is its StorageClass's and its PersistentVolume's: two of one name would replace each other.
+    seen: dict[str, int] = {}
+    for i, e in enumerate(site.storage_nodes.exports if site.storage_nodes else []):
+        if e.name in seen:
+            out.append(
+                Problem(f"site.storage_nodes.exports[{i}].name", f"{e.name!r} is already exports[{seen[e.name]}]")
+            )
+        seen.setdefault(e.name, i)
+
+
 def _check_tenants(site: Site, out: list[Problem]) -> None:
     tenants: dict[str, int] = {}
     for i, t in enumerate(site.kubernetes.tenants):
@@ -630,11 +666,12 @@ def _check_workloads(site: Site, out: list[Problem], tenants: set[str]) -> None:
                 )
             )
         fits = sorted((n for n in nodes.get(gtype, []) if n >= w.gpus_per_node), reverse=True)
-        if w.gpus_per_node > max(nodes.get(gtype, [0])):
+        largest = max(nodes.get(gtype) or [0])  # a group of count 0 has no nodes
+        if w.gpus_per_node > largest:
             out.append(
                 Problem(
                     f"{path}.gpus_per_node",
-                    f"{w.gpus_per_node} but the largest {gtype} node has {max(nodes.get(gtype, [0]))}",
+                    f"{w.gpus_per_node} but the largest {gtype} node has {largest}",
                 )
             )
         elif w.nodes > len(fits):

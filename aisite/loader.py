@@ -12,11 +12,20 @@ from pydantic import BaseModel, ValidationError
 from aisite import model
 from aisite.checks import check_site
 from aisite.errors import Problem, SiteError, join_path
+from aisite.fields import CONTROL
 
 CONFIG_KEY = "aisite:site"
 ROOT = Path(__file__).resolve().parent.parent
 STACKS_DIR = ROOT / "stacks"
 _SECRET_WORDS = ("password", "passwd", "secret", "token")
+# Limits on a stack file before it is parsed into a model (README, "Inputs"): a real site's file is tens of KiB,
+# a few levels deep. Past these it is refused, not parsed: a YAML bomb of aliases or nesting costs nothing.
+MAX_STACK_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 24
+MAX_VALUES = 1_000_000
+# Keys whose values may span lines (PEM certificates); every other string is one line without control characters.
+_MULTILINE_KEYS = frozenset({"ca"})
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def resolve_stack(stack: str) -> Path:
@@ -35,8 +44,16 @@ def read_site_config(path: Path) -> dict[str, Any]:
     src = str(path)
     if not path.is_file():
         raise SiteError(src, [Problem(src, f"no such stack file (known stacks: {', '.join(stack_names())})")])
+    size = path.stat().st_size
+    if size > MAX_STACK_BYTES:
+        raise SiteError(src, [Problem(src, f"{size} bytes: a stack file is at most {MAX_STACK_BYTES} bytes")])
     try:
-        doc = yaml.safe_load(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SiteError(src, [Problem(src, f"not UTF-8 text (byte {exc.start})")]) from None
+    try:
+        _check_depth(text, src)
+        doc = yaml.load(text, Loader=_Loader)  # a safe loader: plain data only
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{src}:{mark.line + 1}:{mark.column + 1}" if mark else src
@@ -46,6 +63,51 @@ def read_site_config(path: Path) -> dict[str, Any]:
     if not isinstance(site, dict):
         raise SiteError(src, [Problem("config", f"{src} has no mapping at config.{CONFIG_KEY!r}")])
     return site
+
+
+def _check_depth(text: str, src: str) -> None:
+    """Nesting is measured on the event stream, before any object is built (the composer recurses per level)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else 0
+                raise SiteError(src, [Problem(f"{src}:{line}", f"nested deeper than {MAX_DEPTH} levels: refused")])
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
+def raw_problems(data: Any) -> list[Problem]:
+    """What is wrong with a site's data before its model sees it: too many values (YAML aliases expand), too deep,
+    keys that are not strings, control characters in any key or string (a newline is allowed only in a PEM `ca`).
+    Iterative and bounded: a hostile document cannot make this recurse or run long."""
+    problems: list[Problem] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+    seen = 0
+    while stack:
+        value, loc = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            return [Problem("site", f"more than {MAX_VALUES} values (after YAML aliases): refused")]
+        if len(loc) > MAX_DEPTH:
+            return [Problem(join_path("site", *loc[:MAX_DEPTH]), f"nested deeper than {MAX_DEPTH} levels")]
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    problems.append(Problem(join_path("site", *loc), f"key {key!r} is not a string"))
+                    continue
+                if CONTROL.search(key):
+                    problems.append(Problem(join_path("site", *loc), f"key {key!r} has control characters"))
+                    continue
+                stack.append((item, (*loc, key)))
+        elif isinstance(value, list):
+            stack.extend((item, (*loc, i)) for i, item in reversed(list(enumerate(value))))
+        elif isinstance(value, str):
+            text = value.replace("\n", "") if loc and loc[-1] in _MULTILINE_KEYS else value
+            if CONTROL.search(text):
+                problems.append(Problem(join_path("site", *loc), f"{value[:60]!r} has control characters"))
+    return sorted(problems, key=lambda p: p.path)
 
 
 def _known_fields(cls: type[BaseModel], seen: set[str]) -> None:
@@ -94,6 +156,9 @@ def _message(err: Any) -> str:
 
 def parse_site(data: dict[str, Any], source: str = "<site>") -> model.Site:
     """The typed Site, or SiteError listing every problem: shape errors first, cross-field checks when shapes pass."""
+    raw = raw_problems(data)
+    if raw:
+        raise SiteError(source, raw)
     try:
         site = model.Site.model_validate(data)
     except ValidationError as exc:

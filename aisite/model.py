@@ -7,26 +7,47 @@ span several fields or blocks live in `aisite.checks`, which reports them with t
 from __future__ import annotations
 
 import re
+import string
 from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from aisite.catalog import GENERIC_MODEL, GPU_TYPES, KNOWN_MODELS, SERVER_MODELS
+from aisite.fields import (
+    AbsPath,
+    Account,
+    AptSource,
+    DnsLabel,
+    DnsSubdomain,
+    EnvName,
+    GitBranch,
+    Group,
+    Hostname,
+    Image,
+    LabelKey,
+    LabelValue,
+    NtpServer,
+    PemCerts,
+    PulumiKey,
+    RegistryRef,
+    SecretName,
+    SwitchModel,
+    Text,
+    UnixUser,
+    Url,
+)
 
-_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-_MAC_RE = re.compile(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$")
-
-
-def _name(value: str) -> str:
-    if not _NAME_RE.match(value):
-        raise ValueError(f"{value!r} is not a DNS label (lower-case letters, digits and '-', at most 63)")
-    return value
+_MAC_RE = re.compile(r"([0-9a-f]{2}:){5}[0-9a-f]{2}")
+# A name pattern's literal text and its {n} field's format: what a DNS label can hold, a width of at most 9.
+_PATTERN_TEXT = re.compile(r"[a-z0-9-]*")
+_PATTERN_SPEC = re.compile(r"(0?[1-9])?d?")
+_IFNAME = re.compile(r"[a-zA-Z0-9_-][a-zA-Z0-9_.-]{0,14}")
 
 
 def _mac(value: str) -> str:
     mac = value.lower().replace("-", ":")
-    if not _MAC_RE.match(mac):
+    if not _MAC_RE.fullmatch(mac):
         raise ValueError(f"{value!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
     if int(mac[:2], 16) & 1:
         raise ValueError(f"{value!r} is a multicast MAC address; a NIC's own address is unicast")
@@ -34,12 +55,30 @@ def _mac(value: str) -> str:
 
 
 def _pattern(value: str) -> str:
+    """A name pattern is DNS-label text with `{n}` fields of a bounded integer format, nothing else: no other field,
+    attribute, index or conversion (`{n.x}`, `{n[0]}`, `{n!r}`), no `{n:c}` or a width of a billion."""
+    usage = f"{value!r} is not a name pattern: lower-case letters, digits and '-' around {{n}} or {{n:0Wd}} (W 1-9)"
     try:
-        value.format(n=1)
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ValueError(f"{value!r} is not a name pattern using {{n}} (e.g. 'dgx{{n:02d}}'): {exc}") from None
-    if "{n" not in value:
+        parts = list(string.Formatter().parse(value))
+    except ValueError:
+        raise ValueError(usage) from None
+    fields = 0
+    for text, field, spec, conversion in parts:
+        if not _PATTERN_TEXT.fullmatch(text):
+            raise ValueError(usage)
+        if field is None:
+            continue
+        if field != "n" or conversion is not None or not _PATTERN_SPEC.fullmatch(spec or ""):
+            raise ValueError(usage)
+        fields += 1
+    if not fields:
         raise ValueError(f"{value!r} has no {{n}} field, so every node would get the same name")
+    return value
+
+
+def _ifname(value: str) -> str:
+    if not _IFNAME.fullmatch(value) or value in (".", ".."):
+        raise ValueError(f"{value!r} is not a Linux interface name (letters, digits, '_', '.', '-'; at most 15)")
     return value
 
 
@@ -55,7 +94,8 @@ def _gpu_type(value: str) -> str:
     return value
 
 
-Name = Annotated[str, AfterValidator(_name)]
+Name = DnsLabel
+IfName = Annotated[str, AfterValidator(_ifname)]
 Mac = Annotated[str, AfterValidator(_mac)]
 Pattern = Annotated[str, AfterValidator(_pattern)]
 Count = Annotated[int, Field(ge=0, le=100_000)]
@@ -63,19 +103,20 @@ Percent = Annotated[int, Field(ge=0, le=100)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+    # Numbers are finite: `.inf` or `.nan` would reach plan JSON as Infinity/NaN.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, allow_inf_nan=False)
 
 
 class PasswordSource(Strict):
     """Where a secret's password comes from; the value itself is never in the stack file."""
 
-    env: str | None = None
-    pulumi_config: str | None = None
-    vault_file: str | None = None
+    env: EnvName | None = None
+    pulumi_config: PulumiKey | None = None
+    vault_file: AbsPath | None = None
 
 
 class Secret(Strict):
-    username: str
+    username: Account
     password_from: PasswordSource
 
 
@@ -83,7 +124,7 @@ class BmcSpec(Strict):
     protocol: Literal["redfish", "ipmi"] | None = None
     address: IPv4Address | None = None
     mac: Mac | None = None
-    credentials: str | None = None
+    credentials: SecretName | None = None
     port: Annotated[int, Field(ge=1, le=65535)] | None = None
     power: Literal["on", "off"] | None = None
 
@@ -94,8 +135,8 @@ class InterfaceSpec(Strict):
 
 
 class Taint(Strict):
-    key: str
-    value: str = ""
+    key: LabelKey
+    value: LabelValue = ""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
@@ -106,16 +147,16 @@ class NodeSpec(Strict):
     bmc: BmcSpec | None = None
     management: InterfaceSpec | None = None
     storage: InterfaceSpec | None = None
-    labels: dict[str, str] = {}
+    labels: dict[LabelKey, LabelValue] = {}
     taints: list[Taint] = []
 
 
 class InterfaceNames(Strict):
     """Host interface names; systemd-networkd .link files give the real NICs these names."""
 
-    management: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_.-]{1,15}$")] = "mgmt0"
-    storage: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_.-]{1,15}$")] = "stor0"
-    rails: list[Annotated[str, Field(pattern=r"^[a-zA-Z0-9_.-]{1,15}$")]] | None = None
+    management: IfName = "mgmt0"
+    storage: IfName = "stor0"
+    rails: list[IfName] | None = None
 
 
 class NodeGroup(Strict):
@@ -124,7 +165,7 @@ class NodeGroup(Strict):
     interfaces: InterfaceNames = InterfaceNames()
     nodes: list[NodeSpec] = []
     bmc: BmcSpec | None = None
-    labels: dict[str, str] = {}
+    labels: dict[LabelKey, LabelValue] = {}
     taints: list[Taint] = []
 
     @property
@@ -151,7 +192,7 @@ class GpuGroup(NodeGroup):
     gpu_type: Annotated[str, AfterValidator(_gpu_type)] | None = None
     gpus: Annotated[int, Field(ge=1, le=64)] | None = None
     nics: Annotated[int, Field(ge=0, le=32)] | None = None
-    nic_speed_gbps: Annotated[int, Field(ge=1)] | None = None
+    nic_speed_gbps: Annotated[int, Field(ge=1, le=3200)] | None = None
     nvswitch: bool | None = None
     rails: Annotated[int, Field(ge=0, le=32)] | None = None
     driver_branch: Annotated[int, Field(ge=400, le=999)] | None = None
@@ -159,13 +200,13 @@ class GpuGroup(NodeGroup):
 
 class Disk(Strict):
     tier: Literal["nvme", "ssd", "hdd"]
-    size_gb: Annotated[int, Field(ge=1)]
-    count: Annotated[int, Field(ge=1)] = 1
+    size_gb: Annotated[int, Field(ge=1, le=10_000_000)]
+    count: Annotated[int, Field(ge=1, le=1024)] = 1
 
 
 class Export(Strict):
     name: Name
-    path: Annotated[str, Field(pattern=r"^/[^\s]*$")]
+    path: AbsPath
     tier: Literal["nvme", "ssd", "hdd"] = "nvme"
 
 
@@ -189,9 +230,9 @@ class SwitchGroupBase(Strict):
     count: Count
     name_pattern: Pattern
     os: str
-    model: str = ""
+    model: SwitchModel | Literal[""] = ""
     ports: Annotated[int, Field(ge=1, le=1024)]
-    speed_gbps: Annotated[int, Field(ge=1)]
+    speed_gbps: Annotated[int, Field(ge=1, le=3200)]
     nodes: list[SwitchSpec] = []
 
     def switch_names(self) -> list[str]:
@@ -240,11 +281,11 @@ class RoceProfile(Strict):
     roce_dscp: Annotated[int, Field(ge=0, le=63)] = 26
     cnp_dscp: Annotated[int, Field(ge=0, le=63)] = 48
     cnp_priority: Annotated[int, Field(ge=0, le=7)] = 6
-    ecn_min_kb: Annotated[int, Field(ge=1)] = 150
-    ecn_max_kb: Annotated[int, Field(ge=1)] = 1500
+    ecn_min_kb: Annotated[int, Field(ge=1, le=1_000_000)] = 150
+    ecn_max_kb: Annotated[int, Field(ge=1, le=1_000_000)] = 1500
     ets_roce_percent: Percent = 50
     pfc_watchdog: bool = True
-    gid_index: Annotated[int, Field(ge=0)] = 3
+    gid_index: Annotated[int, Field(ge=0, le=255)] = 3
 
 
 class Fabric(Strict):
@@ -253,9 +294,9 @@ class Fabric(Strict):
     switch_mtu: Annotated[int, Field(ge=1500, le=9216)] = 9216
     host_mtu: Annotated[int, Field(ge=1500, le=9216)] = 9000
     # GPU nodes per scalable unit: NIC position N of each node in one unit cables to the unit's leaf for rail N.
-    scalable_unit: Annotated[int, Field(ge=1)] = 32
+    scalable_unit: Annotated[int, Field(ge=1, le=100_000)] = 32
     # Leaves per scalable unit; rails are spread evenly over them (one leaf per rail by default).
-    leaves_per_su: Annotated[int, Field(ge=1)] | None = None
+    leaves_per_su: Annotated[int, Field(ge=1, le=1024)] | None = None
     uplinks_per_spine: Annotated[int, Field(ge=1, le=16)] = 1
     # Addresses per GPU node, in each leaf's block of each rail, for pods' rail interfaces (macvlan pods are the
     # leaf's neighbours, so they must be in its block). 0: no pod rail networks; the block holds the hosts alone.
@@ -267,13 +308,13 @@ class Fabric(Strict):
 class BmcAccount(Strict):
     """A local account the BMC role keeps on every Redfish BMC: user name and password from the named secret."""
 
-    secret: str
+    secret: SecretName
     role: Literal["Administrator", "Operator", "ReadOnly"] = "Operator"
 
 
 class OobDefaults(Strict):
     protocol: Literal["redfish", "ipmi"] = "redfish"
-    credentials: str | None = None
+    credentials: SecretName | None = None
     # The power state the BMC role holds every node in (a node's or group's bmc.power overrides it).
     power: Literal["on", "off"] = "on"
     # Check the BMCs' Redfish TLS certificates; many ship self-signed ones, so a site may turn this off.
@@ -282,14 +323,14 @@ class OobDefaults(Strict):
     accounts: list[BmcAccount] = []
 
 
-GpuCount = Annotated[int, Field(ge=0)]
+GpuCount = Annotated[int, Field(ge=0, le=10_000_000)]
 
 
 class Tenant(Strict):
     name: Name
     # GPUs the tenant is guaranteed (Kueue's nominal quota): a number on a site with one GPU type, else per type.
-    gpu_quota: GpuCount | dict[str, GpuCount]
-    groups: list[str] = []
+    gpu_quota: GpuCount | dict[Annotated[str, AfterValidator(_gpu_type)], GpuCount]
+    groups: list[Group] = []
     # GPUs of each type the tenant may borrow from the cohort beyond its quota / lend from it (None: no limit).
     borrowing_limit: GpuCount | None = None
     lending_limit: GpuCount | None = None
@@ -311,15 +352,15 @@ Addon = Literal[
 class Registry(Strict):
     """A registry the nodes pull from: mirrors tried in order before it, and its CA when it is private."""
 
-    host: Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]+(:\d{1,5})?$")]
-    mirrors: list[Annotated[str, Field(pattern=r"^https?://\S+$")]] = []
-    ca: Annotated[str, Field(pattern=r"^-----BEGIN CERTIFICATE-----")] | None = None
+    host: RegistryRef
+    mirrors: list[Url] = []
+    ca: PemCerts | None = None
 
 
 class Containerd(Strict):
     # An APT source line for an air-gapped mirror; None: the distribution's own package.
-    apt_repository: str | None = None
-    sandbox_image: str = "registry.k8s.io/pause:3.10.1"
+    apt_repository: AptSource | None = None
+    sandbox_image: Image = "registry.k8s.io/pause:3.10.1"
     registries: list[Registry] = []
     # On GPU nodes: make the nvidia runtime containerd's default (else pods ask for it by RuntimeClass).
     nvidia_default_runtime: bool = True
@@ -329,9 +370,9 @@ class Kubernetes(Strict):
     version: Annotated[str, Field(pattern=r"^1\.\d+\.\d+$")] = "1.35.6"
     cni: Literal["calico", "cilium", "flannel"] = "calico"
     # Package source of kubeadm, kubelet and kubectl; None: pkgs.k8s.io for the version's minor release.
-    package_repository: str | None = None
+    package_repository: Url | None = None
     # Manifest the CNI is applied from; None: the pinned upstream manifest of the CNI (Calico's).
-    cni_manifest: str | None = None
+    cni_manifest: Url | None = None
     # Pod Security admission level enforced in every namespace that does not set its own.
     pod_security: Literal["privileged", "baseline", "restricted"] = "baseline"
     containerd: Containerd = Containerd()
@@ -340,10 +381,10 @@ class Kubernetes(Strict):
     # The GPU Operator's MIG strategy (single: whole-GPU resource names even with MIG; mixed: one per profile).
     mig_strategy: Literal["none", "single", "mixed"] = "single"
     # Chart name -> Helm repository (a mirror for air-gapped sites); unnamed charts use their upstream repository.
-    chart_repositories: dict[str, str] = {}
+    chart_repositories: dict[DnsLabel, Url] = {}
     # Registry the benchmark and training jobs' images are pulled from (a mirror for air-gapped sites); None: each
     # image's upstream registry (nvcr.io, ghcr.io).
-    job_registry: str | None = None
+    job_registry: RegistryRef | None = None
     addons: list[Addon] = []
     tenants: list[Tenant] = []
 
@@ -365,7 +406,7 @@ class Thresholds(Strict):
     """What `aisite bench report` requires of a workload's result; unset ones are not judged."""
 
     # In the result's own unit (images/s, GB/s, Gb/s, MiB/s).
-    min_value: Annotated[float, Field(ge=0)] | None = None
+    min_value: Annotated[float, Field(ge=0, le=1e12)] | None = None
     # Of the published reference for the GPU type (DESIGN.md's table), e.g. 0.9.
     min_fraction_of_reference: Annotated[float, Field(gt=0, le=2)] | None = None
     # Throughput at N processes / (N x the single-process run), e.g. 0.9 for "near-linear".
@@ -375,22 +416,22 @@ class Thresholds(Strict):
 class Workload(Strict):
     name: Name
     kind: WorkloadKind
-    tenant: str
-    nodes: Annotated[int, Field(ge=1)] = 1
+    tenant: Name
+    nodes: Annotated[int, Field(ge=1, le=100_000)] = 1
     gpus_per_node: Annotated[int, Field(ge=0, le=64)] = 1
     # The GPU type it runs on (a key of the catalog); default: the site's only or first GPU type.
-    gpu_type: str | None = None
+    gpu_type: Annotated[str, AfterValidator(_gpu_type)] | None = None
     # The job's image; default: the pinned one for its kind in the job registry (kubernetes.job_registry).
-    image: str | None = None
+    image: Image | None = None
     # Per process (ResNet), or per message/transfer (fio: block size in KiB) where the kind has one.
-    batch_size: Annotated[int, Field(ge=1)] | None = None
+    batch_size: Annotated[int, Field(ge=1, le=1_048_576)] | None = None
     thresholds: Thresholds = Thresholds()
 
 
 class Nvidia(Strict):
     # Site-wide driver branch; None picks the catalog's default per GPU generation.
     driver_branch: Annotated[int, Field(ge=400, le=999)] | None = None
-    repository: str = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+    repository: Url = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
 
 
 _SSH_KEY = r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$"
@@ -399,7 +440,7 @@ _SSH_KEY = r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+(
 class AdminUser(Strict):
     """A site administrator: a local account on every node, SSH keys only, sudo when asked."""
 
-    name: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+    name: UnixUser
     ssh_keys: list[
         Annotated[str, Field(pattern=r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$")]
     ]
@@ -410,7 +451,10 @@ class AnsibleSettings(Strict):
     # ssh: real hosts at their management addresses. lab: the containers `aisite lab up` makes for this stack,
     # reached the same way (SSH, pipelining, ControlPersist) with the key and host keys the lab generates.
     connection: Literal["ssh", "lab"] = "ssh"
-    user: str = "root"
+    user: UnixUser = "root"
+
+
+_BACKEND = r"^(https://|s3://|gs://|azblob://|file://)[A-Za-z0-9._~%+@:/=?&-]{1,2000}$"
 
 
 class Gitops(Strict):
@@ -418,8 +462,8 @@ class Gitops(Strict):
     management host, role `reconciler`) and by in-cluster GitOps (Flux + the Pulumi Kubernetes Operator, rendered
     into manifests/gitops/<site>/). Credentials are named Secrets, never values."""
 
-    repository: Annotated[str, Field(pattern=r"^(ssh://|https://|git@)[^\s]+$")]
-    branch: Annotated[str, Field(pattern=r"^[A-Za-z0-9._/-]+$")] = "main"
+    repository: Annotated[str, Field(pattern=r"^(ssh://|https://|git@)[A-Za-z0-9._~%+@:/=-]{1,2000}$")]
+    branch: GitBranch = "main"
     interval_seconds: Annotated[int, Field(ge=30, le=86400)] = 300
     full_pass_seconds: Annotated[int, Field(ge=300)] = 3600  # reconciler: every layer on every host this often
     # The node that runs the reconciler (systemd timer); None: the first control-plane node.
@@ -429,24 +473,26 @@ class Gitops(Strict):
         Annotated[str, Field(pattern=r"^\S+ (ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$")]
     ] = []
     pulumi_stack: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+){0,2}$")] | None = None
-    pulumi_backend: str | None = None
+    pulumi_backend: Annotated[str, Field(pattern=_BACKEND)] | None = None
     namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = "aisite-gitops"
-    git_secret: str | None = None  # Secret with the repository's credentials (identity + known_hosts, or token)
-    signers_secret: str | None = None  # Secret with the signers' public keys (*.sshpub) for Flux to verify HEAD
+    # Secret with the repository's credentials (identity + known_hosts, or token).
+    git_secret: DnsSubdomain | None = None
+    # Secret with the signers' public keys (*.sshpub) for Flux to verify HEAD.
+    signers_secret: DnsSubdomain | None = None
     # Secret whose keys are the environment variables the stack reads (its password_from.env names) and
     # PULUMI_ACCESS_TOKEN; None: aisite-<site>-credentials.
-    credentials_secret: str | None = None
+    credentials_secret: DnsSubdomain | None = None
 
 
 class Site(Strict):
     name: Name
-    description: str = ""
-    domain: str
-    ntp_servers: list[str] = []
+    description: Text = ""
+    domain: Hostname
+    ntp_servers: list[NtpServer] = []
     dns_servers: list[IPv4Address] = []
     ansible: AnsibleSettings = AnsibleSettings()
     admin_users: list[AdminUser] = []
-    secrets: dict[str, Secret] = {}
+    secrets: dict[SecretName, Secret] = {}
     networks: Networks
     oob: OobDefaults = OobDefaults()
     control_plane: ControlPlane

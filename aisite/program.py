@@ -9,9 +9,9 @@ import pulumi
 
 from aisite.components import SiteArgs, SiteDeployment
 from aisite.errors import SiteError
+from aisite.fields import secret_env as env_name
 from aisite.loader import CONFIG_KEY, parse_site
 from aisite.plan import build_plan
-from aisite.render.inventory import secret_env as env_name
 from aisite.secrets import Use, limit_problems, resolve, username_of, uses
 
 

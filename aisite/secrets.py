@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aisite.errors import Problem
+from aisite.fields import secret_env
 from aisite.plan import Plan
-from aisite.render.inventory import secret_env
 
 # What BMCs accept. IPMI 2.0 (RAKP) carries a password of at most 20 bytes and a user name of at most 16; ipmitool
 # refuses longer ones before it sends anything. HTTP Basic authentication (Redfish) splits `user:password` at the

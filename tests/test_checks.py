@@ -347,12 +347,12 @@ def test_tenant_quota_per_gpu_type(lab: dict[str, Any]) -> None:
 
 def test_gitops_settings_are_checked_together(lab: dict[str, Any]) -> None:
     lab["gitops"]["reconciler_host"] = "cp09"
-    lab["gitops"]["git_secret"] = "Lab_Git"
     lab["gitops"]["allowed_signers"] = []
     found = problems(lab)
     assert has(found, "site.gitops.reconciler_host", "'cp09' is not a node of the site", "cp01")
-    assert has(found, "site.gitops.git_secret", "'Lab_Git' is not a Kubernetes Secret name")
     assert has(found, "site.gitops.signers_secret", "list the same keys in allowed_signers")
+    lab["gitops"]["git_secret"] = "Lab_Git"
+    assert has(problems(lab), "site.gitops.git_secret", "'Lab_Git' is not a DNS-1123 subdomain")
 
 
 def test_gitops_refuses_an_unsigned_looking_signer_line(lab: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
+from ansible.parsing.yaml.loader import AnsibleLoader
 from ansible.template import Templar, trust_as_template
 
 from aisite.loader import load_site
@@ -119,7 +120,7 @@ def _trusted(value: Any) -> Any:
 def render(plan: Plan, node: Node, template: str, **extra: Any) -> list[dict[str, Any]]:
     """The role's template for one node, with the variables Ansible would give it: the role's defaults, then
     the inventory's group and host variables (which override them), then `extra`."""
-    inv = yaml.safe_load(inventory_yaml(plan))["all"]  # as Ansible reads it
+    inv = AnsibleLoader(trust_as_template(inventory_yaml(plan))).get_single_data()["all"]  # as Ansible reads it
     group = {"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}[node.role]
     variables = _trusted(yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()))
     variables |= inv["vars"] | inv["children"][group]["hosts"][node.name] | extra

@@ -16,10 +16,11 @@ from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
 from aisite.changes import layer_state
+from aisite.fields import secret_env
 from aisite.loader import parse_site
 from aisite.plan import build_plan
 from aisite.platform import charts, jobs, objects, remote_manifests
-from aisite.render.inventory import inventory, inventory_yaml, secret_env
+from aisite.render.inventory import inventory, inventory_yaml
 from tests.conftest import ROOT, STACKS, stack_data
 
 LAYERS = ["oob", "fabric", "hosts", "cluster", "platform", "workloads"]

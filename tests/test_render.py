@@ -10,13 +10,12 @@ from pathlib import Path
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from aisite.loader import load_site
 from aisite.plan import build_plan
 from aisite.platform import jobs, objects
 from aisite.render.bundle import bundle
-from aisite.render.inventory import inventory, inventory_yaml
+from aisite.render.inventory import inventory, inventory_yaml, load_inventory
 from aisite.render.manifests import gitops_files, manifest_files
 from tests.conftest import ROOT, STACKS
 from tests.test_platform import CUSTOM_GROUPS
@@ -131,5 +130,5 @@ def test_bundle_is_deterministic(plan) -> None:  # type: ignore[no-untyped-def]
     files = bundle(plan)
     assert files == bundle(build_plan(load_site(plan.site)))
     # YAML turns the plan's tuples into lists; compare through JSON, which does the same.
-    assert yaml.safe_load(files["inventory.yml"]) == json.loads(json.dumps(inventory(plan)))
+    assert load_inventory(files["inventory.yml"]) == json.loads(json.dumps(inventory(plan)))
     assert json.loads(files["plan.json"])["site"] == plan.site

@@ -32,7 +32,7 @@ from aisite.deploy import RunResult, applied_hosts, forget_applied, merge, recor
 from aisite.errors import SiteError
 from aisite.loader import resolve_stack
 from aisite.render.bundle import write_bundle
-from aisite.render.inventory import inventory, to_yaml
+from aisite.render.inventory import inventory, inventory_text
 from aisite.render.manifests import layer_files, manifest_files
 from aisite.secrets import resolve
 
@@ -211,7 +211,7 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     if problems:
         raise invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
     inv = inventory(p)
-    text = to_yaml(inv)
+    text = inventory_text(inv)
     groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
     # The platform's charts and objects, rendered for the platform play (and part of its layer's state).
     platform = manifest_files(p)
@@ -317,7 +317,7 @@ def cabling(stack: StackArg, as_json: JsonOpt = False) -> None:
     inv = inventory(p)
     groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
     # Reads LLDP on nodes and switches only: no BMC or switch credential is needed.
-    result = _progress_runner("playbooks/cabling.yml", to_yaml(inv), {}, limit=None, check=False, groups=groups)
+    result = _progress_runner("playbooks/cabling.yml", inventory_text(inv), {}, limit=None, check=False, groups=groups)
     miswires = [str(m) for m in result.stats.get("cabling_miswires", [])]
     checked = int(result.stats.get("cabling_checked", 0))
     # Failures other than the report's own assert (a host unreachable, lldpcli missing) are errors, not miswires.

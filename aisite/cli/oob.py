@@ -11,8 +11,8 @@ from rich.table import Table
 
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out
 from aisite.errors import SiteError
+from aisite.fields import secret_env
 from aisite.loader import resolve_stack
-from aisite.render.inventory import secret_env
 from aisite.secrets import resolve
 
 oob_app = typer.Typer(no_args_is_help=True, help="The out-of-band network: the site's BMCs.")

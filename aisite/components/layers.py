@@ -13,9 +13,10 @@ from pulumi_command import local
 
 from aisite.changes import layer_state
 from aisite.components.bmc import BmcState, BmcStateArgs
+from aisite.fields import secret_env
 from aisite.plan import Plan
 from aisite.playbooks import ROOT
-from aisite.render.inventory import inventory, kubeconfig_path, secret_env
+from aisite.render.inventory import inventory, kubeconfig_path
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from aisite.fields import secret_env
 from aisite.loader import ROOT
 from aisite.plan import Node, Plan, Switch
 
@@ -33,14 +34,15 @@ NETWORK_OS = {
 }
 
 
+class Template(str):
+    """One of the project's own Ansible templates in the inventory (`{{ playbook_dir }}`...): written as a trusted
+    template. Every other string in the inventory is site data and is written `!unsafe`, so Ansible never evaluates
+    it, whatever it holds (ansible-core trusts inventory strings as templates otherwise)."""
+
+
 def container_name(plan: Plan, host: str) -> str:
     """The lab container of a host; the lab creates it under this name."""
     return f"aisite-{plan.site}-{host}"
-
-
-def secret_env(name: str) -> str:
-    """The environment variable through which a resolved secret reaches Ansible (never a file)."""
-    return "AISITE_SECRET_" + "".join(c if c.isalnum() else "_" for c in name.upper())
 
 
 def lab_ssh_dir(site: str) -> Path:
@@ -94,7 +96,7 @@ def _bmc_vars(node: Node) -> dict[str, Any]:
     # BMCs are driven from the controller, with the Python that runs Ansible (it has pyghmi).
     return {
         "ansible_connection": "local",
-        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "ansible_python_interpreter": Template("{{ ansible_playbook_python }}"),
         "aisite_bmc": asdict(node.bmc) | {"node": node.name},
     }
 
@@ -130,7 +132,7 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         "aisite_hosts": [{"name": n.name, "fqdn": n.fqdn, "address": n.management.address} for n in plan.nodes],
         # Where the cluster layer fetches the admin kubeconfig and the platform play reads it: kubeconfig_path,
         # relative to the playbooks so the inventory stays the same on every controller.
-        "aisite_kubeconfig": "{{ playbook_dir }}/../" + str(kubeconfig_path(plan.site).relative_to(ROOT)),
+        "aisite_kubeconfig": Template("{{ playbook_dir }}/../" + str(kubeconfig_path(plan.site).relative_to(ROOT))),
         "aisite_secrets": {
             name: {"username": s["username"], "env": secret_env(name)} for name, s in plan.secrets.items()
         },
@@ -167,9 +169,61 @@ def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
+class _InventoryDumper(_Dumper):
+    """The inventory's dumper: every string `!unsafe` (data), but the project's own `Template`s."""
+
+
+def _unsafe(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    node = _str(dumper, data)
+    # Ansible reads a `!unsafe` scalar as if it were plain: "on", "123" or "null" would stop being strings. Those
+    # hold no template syntax and stay quoted strings; everything else is tagged.
+    if dumper.resolve(yaml.ScalarNode, data, (True, False)) == _STR:  # type: ignore[no-untyped-call]
+        node.tag = UNSAFE_TAG
+    return node
+
+
+UNSAFE_TAG = "!unsafe"
+_STR = "tag:yaml.org,2002:str"
+_InventoryDumper.add_representer(str, _unsafe)
+
+
+def _mapping(dumper: yaml.SafeDumper, data: dict[Any, Any]) -> yaml.MappingNode:
+    # Keys are never templated by Ansible: written plain, so the file stays readable in a review.
+    pairs = [
+        (_str(dumper, k) if isinstance(k, str) else dumper.represent_data(k), dumper.represent_data(v))
+        for k, v in data.items()
+    ]
+    return yaml.MappingNode("tag:yaml.org,2002:map", pairs, flow_style=False)
+
+
+_InventoryDumper.add_representer(dict, _mapping)
+# libyaml's emitter takes exact `str` values only.
+_InventoryDumper.add_representer(Template, lambda dumper, data: _str(dumper, str(data)))
+
+
+class _InventoryLoader(yaml.SafeLoader):
+    """Reads a rendered inventory back (tests, tools): `!unsafe` strings as plain strings."""
+
+
+_InventoryLoader.add_constructor(
+    UNSAFE_TAG,
+    lambda loader, node: loader.construct_scalar(node),  # type: ignore[arg-type]
+)
+
+
 def to_yaml(data: Any) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
 
 
+def inventory_text(inv: dict[str, Any]) -> str:
+    """An inventory as Ansible reads it: site strings are `!unsafe`, never templates."""
+    body = yaml.dump(inv, Dumper=_InventoryDumper, sort_keys=False, default_flow_style=False, width=120)
+    return "# Rendered by aisite from the plan; do not edit.\n" + body
+
+
+def load_inventory(text: str) -> Any:
+    return yaml.load(text, Loader=_InventoryLoader)  # a SafeLoader with one more scalar tag
+
+
 def inventory_yaml(plan: Plan) -> str:
-    return "# Rendered by aisite from the plan; do not edit.\n" + to_yaml(inventory(plan))
+    return inventory_text(inventory(plan))

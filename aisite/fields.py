@@ -1,0 +1,161 @@
+"""The narrow string types of a site's fields, each named for where its value ends up.
+
+A stack file is hostile until checked: every value lands in a file name, a configuration line, a YAML or JSON
+document, a command's argument or a Kubernetes object. Each type here admits only what its destination accepts
+(Kubernetes' own rules for names and labels, RFC 1123 for host names, OCI references for images...), with
+`re.fullmatch`, so no newline, quote or template syntax can pass where it could change the meaning of an output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from ipaddress import IPv4Address
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+# Control characters (C0, DEL, C1) and the Unicode line and paragraph separators: never in a site's value.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+_LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_K8S_NAME = r"([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]"
+_URL_CHARS = r"[A-Za-z0-9._~%!$&()*+,;=:@/?#\[\]-]"
+
+DNS_LABEL = re.compile(_LABEL)
+DNS_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+HOSTNAME = re.compile(rf"{_HOST_LABEL}(\.{_HOST_LABEL})*\.?")
+K8S_QUALIFIED_NAME = re.compile(_K8S_NAME)
+LABEL_VALUE = re.compile(rf"({_K8S_NAME})?")
+URL = re.compile(rf"https?://{_HOST_LABEL}(\.{_HOST_LABEL})*(:\d{{1,5}})?(/{_URL_CHARS}*)?")
+# OCI image reference (distribution/reference's grammar): [registry[:port]/]path[:tag][@digest].
+_COMPONENT = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*"
+IMAGE = re.compile(
+    rf"({_HOST_LABEL}(\.{_HOST_LABEL})*(:\d{{1,5}})?/)?{_COMPONENT}(/{_COMPONENT})*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?"
+)
+REGISTRY = re.compile(rf"{_HOST_LABEL}(\.{_HOST_LABEL})*(:\d{{1,5}})?(/{_COMPONENT})*")
+UNIX_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+# BMC and switch accounts: vendors allow more than Unix does, but nothing that needs quoting.
+ACCOUNT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@-]{0,63}")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+SECRET_NAME = re.compile(r"[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?")
+PULUMI_KEY = re.compile(r"([A-Za-z0-9_-]+:)?[A-Za-z0-9_.-]{1,128}")
+PATH_SEGMENT = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,254}")
+GIT_BRANCH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
+GROUP = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@/-]{0,127}")
+SWITCH_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+/-]{0,63}")
+APT_SOURCE = re.compile(rf"deb (\[[A-Za-z0-9=/._, -]+\] )?https?://{_URL_CHARS}+( [A-Za-z0-9._/-]+)+")
+PEM_CERTS = re.compile(
+    r"(-----BEGIN CERTIFICATE-----\n([A-Za-z0-9+/=]{1,76}\n)+-----END CERTIFICATE-----\n?)+", re.ASCII
+)
+
+
+def secret_env(name: str) -> str:
+    """The environment variable through which a resolved secret reaches Ansible (never a file)."""
+    return "AISITE_SECRET_" + "".join(c if c.isalnum() else "_" for c in name.upper())
+
+
+def _matching(pattern: re.Pattern[str], what: str, max_len: int = 0) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if max_len and len(value) > max_len:
+            raise ValueError(f"{value[:80]!r}... is longer than {max_len} characters: not {what}")
+        if not pattern.fullmatch(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+
+    return check
+
+
+def dns_label(value: str) -> str:
+    return _matching(DNS_LABEL, "a DNS label (lower-case letters, digits and '-', at most 63)")(value)
+
+
+def _hostname(value: str) -> str:
+    _matching(HOSTNAME, "a host name (RFC 1123: letters, digits, '-' and '.')", 253)(value)
+    return value
+
+
+def _ntp_server(value: str) -> str:
+    try:
+        IPv4Address(value)
+        return value
+    except ValueError:
+        return _matching(HOSTNAME, "an NTP server (an IPv4 address or a host name)", 253)(value)
+
+
+def label_key(value: str) -> str:
+    """Kubernetes' rule for label, taint and annotation keys: [prefix/]name."""
+    prefix, _, name = value.rpartition("/")
+    if prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix)):
+        raise ValueError(f"{value!r}: the prefix {prefix!r} is not a DNS subdomain (Kubernetes label key)")
+    if not K8S_QUALIFIED_NAME.fullmatch(name):
+        raise ValueError(
+            f"{value!r} is not a Kubernetes label key (name: at most 63 of letters, digits, '-', '_', '.', "
+            "starting and ending with a letter or digit; optional DNS-subdomain prefix and '/')"
+        )
+    return value
+
+
+def label_value(value: str) -> str:
+    if not LABEL_VALUE.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a Kubernetes label value (empty, or at most 63 of letters, digits, '-', '_', '.', "
+            "starting and ending with a letter or digit)"
+        )
+    return value
+
+
+def _path(value: str) -> str:
+    parts = value.split("/")
+    if len(value) > 1024 or parts[0] != "" or not all(PATH_SEGMENT.fullmatch(p) for p in parts[1:]):
+        raise ValueError(
+            f"{value!r} is not an absolute path of plain segments (letters, digits, '.', '_', '+', '-'; "
+            "no '..', no empty segment, at most 1024 characters)"
+        )
+    return value
+
+
+def _branch(value: str) -> str:
+    # git check-ref-format's rules, the ones a pattern can express.
+    if (
+        not GIT_BRANCH.fullmatch(value)
+        or ".." in value
+        or "//" in value
+        or value.endswith(("/", ".", ".lock"))
+        or "/." in value
+    ):
+        raise ValueError(f"{value!r} is not a git branch name")
+    return value
+
+
+def _text(value: str) -> str:
+    if len(value) > 1024:
+        raise ValueError("longer than 1024 characters")
+    return value
+
+
+DnsLabel = Annotated[str, AfterValidator(dns_label)]
+DnsSubdomain = Annotated[str, AfterValidator(_matching(DNS_SUBDOMAIN, "a DNS-1123 subdomain (Kubernetes name)", 253))]
+Hostname = Annotated[str, AfterValidator(_hostname)]
+NtpServer = Annotated[str, AfterValidator(_ntp_server)]
+LabelKey = Annotated[str, AfterValidator(label_key)]
+LabelValue = Annotated[str, AfterValidator(label_value)]
+Url = Annotated[str, AfterValidator(_matching(URL, "an http(s) URL (no spaces, quotes or braces)", 2048))]
+Image = Annotated[str, AfterValidator(_matching(IMAGE, "an image reference (registry/path:tag[@sha256:...])", 512))]
+RegistryRef = Annotated[str, AfterValidator(_matching(REGISTRY, "a registry (host[:port][/path])", 255))]
+UnixUser = Annotated[str, AfterValidator(_matching(UNIX_USER, "a Unix user name ([a-z_][a-z0-9_-], at most 32)"))]
+Account = Annotated[str, AfterValidator(_matching(ACCOUNT, "an account name (letters, digits, '.', '_', '@', '-')"))]
+EnvName = Annotated[str, AfterValidator(_matching(ENV_NAME, "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"))]
+SecretName = Annotated[
+    str, AfterValidator(_matching(SECRET_NAME, "a secret name (lower-case letters, digits, '-', '_', at most 63)"))
+]
+PulumiKey = Annotated[str, AfterValidator(_matching(PULUMI_KEY, "a Pulumi config key ([namespace:]name)"))]
+AbsPath = Annotated[str, AfterValidator(_path)]
+GitBranch = Annotated[str, AfterValidator(_branch)]
+Group = Annotated[str, AfterValidator(_matching(GROUP, "a group name (letters, digits, '.', '_', ':', '@', '/', '-')"))]
+SwitchModel = Annotated[str, AfterValidator(_matching(SWITCH_MODEL, "a switch model (letters, digits, ' ._+/-')"))]
+AptSource = Annotated[str, AfterValidator(_matching(APT_SOURCE, "an APT source line ('deb [opts] URL suite comp')"))]
+PemCerts = Annotated[str, AfterValidator(_matching(PEM_CERTS, "PEM certificates (BEGIN/END CERTIFICATE blocks)"))]
+Text = Annotated[str, AfterValidator(_text)]
