@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from aisite.render.inventory import inventory_yaml
+from aisite.render.inventory import inventory_text, inventory_yaml, load_inventory
 from tests.conftest import ROOT, run_cli, stack_data
 
 LAB_SECRET = "lab-secret-Zq9"
@@ -80,6 +80,7 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
     r = run_cli("render", "lab", "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
+        ".aisite-render",
         "gitops/gitrepository.yaml",
         "gitops/namespace.yaml",
         "gitops/rbac.yaml",
@@ -178,9 +179,9 @@ def test_a_failing_play_exits_1_and_names_the_host() -> None:
     from aisite.plan import build_plan
 
     text = inventory_yaml(build_plan(load_site("lab")))
-    inv = yaml.safe_load(text)
+    inv = load_inventory(text)
     inv["all"]["children"]["gpu_nodes"]["hosts"]["gpu02"]["aisite_node"]["rails"][1]["mtu"] = 1500
-    r = run_cli("play", "--playbook", "playbooks/hosts.yml", stdin=yaml.safe_dump(inv))
+    r = run_cli("play", "--playbook", "playbooks/hosts.yml", stdin=inventory_text(inv))
     assert r.returncode == 1
     assert "gpu02: Preflight | Check rails use the host MTU and distinct tables" in r.stderr
     assert "gpu01: ok=" in r.stdout and "gpu02: ok=" in r.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,11 +11,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from aisite.cli.common import JsonOpt, StackArg, err, load_plan, out
+from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, load_plan, out
 from aisite.deploy import run_playbook
 from aisite.loader import resolve_stack
 from aisite.plan import Plan
-from aisite.render.bundle import bundle, write_bundle
+from aisite.render.bundle import OutputError, bundle, check_output, render_into
 from aisite.render.inventory import inventory_yaml
 
 
@@ -106,23 +107,36 @@ def render(
         ),
     ] = False,
 ) -> None:
-    """Write the Ansible inventory, the plan and the Kubernetes manifests of a site."""
+    """Write the Ansible inventory, the plan and the Kubernetes manifests of a site.
+
+    The output directory is replaced whole, and only once everything rendered: on any failure it is left as it
+    was. It must be new, empty, or one that render wrote before."""
     p = load_plan(stack)
-    files = bundle(p)
-    written = write_bundle(files, out_dir)
-    if switch_configs:
-        written += _render_switch_configs(p, out_dir / "switches")
+    if any(c in str(out_dir) for c in "{}%"):
+        # The path reaches the switch play as a variable: no template syntax in it.
+        print(f"error: --out {out_dir}: a path with '{{', '}}' or '%' is refused", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    try:
+        check_output(out_dir)
+    except OutputError as exc:
+        print(f"error: --out: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID) from None
+    extra = (lambda stage: _render_switch_configs(p, stage / "switches")) if switch_configs else None
+    try:
+        written = render_into(out_dir, bundle(p), extra)
+    except OutputError as exc:
+        print(f"error: --out: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_FAILED) from None
     out.print(f"rendered site [bold]{p.site}[/]: {len(written)} files under {out_dir}")
     for path in written:
         out.print(f"  {path}")
 
 
-def _render_switch_configs(p: Plan, dest: Path) -> list[Path]:
+def _render_switch_configs(p: Plan, dest: Path) -> None:
     """Run playbooks/switch-configs.yml against the plan's inventory (all local, no secrets needed)."""
-    dest = dest.resolve()
-    result = run_playbook("playbooks/switch-configs.yml", inventory_yaml(p), extravars={"aisite_render_dir": str(dest)})
+    result = run_playbook(
+        "playbooks/switch-configs.yml", inventory_yaml(p), extravars={"aisite_render_dir": str(dest.resolve())}
+    )
     if result.rc != 0:
         err.print(f"[red]error[/]: rendering switch configurations failed: {'; '.join(result.failures)}")
-        raise typer.Exit(1)
-    fabric = [s for s in p.switches if s.role in ("leaf", "spine")]
-    return sorted(path for s in fabric for path in dest.glob(f"{s.name}.*"))
+        raise typer.Exit(EXIT_FAILED)
