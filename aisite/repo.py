@@ -57,26 +57,84 @@ def checkout(clone: Path, commit: str) -> None:
     git(clone, "clean", "--quiet", "-ffdx", "-e", ".aisite")
 
 
+# The armour line that opens each kind of commit signature git can carry.
+_SIGNATURE_KINDS = {
+    "-----BEGIN SSH SIGNATURE-----": "ssh",
+    "-----BEGIN PGP SIGNATURE-----": "OpenPGP",
+    "-----BEGIN PGP MESSAGE-----": "OpenPGP",
+    "-----BEGIN SIGNED MESSAGE-----": "X.509",
+}
+
+
+def signature_kind(clone: Path, commit: str) -> str | None:
+    """ssh, OpenPGP, X.509 or unknown for a signed commit; None for an unsigned one (read from the commit object's
+    gpgsig header, not from any verifier)."""
+    raw = git(clone, "cat-file", "commit", commit).stdout
+    header = raw.split("\n\n", 1)[0]
+    for line in header.splitlines():
+        if line.startswith(("gpgsig ", "gpgsig-sha256 ")):
+            armour = line.split(" ", 1)[1].strip()
+            return _SIGNATURE_KINDS.get(armour, "unknown")
+    return None
+
+
 def verify_commit(clone: Path, commit: str, allowed_signers: Path) -> str:
-    """Who signed `commit` with a key of `allowed_signers` (OpenSSH format); GitError when it is unsigned or its
-    key is not listed there."""
-    r = git(
-        clone,
-        "-c",
-        f"gpg.ssh.allowedSignersFile={allowed_signers.resolve()}",
-        "verify-commit",
-        "--verbose",
-        commit,
+    """Who signed `commit` with an SSH key listed in `allowed_signers` (OpenSSH format); GitError otherwise.
+
+    Only SSH signatures count: an OpenPGP or X.509 signature is refused before any verifier runs, so no GPG keyring
+    or certificate store of this machine is ever consulted. The verification runs with no global or system git
+    configuration (a user's gpg.ssh.program or revocation settings do not apply) and ssh-keygen named explicitly."""
+    kind = signature_kind(clone, commit)
+    if kind is None:
+        raise GitError(f"commit {commit[:12]} is not signed")
+    if kind != "ssh":
+        raise GitError(
+            f"commit {commit[:12]} has an {kind} signature: only SSH signatures by a key in the site's allowed "
+            "signers are accepted (keyrings and certificate stores are never consulted)"
+        )
+    isolated = {
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GNUPGHOME": os.devnull,
+    }
+    r = subprocess.run(
+        [
+            "git",
+            "-c",
+            f"gpg.ssh.allowedSignersFile={allowed_signers.resolve()}",
+            "-c",
+            "gpg.ssh.program=ssh-keygen",
+            "-c",
+            "gpg.program=/bin/false",
+            "-c",
+            "gpg.x509.program=/bin/false",
+            "verify-commit",
+            "--verbose",
+            commit,
+        ],
+        cwd=clone,
+        env=os.environ | _ENV | isolated,
+        capture_output=True,
+        text=True,
         check=False,
     )
     said = r.stderr.strip()
     if r.returncode != 0:
-        if not said or "no signature found" in said:
-            raise GitError(f"commit {commit[:12]} is not signed")
-        raise GitError(f"commit {commit[:12]}: signature not accepted: {said.splitlines()[-1]}")
+        raise GitError(f"commit {commit[:12]}: signature not accepted: {said.splitlines()[-1] if said else 'refused'}")
     # e.g. 'Good "git" signature for alice@example.com with ED25519 key SHA256:...'
     good = [line for line in said.splitlines() if line.startswith("Good ")]
-    return good[-1] if good else said.splitlines()[-1]
+    if not good:
+        raise GitError(f"commit {commit[:12]}: no good signature reported: {said.splitlines()[-1] if said else ''}")
+    return good[-1]
+
+
+def has_commit(clone: Path, commit: str) -> bool:
+    return git(clone, "cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode == 0
+
+
+def descends(clone: Path, ancestor: str, commit: str) -> bool:
+    """`commit` is `ancestor` or one of its descendants (a fast-forward from it)."""
+    return git(clone, "merge-base", "--is-ancestor", ancestor, commit, check=False).returncode == 0
 
 
 def commit_subject(clone: Path, commit: str) -> str:

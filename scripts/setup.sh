@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 # ipmitool: the bmc role reads FRU and firmware data of IPMI BMCs with it. openssh-client: Ansible reaches hosts
 # (the lab's containers too) over SSH. iperf3, fio: the benchmark payloads' tools, run for real by the tests.
-APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool openssh-client iperf3 fio)
+# gnupg: a reconcile test signs a commit with OpenPGP to show that such a signature is refused.
+APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool openssh-client iperf3 fio gnupg)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tempfile
 from dataclasses import asdict
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, LAYERS, JsonOpt, StackArg, err, load_plan, out
 from aisite.diff import markdown, site_diff
@@ -61,9 +63,14 @@ def _print_pass(rec: PassRecord, as_json: bool) -> None:
         print(json.dumps(asdict(rec), indent=2))
         return
     colour = {"applied": "green", "unchanged": "green", "drift": "yellow"}.get(rec.outcome, "red")
-    out.print(f"[{colour}]{rec.outcome}[/] {rec.commit[:12]} {rec.subject!r} ({rec.mode}, {rec.seconds} s)")
+    # A commit's subject and git's words are the pusher's text: never read as markup.
+    out.print(f"[{colour}]{rec.outcome}[/] {rec.commit[:12]} {escape(repr(rec.subject))} ({rec.mode}, {rec.seconds} s)")
     if rec.signer:
-        out.print(f"  signed: {rec.signer}")
+        out.print(f"  signed: {rec.signer}", markup=False)
+    if rec.rewound_from:
+        out.print(f"  [yellow]moved back[/] from {rec.rewound_from[:12]} (--allow-rewind)")
+    for note in rec.notes:
+        out.print(f"  note: {note}", markup=False)
     for layer, hosts in rec.layers.items():
         out.print(f"  ran {layer} on {', '.join(hosts)}")
     for host, n in rec.changed.items():
@@ -72,7 +79,7 @@ def _print_pass(rec: PassRecord, as_json: bool) -> None:
         for task in tasks:
             out.print(f"  [yellow]drift[/] {host}: {task}")
     for e in rec.errors:
-        err.print(f"  [red]error[/]: {e}")
+        err.print(f"  [red]error[/]: {escape(e)}")
 
 
 @reconcile_app.callback()
@@ -102,6 +109,14 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
     ] = None,
     engine: Annotated[str, typer.Option("--engine", help="ansible (aisite deploy) or pulumi (pulumi up).")] = "ansible",
     wait: Annotated[bool, typer.Option("--wait", help="Wait for a running reconcile instead of leaving.")] = False,
+    allow_rewind: Annotated[
+        str | None,
+        typer.Option(
+            "--allow-rewind",
+            help="Apply this commit (full hash) although it does not descend from the applied one: moves the site "
+            "back deliberately; recorded as such. Without it such a commit is refused.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch the branch, verify and validate its commit, and apply only what changed (a pass). Exit 0 applied or
@@ -125,12 +140,16 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
         problems.append(f"--allowed-signers: {allowed_signers}: no such file")
     if interval <= 0:
         problems.append("--interval: must be above 0")
+    if allow_rewind is not None and not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", allow_rewind):
+        problems.append(f"--allow-rewind: {allow_rewind!r} is not a full commit hash")
+    if allow_rewind is not None and watch_:
+        problems.append("--allow-rewind and --watch: a rewind is one deliberate pass")
     if problems:
         for p in problems:
             print(f"error: {p}", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID)
     assert repo is not None and stack is not None
-    cfg = Config(repo, branch, stack, allowed_signers, engine, wait)
+    cfg = Config(repo, branch, stack, allowed_signers, engine, wait, allow_rewind)
     mode = "check" if check else "full" if full else "changed"
 
     def step(msg: str) -> None:
@@ -161,7 +180,7 @@ def status(
     as_json: JsonOpt = False,
 ) -> None:
     """What the reconciler of a stack last did: the applied commit, the last passes, failures."""
-    st = load_status(stack)
+    st = load_status(stack, lambda msg: print(f"warning: {msg}", file=sys.stderr))
     if as_json:
         print(json.dumps(st.to_dict(), indent=2))
         return

@@ -18,7 +18,17 @@ from types import FrameType
 from typing import Any
 
 from aisite import repo
-from aisite.reconcile.state import STATE, BusyError, PassRecord, load_status, lock, save_status, workdir, write_metrics
+from aisite.reconcile.state import (
+    STATE,
+    BusyError,
+    PassRecord,
+    load_status,
+    lock,
+    mark_interrupted,
+    save_status,
+    workdir,
+    write_metrics,
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,32 @@ class Config:
     allowed_signers: Path | None = None  # when set, only commits signed by a key listed there are applied
     engine: str = "ansible"  # ansible: aisite deploy; pulumi: pulumi up (needs the Pulumi CLI)
     wait: bool = False  # wait for the lock instead of leaving
+    # The one commit an operator allows the site to move to although it does not descend from the applied one.
+    allow_rewind: str | None = None
+
+
+INTERRUPTED = "interrupted: the next pass completes what this one had not recorded as applied"
+
+
+class Refused(repo.GitError):
+    """A commit the chain of trust does not let reach the site."""
+
+
+def _check_descent(clone: Path, cfg: Config, applied: str | None, rec: PassRecord) -> None:
+    """Only a descendant of the applied commit is applied (a fast-forward): a branch pushed back to an older commit,
+    or replaced by one from another history, is refused, unless an operator names that very commit."""
+    if applied is None or rec.commit == applied:
+        return
+    if repo.has_commit(clone, applied) and repo.descends(clone, applied, rec.commit):
+        return
+    if cfg.allow_rewind and rec.commit.startswith(cfg.allow_rewind):
+        rec.rewound_from = applied
+        rec.notes.append(f"moved back from {applied[:12]} to {rec.commit[:12]}, as allowed by --allow-rewind")
+        return
+    raise Refused(
+        f"commit {rec.commit[:12]} does not descend from the applied commit {applied[:12]} (the branch was rewound "
+        f"or replaced): refused. To move the site to it deliberately: --allow-rewind {rec.commit}"
+    )
 
 
 def _aisite(clone: Path, *args: str, fd: int, forward: list[subprocess.Popen[str]]) -> subprocess.CompletedProcess[str]:
@@ -131,12 +167,20 @@ def reconcile_pass(cfg: Config, mode: str = "changed", on_step: Callable[[str], 
         if not forward:
             raise KeyboardInterrupt
 
-    with lock(cfg.stack, cfg.wait) as fd:
+    with lock(cfg.stack, cfg.wait, step) as fd:
         previous = signal.signal(signal.SIGTERM, stop)
-        status = load_status(cfg.stack)
+        status = load_status(cfg.stack, step)
+        mark_interrupted(status)
         status.repo, status.branch = cfg.repo, cfg.branch
         clone = workdir(cfg.stack) / "repo"
+        if status.full_pass_due and mode == "changed":
+            mode = "full"
         rec = PassRecord(commit="", started=time.time(), mode=mode)
+        if mode == "full" and status.full_pass_due:
+            rec.notes.append("a full pass: the status file had been lost")
+        # Recorded as running first: a pass whose reconcile is killed shows as interrupted, not as nothing.
+        status.passes.append(rec)
+        save_status(status)
         try:
             step(f"fetching {cfg.branch} from {cfg.repo}")
             rec.commit = repo.fetch(cfg.repo, cfg.branch, clone)
@@ -144,6 +188,7 @@ def reconcile_pass(cfg: Config, mode: str = "changed", on_step: Callable[[str], 
             if cfg.allowed_signers is not None:
                 step(f"verifying the signature of {rec.commit[:12]}")
                 rec.signer = repo.verify_commit(clone, rec.commit, cfg.allowed_signers)
+            _check_descent(clone, cfg, status.applied_commit, rec)
             repo.checkout(clone, rec.commit)
             _link_state(clone)
             step(f"validating {cfg.stack} at {rec.commit[:12]}")
@@ -160,21 +205,28 @@ def reconcile_pass(cfg: Config, mode: str = "changed", on_step: Callable[[str], 
                 _deploy(cfg, clone, mode=mode, fd=fd, rec=rec, forward=forward)
             if interrupted:
                 raise KeyboardInterrupt
+        except Refused as exc:
+            rec.outcome = "refused"
+            rec.errors.append(str(exc))
+            status.not_descendant_total += 1
         except repo.GitError as exc:
             rec.outcome = "refused" if cfg.allowed_signers is not None and rec.commit and not rec.signer else "failed"
             rec.errors.append(str(exc))
         except KeyboardInterrupt:
             rec.outcome = "failed"
-            rec.errors.append("interrupted: the next pass completes what this one had not recorded as applied")
+            rec.errors.append(INTERRUPTED)
         finally:
             signal.signal(signal.SIGTERM, previous)
             rec.seconds = round(time.time() - rec.started, 1)
+            if rec.outcome == "running":  # an error no step expected: the pass did not complete
+                rec.outcome = "failed"
             if rec.outcome in ("applied", "unchanged") and mode != "check":
                 status.applied_commit = rec.commit
                 status.last_success = time.time()
+                if mode == "full":
+                    status.full_pass_due = False
             elif rec.outcome in ("failed", "refused"):
                 status.failures_total += 1
-            status.passes.append(rec)
             save_status(status)
             write_metrics(status)
         return rec
@@ -194,7 +246,11 @@ def watch(
         if full_every is not None and time.time() - last_full >= full_every:
             mode, last_full = "full", time.time()
         try:
-            on_pass(reconcile_pass(cfg, mode, on_step))
+            rec = reconcile_pass(cfg, mode, on_step)
+            on_pass(rec)
+            if INTERRUPTED in rec.errors:
+                # SIGTERM reached the pass (which recorded it): the watch stops too.
+                raise KeyboardInterrupt
         except BusyError as exc:
             # A pass of its own (the push hook's, a timer's) is running: this round is skipped, not stacked up.
             if on_step:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,12 @@ class PassRecord:
     commit: str
     started: float
     mode: str  # changed | full | check
-    outcome: str = "running"  # applied | unchanged | drift | refused | failed
+    outcome: str = "running"  # applied | unchanged | drift | refused | failed | interrupted
     subject: str = ""
     signer: str | None = None
+    # The applied commit this pass moved the site back from, when an operator allowed it (--allow-rewind).
+    rewound_from: str | None = None
+    notes: list[str] = field(default_factory=list)
     layers: dict[str, list[str]] = field(default_factory=dict)  # layer -> hosts it ran on
     changed: dict[str, int] = field(default_factory=dict)  # host -> changed tasks
     drifted: dict[str, list[str]] = field(default_factory=dict)  # host -> tasks that would change
@@ -49,6 +53,11 @@ class Status:
     applied_commit: str | None = None  # the last commit a pass converged the site to
     last_success: float | None = None
     failures_total: int = 0
+    # Passes refused because their commit does not descend from the applied one (a rewound or replaced branch).
+    not_descendant_total: int = 0
+    # Set when a corrupted status file was moved aside: the next pass is a full one.
+    full_pass_due: bool = False
+    corrupt_total: int = 0
     passes: list[PassRecord] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -59,13 +68,47 @@ def workdir(stack: str) -> Path:
     return STATE / "reconcile" / stack.replace("/", "_")
 
 
-def load_status(stack: str) -> Status:
+def _parse_status(stack: str, doc: Any) -> Status:
+    if not isinstance(doc, dict):
+        raise ValueError(f"a {type(doc).__name__}, not an object")
+    known = {f.name for f in fields(Status)} - {"passes"}
+    record_keys = {f.name for f in fields(PassRecord)}
+    raw_passes = doc.get("passes", [])
+    if not isinstance(raw_passes, list) or not all(isinstance(p, dict) for p in raw_passes):
+        raise ValueError("passes is not a list of objects")
+    passes = [PassRecord(**{k: v for k, v in p.items() if k in record_keys}) for p in raw_passes]
+    status = Status(**{k: v for k, v in doc.items() if k in known}, passes=passes)
+    if status.stack != stack:
+        raise ValueError(f"it is the status of stack {status.stack!r}")
+    return status
+
+
+def load_status(stack: str, note: Callable[[str], None] | None = None) -> Status:
+    """The stack's status. A status file that cannot be read (truncated, empty, not an object) is moved aside for
+    inspection, reported through `note`, counted, and replaced by a fresh status whose next pass is a full one."""
     path = workdir(stack) / "status.json"
     if not path.is_file():
         return Status(stack)
-    doc = json.loads(path.read_text())
-    passes = [PassRecord(**p) for p in doc.pop("passes", [])]
-    return Status(**doc, passes=passes)
+    try:
+        return _parse_status(stack, json.loads(path.read_text()))
+    except (ValueError, TypeError) as exc:
+        aside = path.with_name(f"status.json.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        path.replace(aside)
+        status = Status(stack, full_pass_due=True, corrupt_total=1)
+        save_status(status)
+        write_metrics(status)
+        if note:
+            note(f"the status file was unreadable ({exc}); moved aside to {aside}; the next pass is a full one")
+        return status
+
+
+def mark_interrupted(status: Status) -> None:
+    """Passes recorded as running when the lock is free again ended without a record: their reconcile died."""
+    for rec in status.passes:
+        if rec.outcome == "running":
+            rec.outcome = "interrupted"
+            rec.errors.append("the reconcile running this pass stopped before recording its end (killed?)")
+            status.failures_total += 1
 
 
 def save_status(status: Status) -> Path:
@@ -91,6 +134,16 @@ def write_metrics(status: Status, path: Path | None = None) -> Path:
         status.last_success or 0,
     )
     gauge("aisite_reconcile_failures_total", "Passes that failed or were refused.", status.failures_total)
+    gauge(
+        "aisite_reconcile_not_descendant_total",
+        "Passes refused because their commit does not descend from the applied one.",
+        status.not_descendant_total,
+    )
+    gauge(
+        "aisite_reconcile_status_corrupt_total", "Status files found unreadable and moved aside.", status.corrupt_total
+    )
+    if status.full_pass_due and not last:
+        gauge("aisite_reconcile_last_pass_ok", "1 when the last pass succeeded.", 0)
     if last:
         gauge("aisite_reconcile_last_duration_seconds", "Duration of the last pass.", last.seconds)
         gauge("aisite_reconcile_last_changed_tasks", "Tasks the last pass changed.", sum(last.changed.values()))
@@ -105,8 +158,23 @@ def write_metrics(status: Status, path: Path | None = None) -> Path:
     return path
 
 
+def _holder_gone(text: str) -> int | None:
+    """The PID a lock file names, when no such process runs any more."""
+    m = re.match(r"pid (\d+)", text)
+    if not m:
+        return None
+    pid = int(m.group(1))
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return pid
+    except PermissionError:
+        return None
+    return None
+
+
 @contextmanager
-def lock(stack: str, wait: bool) -> Iterator[int]:
+def lock(stack: str, wait: bool, note: Callable[[str], None] | None = None) -> Iterator[int]:
     """One reconcile of a stack at a time. The lock is the kernel's (flock), so a killed reconcile leaves none
     behind; the file says who holds it. Yields the descriptor, which a child may inherit to keep it held."""
     path = workdir(stack) / "lock"
@@ -117,7 +185,14 @@ def lock(stack: str, wait: bool) -> Iterator[int]:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             holder = path.read_text().strip() or "unknown"
+            gone = _holder_gone(holder)
+            if gone is not None:
+                holder += f"; pid {gone} is gone, a deploy it started still holds the lock"
             raise BusyError(f"another reconcile of stack {stack!r} is running ({holder})") from None
+        previous = path.read_text().strip()
+        gone = _holder_gone(previous)
+        if gone is not None and note:
+            note(f"taking over the lock of stack {stack!r} from pid {gone}, which is no longer running")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode(), 0)
         yield fd
