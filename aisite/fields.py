@@ -35,6 +35,7 @@ IMAGE = re.compile(
     rf"({_HOST_LABEL}(\.{_HOST_LABEL})*(:\d{{1,5}})?/)?{_COMPONENT}(/{_COMPONENT})*"
     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?"
 )
+REGISTRY_HOST = re.compile(rf"{_HOST_LABEL}(\.{_HOST_LABEL})*(:\d{{1,5}})?")
 REGISTRY = re.compile(rf"{_HOST_LABEL}(\.{_HOST_LABEL})*(:\d{{1,5}})?(/{_COMPONENT})*")
 UNIX_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 # BMC and switch accounts: vendors allow more than Unix does, but nothing that needs quoting.
@@ -144,6 +145,7 @@ LabelKey = Annotated[str, AfterValidator(label_key)]
 LabelValue = Annotated[str, AfterValidator(label_value)]
 Url = Annotated[str, AfterValidator(_matching(URL, "an http(s) URL (no spaces, quotes or braces)", 2048))]
 Image = Annotated[str, AfterValidator(_matching(IMAGE, "an image reference (registry/path:tag[@sha256:...])", 512))]
+RegistryHost = Annotated[str, AfterValidator(_matching(REGISTRY_HOST, "a registry host (host[:port])", 255))]
 RegistryRef = Annotated[str, AfterValidator(_matching(REGISTRY, "a registry (host[:port][/path])", 255))]
 UnixUser = Annotated[str, AfterValidator(_matching(UNIX_USER, "a Unix user name ([a-z_][a-z0-9_-], at most 32)"))]
 Account = Annotated[str, AfterValidator(_matching(ACCOUNT, "an account name (letters, digits, '.', '_', '@', '-')"))]

@@ -28,6 +28,24 @@ _MULTILINE_KEYS = frozenset({"ca"})
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+class _StackLoader(_Loader):  # type: ignore[misc]
+    """A safe loader that notes every key given twice in one mapping (YAML would keep the last one silently: two
+    `secrets.bmc` entries would become one)."""
+
+    duplicates: list[tuple[int, str]]
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) or key is None:
+                if key in seen:
+                    self.duplicates.append((key_node.start_mark.line + 1, str(key)))
+                seen.add(key)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
 def resolve_stack(stack: str) -> Path:
     """A stack name under stacks/ (`lab`) or a path to a stack file."""
     candidate = Path(stack)
@@ -53,11 +71,24 @@ def read_site_config(path: Path) -> dict[str, Any]:
         raise SiteError(src, [Problem(src, f"not UTF-8 text (byte {exc.start})")]) from None
     try:
         _check_depth(text, src)
-        doc = yaml.load(text, Loader=_Loader)  # a safe loader: plain data only
+        loader = _StackLoader(text)  # a safe loader: plain data only
+        loader.duplicates = []
+        try:
+            doc = loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{src}:{mark.line + 1}:{mark.column + 1}" if mark else src
         raise SiteError(src, [Problem(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from None
+    if loader.duplicates:
+        raise SiteError(
+            src,
+            [
+                Problem(f"{src}:{line}", f"key {key!r} is given twice in one mapping")
+                for line, key in sorted(loader.duplicates)
+            ],
+        )
     config = doc.get("config") if isinstance(doc, dict) else None
     site = config.get(CONFIG_KEY) if isinstance(config, dict) else None
     if not isinstance(site, dict):

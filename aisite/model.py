@@ -30,6 +30,7 @@ from aisite.fields import (
     NtpServer,
     PemCerts,
     PulumiKey,
+    RegistryHost,
     RegistryRef,
     SecretName,
     SwitchModel,
@@ -352,7 +353,7 @@ Addon = Literal[
 class Registry(Strict):
     """A registry the nodes pull from: mirrors tried in order before it, and its CA when it is private."""
 
-    host: RegistryRef
+    host: RegistryHost
     mirrors: list[Url] = []
     ca: PemCerts | None = None
 

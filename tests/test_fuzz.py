@@ -224,7 +224,7 @@ def _examples(stack: str, n: int) -> Any:
 
 
 # Examples per stack: at least 500 in all, within about two minutes on 2 cores (h100pod's render is the costly one).
-EXAMPLES = {"lab": 300, "dc1": 180, "h100pod": 40}
+EXAMPLES = {"lab": 400, "dc1": 250, "h100pod": 50}
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -255,6 +255,9 @@ def test_a_stack_file_over_the_limits_is_refused(tmp_path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(SiteError, match="more than 1000000 values"):
         parse_site(read_site_config(path))
+    path.write_text("config:\n  aisite:site:\n    secrets:\n      bmc: {username: a}\n      bmc: {username: b}\n")
+    with pytest.raises(SiteError, match="key 'bmc' is given twice in one mapping"):
+        read_site_config(path)
     path.write_bytes(b"config:\n  aisite:site:\n    name: \xff\n")
     with pytest.raises(SiteError, match="not UTF-8"):
         read_site_config(path)

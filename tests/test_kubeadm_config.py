@@ -8,6 +8,7 @@ key fails here instead of on a site's first `kubeadm init`.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ from aisite.loader import load_site
 from aisite.plan import Node, Plan, build_plan
 from aisite.render.inventory import inventory_yaml
 
-ROLE = Path(__file__).resolve().parent.parent / "roles" / "kubernetes"
+ROOT = Path(__file__).resolve().parent.parent
+ROLE = ROOT / "roles" / "kubernetes"
 
 # type -> {field: type of its value (None: a scalar or a list of scalars)}; "[X]" is a list of X.
 ARG = {"name": None, "value": None}
@@ -218,3 +220,33 @@ def test_field_check_catches_a_misplaced_key(plan: Plan) -> None:
     cluster = render(plan, plan.nodes[0], "kubeadm.yaml.j2")[0]
     cluster["apiServer"]["podSubnet"] = cluster["networking"].pop("podSubnet")
     assert unknown_fields(cluster, V1BETA4["ClusterConfiguration"], "c") == ["c.apiServer.podSubnet"]
+
+
+HOSTILE = 'x"\nauthorization-mode: AlwaysAllow\n# '
+
+
+def test_values_are_structured_not_spliced(plan: Plan) -> None:
+    """The model refuses such values; the template does not rely on it: a value with a quote, a newline and a key
+    stays one scalar of exactly that value (to_json), and adds nothing."""
+    node = plan.nodes[0]
+    hostile_node = {**_node_vars(plan, node), "name": HOSTILE}
+    docs = render(plan, node, "kubeadm.yaml.j2", aisite_site=HOSTILE, aisite_node=hostile_node)
+    assert docs[0]["clusterName"] == HOSTILE and "authorization-mode" not in docs[0]
+    assert docs[2]["nodeRegistration"]["name"] == HOSTILE
+
+
+def _node_vars(plan: Plan, node: Node) -> dict[str, Any]:
+    inv = AnsibleLoader(trust_as_template(inventory_yaml(plan))).get_single_data()["all"]["children"]
+    group = {"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}[node.role]
+    return dict(inv[group]["hosts"][node.name]["aisite_node"])
+
+
+def test_containerd_registry_settings_are_toml_strings() -> None:
+    """hosts.toml of the containerd role, rendered by Ansible's Templar with a mirror URL and a registry host that
+    hold TOML's quote and newline: tomllib reads back exactly those values."""
+    template = (ROOT / "roles" / "containerd" / "templates" / "hosts.toml.j2").read_text()
+    item = {"host": 'reg"\nx = 1', "ca": "PEM", "mirrors": ['https://m"\n[evil]']}
+    templar = Templar(loader=DataLoader(), variables={"item": item, "containerd_certs_dir": "/etc/containerd/certs.d"})
+    doc = tomllib.loads(templar.template(trust_as_template(template)))
+    assert doc["server"] == 'https://reg"\nx = 1' and "x" not in doc and "evil" not in doc
+    assert list(doc["host"]) == ['https://m"\n[evil]']
