@@ -132,3 +132,35 @@ def test_bundle_is_deterministic(plan) -> None:  # type: ignore[no-untyped-def]
     # YAML turns the plan's tuples into lists; compare through JSON, which does the same.
     assert load_inventory(files["inventory.yml"]) == json.loads(json.dumps(inventory(plan)))
     assert json.loads(files["plan.json"])["site"] == plan.site
+
+
+def test_render_replaces_its_output_whole_or_not_at_all(tmp_path: Path) -> None:
+    from aisite.render.bundle import MARKER, OutputError, render_into
+
+    out = tmp_path / "out"
+    render_into(out, {"a.txt": "1\n", "sub/b.txt": "2\n"})
+    assert (out / MARKER).is_file() and (out / "sub" / "b.txt").read_text() == "2\n"
+    render_into(out, {"a.txt": "3\n"})  # b.txt is not rendered any more: it does not survive
+    assert sorted(p.name for p in out.rglob("*")) == [MARKER, "a.txt"]
+
+    def fail(stage: Path) -> None:
+        (stage / "half.txt").write_text("half")
+        raise RuntimeError("the switch play failed")
+
+    with pytest.raises(RuntimeError):
+        render_into(out, {"a.txt": "4\n"}, fail)
+    assert (out / "a.txt").read_text() == "3\n" and not (out / "half.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no stage left beside it
+
+    def escape(stage: Path) -> None:
+        (stage / "link").symlink_to(tmp_path)
+
+    with pytest.raises(OutputError, match="link"):
+        render_into(out, {}, escape)
+    assert (out / "a.txt").read_text() == "3\n"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(OutputError, match="was not written by aisite render"):
+        render_into(mine, {"a.txt": "x"})
+    assert (mine / "notes.txt").read_text() == "keep"
