@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.parsing.yaml.loader import AnsibleLoader
 from ansible.template import Templar, trust_as_template
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from aisite.cli import app
 from aisite.errors import SiteError
 from aisite.loader import parse_site, read_site_config
 from aisite.plan import build_plan
@@ -149,14 +152,43 @@ def _run(stack: str, data: dict[str, Any], out_root: Path) -> str:
     return "ok"
 
 
-def _check(stack: str, path: tuple[Any, ...], op: str, payload: Any) -> None:
-    data = stack_data(stack)
-    _mutate(data, path, op, payload)
+RUNNER = CliRunner()
+
+
+def _cli(data: dict[str, Any], tmp: Path) -> int:
+    """`aisite validate`, `plan --json` and `render` of the mutant as a stack file, in this process (typer's
+    runner): each exits 0 or 2, and all three alike."""
+    tmp.mkdir()
+    stack = tmp / "Pulumi.fuzz.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"aisite:site": data}}, allow_unicode=True))
+    codes = set()
+    for args in (
+        ["validate", str(stack)],
+        ["plan", str(stack), "--json"],
+        ["render", str(stack), "--out", str(tmp / "r")],
+    ):
+        r = RUNNER.invoke(app, args)
+        assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)
+        assert r.exit_code in (0, 2), (args, r.exit_code, r.output[-2000:])
+        codes.add(r.exit_code)
+    assert len(codes) == 1, codes
+    return codes.pop()
+
+
+def _check(
+    stack: str, path: tuple[Any, ...], op: str, payload: Any, *, data: dict[str, Any] | None = None, label: str = ""
+) -> None:
+    if data is None:
+        data = stack_data(stack)
+        _mutate(data, path, op, payload)
     CANARY.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="aisite-fuzz-") as tmp:
         outcome = _run(stack, data, Path(tmp))
+        if op not in ("bomb", "deep"):  # a YAML file of those is tested in test_a_stack_file_over_the_limits...
+            code = _cli(data, Path(tmp) / "cli")
+            assert code == (0 if outcome == "ok" else 2), (code, outcome)
     assert not CANARY.exists(), f"a site string was evaluated: {path} {op} {payload!r}"
-    COUNTS[f"{stack}:{outcome}"] += 1
+    COUNTS[f"{label or stack}:{outcome}"] += 1
 
 
 # Failures the fuzzer (and the review that filed issue 22) found: kept as regression cases on every stack.
@@ -232,13 +264,37 @@ def test_mutants_exit_0_or_2_and_evaluate_nothing(stack: str) -> None:
     _examples(stack, EXAMPLES[stack])()
 
 
+# Fields whose type admits free text (a description, an SSH key's and a signer's comment): most mutants of them are
+# valid, so they reach the inventory and Ansible's Templar with the payloads in them.
+FREE_TEXT: list[tuple[Any, ...]] = [
+    ("description",),
+    ("admin_users", 0, "ssh_keys", 0),
+    ("gitops", "allowed_signers", 0),
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+@given(
+    field=st.sampled_from(FREE_TEXT),
+    text=st.sampled_from([p for p in PAYLOADS if isinstance(p, str)]) | st.text(min_size=1, max_size=60),
+)
+def test_free_text_reaches_ansible_inert(field: tuple[Any, ...], text: str) -> None:
+    data = stack_data("lab")
+    parent = _get(data, field[:-1])
+    parent[field[-1]] = text if field == ("description",) else f"{parent[field[-1]]} {text}"
+    _check("lab", field, "keep", None, data=data, label="lab-free-text")
+
+
 def test_the_fuzzer_ran_its_examples() -> None:
     """Runs after the mutants (one file stays on one worker, in order): what they came to, per stack."""
     total = sum(COUNTS.values())
     print(f"fuzz: {total} runs: " + ", ".join(f"{k} {v}" for k, v in sorted(COUNTS.items())))
     if total == 0:
         pytest.skip("run with the mutant tests (this file as a whole) to count them")
-    assert total >= sum(EXAMPLES.values())
+    wanted = EXAMPLES | {"lab-free-text": 150}
+    for name, n in wanted.items():
+        ran = sum(v for k, v in COUNTS.items() if k.split(":")[0] == name)
+        assert ran == 0 or ran >= n, (name, ran)  # 0: that test was not selected
     assert any(k.endswith(":ok") for k in COUNTS) and any(k.endswith(":invalid") for k in COUNTS)
 
 
