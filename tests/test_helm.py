@@ -1,0 +1,240 @@
+"""Every release of every shipped stack rendered by real Helm (v4: helm-python-sdk's libhelm, no binary) from the
+complete pinned charts in ../shared/helm-charts, as an install at the site's Kubernetes version, with the API
+versions of the CRDs installed before the release (the charts' crds/ and rendered CRDs of the releases before
+it, and the remote manifests' CRDs). Each rendered object is validated strictly: kubernetes-validate for the
+built-in kinds, the CRD (from ../shared/crds or the charts themselves) for custom resources. Every value the
+project sets must take effect: changing it changes the render.
+
+The charts are data outside the project: where ../shared/helm-charts (or a chart's subcharts) are absent the tests
+are skipped and say so."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from aisite.loader import load_site
+from aisite.plan import Plan, build_plan
+from aisite.platform import charts, remote_manifests
+from aisite.platform.charts import Chart
+from tests.conftest import STACKS
+from tests.test_platform import SHARED, _closed, crd_schemas
+
+helm_chart = pytest.importorskip("helm_python.chart", reason="helm-python-sdk is not installed (make setup)")
+helm_native = pytest.importorskip("helm_python._native", reason="helm-python-sdk is not installed (make setup)")
+
+HELM = SHARED / "helm-charts"
+
+
+@functools.cache
+def _plan(stack: str) -> Plan:
+    return build_plan(load_site(stack))
+
+
+def chart_dir(c: Chart) -> Path:
+    return HELM / f"{c.chart}-{c.version}" / c.chart
+
+
+def unrenderable(c: Chart) -> str | None:
+    """Why Helm cannot render the chart whole here, or None."""
+    path = chart_dir(c)
+    if not (path / "Chart.yaml").is_file():
+        return f"{path} is absent: the complete pinned chart is not on this machine"
+    deps = yaml.safe_load((path / "Chart.yaml").read_text()).get("dependencies") or []
+    have = {p.name for p in (path / "charts").iterdir()} if (path / "charts").is_dir() else set()
+    missing = [d["name"] for d in deps if d["name"] not in have]
+    if missing:
+        return f"{path}: its subcharts {', '.join(missing)} are absent from charts/: Helm cannot render it whole"
+    return None
+
+
+@functools.cache
+def _load(path: Path) -> Any:
+    return helm_chart.Chart.load(path)
+
+
+def render(c: Chart, kube_version: str, api_versions: tuple[str, ...], values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The release's objects as `helm install` would send them (NOTES.txt left out)."""
+    opts = {
+        "name": c.release,
+        "namespace": c.namespace,
+        "is_install": True,
+        "kube_version": f"v{kube_version}",
+        "api_versions": list(api_versions),
+    }
+    # Chart.render() does not pass the Kubernetes or API versions; the native call it wraps takes them.
+    text = helm_native.call_string("helm_render", _load(chart_dir(c))._raw(), json.dumps(values), json.dumps(opts))
+    docs = []
+    for path, body in sorted(json.loads(text).items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        docs += [d for d in yaml.load_all(body, Loader=_Loader) if d]
+    return docs
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1's `=` (the "value" key type) appears as a plain enum member in some CRDs: read it as the string."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))  # type: ignore[arg-type]
+
+
+@functools.cache
+def _chart_crds(path: Path) -> list[dict[str, Any]]:
+    """The CRDs in a chart's crds/ directories (its own and its subcharts'): Helm installs them first."""
+    out = []
+    for f in sorted(path.rglob("crds/*.yaml")) + sorted(path.rglob("crds/*.yml")):
+        docs = yaml.load_all(f.read_text(), Loader=_Loader)
+        out += [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+    return out
+
+
+def _served(crds: list[dict[str, Any]]) -> set[str]:
+    return {f"{c['spec']['group']}/{v['name']}" for c in crds for v in c["spec"]["versions"] if v.get("served")}
+
+
+Render = tuple[Chart, tuple[str, ...], list[dict[str, Any]] | None, str | None]
+
+
+@functools.cache
+def site_renders(stack: str) -> dict[str, Render]:
+    """release -> (chart, the API versions it was rendered with, its objects or None, why not), in install order."""
+    plan = _plan(stack)
+    crds: list[dict[str, Any]] = []
+    for m in remote_manifests(plan):
+        crds += [
+            d
+            for f in sorted((SHARED / "crds").glob(f"{m.name}-{m.version}_*.yaml"))
+            for d in yaml.safe_load_all(f.read_text())
+            if d and d.get("kind") == "CustomResourceDefinition"
+        ]
+    out = {}
+    for c in charts(plan):
+        api = tuple(sorted(_served(crds)))
+        why = unrenderable(c)
+        objs = None if why else render(c, plan.kubernetes.version, api, c.values)
+        out[c.release] = (c, api, objs, why)
+        # A chart that cannot be rendered still installs its crds/ first, where they are here.
+        crds += _chart_crds(chart_dir(c)) + [o for o in objs or [] if o.get("kind") == "CustomResourceDefinition"]
+    return out
+
+
+def _schemas(stack: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> closed schema: ../shared/crds, then the CRDs the site's charts install."""
+    out = dict(crd_schemas())
+    for c, _, objs, _ in site_renders(stack).values():
+        for crd in _chart_crds(chart_dir(c)) + [o for o in objs or [] if o.get("kind") == "CustomResourceDefinition"]:
+            for v in crd["spec"]["versions"]:
+                if v.get("served") and "schema" in v:
+                    schema = _closed(v["schema"]["openAPIV3Schema"])
+                    schema.setdefault("properties", {})["metadata"] = {"type": "object"}
+                    out.setdefault((f"{crd['spec']['group']}/{v['name']}", crd["spec"]["names"]["kind"]), schema)
+    return out
+
+
+RELEASES = [(stack, c.release) for stack in STACKS for c in charts(_plan(stack))]
+
+
+def rendered(stack: str, release: str) -> tuple[Chart, tuple[str, ...], list[dict[str, Any]]]:
+    if not HELM.is_dir():
+        pytest.skip(f"{HELM} is absent: the complete pinned charts are not on this machine")
+    c, api, objs, why = site_renders(stack)[release]
+    if objs is None:
+        pytest.skip(why or "not rendered")
+    return c, api, objs
+
+
+@pytest.mark.parametrize(("stack", "release"), RELEASES)
+def test_every_release_renders_and_every_object_validates(stack: str, release: str) -> None:
+    plan = _plan(stack)
+    _, _, objs = rendered(stack, release)
+    schemas = _schemas(stack)
+    problems = []
+    assert objs, f"{release} rendered nothing"
+    if True:
+        for o in objs:
+            key = (o.get("apiVersion", ""), o.get("kind", ""))
+            where = f"{release}: {key[1]} {o.get('metadata', {}).get('name')}"
+            try:
+                if key in schemas:
+                    jsonschema.Draft7Validator(schemas[key]).validate(o)
+                else:
+                    kubernetes_validate.validate(o, plan.kubernetes.version, strict=True)
+            except (jsonschema.ValidationError, kubernetes_validate.ValidationError) as exc:
+                problems.append(f"{where}: {str(exc).splitlines()[0]}")
+            except kubernetes_validate.SchemaNotFoundError:
+                problems.append(
+                    f"{where}: no schema for {key} (neither built in at {plan.kubernetes.version} nor a CRD)"
+                )
+    assert problems == []
+
+
+def _leaves(values: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    if isinstance(values, dict) and values:
+        return [p for k, v in values.items() for p in _leaves(v, (*prefix, k))]
+    return [prefix]
+
+
+def _changed(value: Any) -> Any:
+    """Another value of the same type: what a key that takes effect must show in the render."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 7
+    if isinstance(value, float):
+        return value * 2 + 1
+    if isinstance(value, str):
+        return value + "-changed" if not value.isdigit() else str(int(value) + 7)
+    if isinstance(value, list):
+        return [] if value else ["changed"]
+    return "changed" if value is None else {}
+
+
+def _set(values: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(values)
+    node = out
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return out
+
+
+@pytest.mark.parametrize(("stack", "release"), RELEASES)
+def test_every_value_the_project_sets_takes_effect(stack: str, release: str) -> None:
+    """Each leaf of the release's values, changed to another value of its type, changes what Helm renders."""
+    plan = _plan(stack)
+    c, api, objs = rendered(stack, release)
+    idle = []
+    if True:
+        for path in _leaves(c.values):
+            if not path:
+                continue
+            try:
+                other = render(c, plan.kubernetes.version, api, _set(c.values, path, _changed(_get(c.values, path))))
+            except Exception:
+                continue
+            if other == objs:
+                idle.append(f"{release}: {'.'.join(map(str, path))}")
+    assert idle == [], "values that change nothing in the render"
+
+
+def _get(values: dict[str, Any], path: tuple[Any, ...]) -> Any:
+    node: Any = values
+    for key in path:
+        node = node[key]
+    return node
+
+
+def test_the_render_check_catches_a_misspelt_value() -> None:
+    """The same check, shown to fail: a key the chart does not read changes nothing."""
+    plan = _plan("lab")
+    c, api, objs = rendered("lab", charts(plan)[0].release)
+    assert render(c, plan.kubernetes.version, api, c.values | {"aisiteNoSuchKey": {"enabled": True}}) == objs
