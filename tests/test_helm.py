@@ -23,7 +23,7 @@ import yaml
 
 from aisite.loader import load_site
 from aisite.plan import Plan, build_plan
-from aisite.platform import charts, remote_manifests
+from aisite.platform import charts, objects, remote_manifests
 from aisite.platform.charts import Chart
 from tests.conftest import STACKS
 from tests.test_platform import SHARED, _closed, crd_schemas
@@ -238,3 +238,23 @@ def test_the_render_check_catches_a_misspelt_value() -> None:
     plan = _plan("lab")
     c, api, objs = rendered("lab", charts(plan)[0].release)
     assert render(c, plan.kubernetes.version, api, c.values | {"aisiteNoSuchKey": {"enabled": True}}) == objs
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_kueue_webhooks_reach_tenant_namespaces_only(stack: str) -> None:
+    """Kueue's pod webhook fails closed: as rendered, it selects the namespaces that carry the tenant label alone."""
+    plan = _plan(stack)
+    release = next(c.release for c in charts(plan) if c.chart == "kueue")
+    _, _, objs = rendered(stack, release)
+    hooks = [
+        h
+        for o in objs
+        if o["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for h in o["webhooks"]
+        if "pod" in h["name"].split(".")[0]
+    ]
+    assert hooks, "no pod webhook rendered"
+    for h in hooks:
+        assert h["namespaceSelector"] == {"matchExpressions": [{"key": "aisite.io/tenant", "operator": "Exists"}]}
+    tenants = [o for objs_ in objects(plan).values() for o in objs_ if o["kind"] == "Namespace"]
+    assert tenants and all("aisite.io/tenant" in o["metadata"]["labels"] for o in tenants)

@@ -156,8 +156,19 @@ def test_kueue_configuration_in_the_values_is_a_kueue_configuration(plan: Plan) 
     kueue = next(c for c in charts(plan) if c.chart == "kueue")
     config = yaml.safe_load(kueue.values["managerConfig"]["controllerManagerConfigYaml"])
     assert config["kind"] == "Configuration" and config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
-    assert "kubeflow.org/mpijob" in config["integrations"]["frameworks"]
+    addons = plan.kubernetes.addons
+    assert ("kubeflow.org/mpijob" in config["integrations"]["frameworks"]) == ("mpi-operator" in addons)
+    assert ("trainer.kubeflow.org/trainjob" in config["integrations"]["frameworks"]) == ("training-operator" in addons)
     assert "cpu" in config["resources"]["excludeResourcePrefixes"]
+    # Pods are Kueue's in tenants' namespaces alone.
+    assert config["managedJobsNamespaceSelector"] == {
+        "matchExpressions": [{"key": "aisite.io/tenant", "operator": "Exists"}]
+    }
+    # The chart's own settings the site does not decide are kept: its controllers' concurrency and client rate.
+    values = yaml.safe_load((shared("charts") / f"kueue-{kueue.version}" / "values.yaml").read_text())
+    chart_config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    for key in ("controller", "clientConnection", "health", "metrics", "webhook", "leaderElection"):
+        assert config[key] == chart_config[key], key
 
 
 def test_queues_and_flavors_follow_the_plan(plan: Plan) -> None:

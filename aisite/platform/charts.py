@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from aisite.plan import Plan
+from aisite.plan import LABEL_PREFIX, Plan
 from aisite.platform.monitoring import dcgm_metrics_csv
 
 UPSTREAM = {
@@ -32,8 +32,26 @@ VERSIONS = {
     "kube-prometheus-stack": "88.5.3",
     "kubeflow-trainer": "2.3.0",
 }
-# Job kinds Kueue manages: batch Jobs, MPI Operator v2's MPIJob, the Kubeflow trainer's TrainJob, bare pods.
-KUEUE_FRAMEWORKS = ("batch/job", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob", "pod")
+# Job kinds Kueue manages: batch Jobs and bare pods always; MPI Operator v2's MPIJob and the Kubeflow trainer's
+# TrainJob where the site installs their operator (an integration whose CRD is absent makes Kueue wait for it).
+KUEUE_FRAMEWORKS = ("batch/job", "pod")
+KUEUE_ADDON_FRAMEWORKS = {"mpi-operator": "kubeflow.org/mpijob", "training-operator": "trainer.kubeflow.org/trainjob"}
+# The chart's own Configuration (kueue 0.19.2's values), kept where the site decides nothing: each controller's
+# concurrency (without it every controller falls back to one reconcile at a time) and the API client's rate. A
+# test holds these to the chart's.
+KUEUE_CHART_DEFAULTS: dict[str, Any] = {
+    "controller": {
+        "groupKindConcurrency": {
+            "Job.batch": 5,
+            "Pod": 5,
+            "Workload.kueue.x-k8s.io": 10,
+            "LocalQueue.kueue.x-k8s.io": 5,
+            "ClusterQueue.kueue.x-k8s.io": 5,
+            "ResourceFlavor.kueue.x-k8s.io": 1,
+        }
+    },
+    "clientConnection": {"qps": 300, "burst": 500},
+}
 # Kueue meters GPUs only (the tenants' namespaces cap CPU and memory): resources it would otherwise require every
 # ClusterQueue to cover.
 KUEUE_IGNORED = ("cpu", "memory", "ephemeral-storage", "hugepages-", "pods", "rdma/")
@@ -98,7 +116,16 @@ def _gpu_operator(plan: Plan, monitoring: bool) -> dict[str, Any]:
     }
 
 
-def _kueue(monitoring: bool) -> dict[str, Any]:
+def kueue_frameworks(addons: tuple[str, ...] | list[str]) -> list[str]:
+    return [*KUEUE_FRAMEWORKS, *(f for addon, f in KUEUE_ADDON_FRAMEWORKS.items() if addon in addons)]
+
+
+# Only tenants' namespaces carry this label: Kueue's pod webhook (failurePolicy Fail) and its management of pods
+# stay out of every other namespace (operators, monitoring, kube-system).
+KUEUE_NAMESPACES = {"matchExpressions": [{"key": f"{LABEL_PREFIX}/tenant", "operator": "Exists"}]}
+
+
+def _kueue(plan: Plan, monitoring: bool) -> dict[str, Any]:
     config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -106,7 +133,9 @@ def _kueue(monitoring: bool) -> dict[str, Any]:
         "metrics": {"bindAddress": ":8443"},
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
-        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        **KUEUE_CHART_DEFAULTS,
+        "managedJobsNamespaceSelector": KUEUE_NAMESPACES,
+        "integrations": {"frameworks": kueue_frameworks(plan.kubernetes.addons)},
         "resources": {"excludeResourcePrefixes": list(KUEUE_IGNORED)},
     }
     return {
@@ -150,7 +179,7 @@ def charts(plan: Plan) -> list[Chart]:
         out.append(chart("network-operator", "network-operator", "nvidia-network-operator", values, provides))
     if "kueue" in addons:
         provides = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
-        out.append(chart("kueue", "kueue", "kueue-system", _kueue(monitoring), provides))
+        out.append(chart("kueue", "kueue", "kueue-system", _kueue(plan, monitoring), provides))
     if "training-operator" in addons:
         out.append(chart("kubeflow-trainer", "kubeflow-trainer", "kubeflow-system", {}, ("TrainJob",)))
     if plan.exports:
