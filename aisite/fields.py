@@ -99,13 +99,11 @@ def label_key(value: str) -> str:
     return value
 
 
-def label_value(value: str) -> str:
-    if not LABEL_VALUE.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a Kubernetes label value (empty, or at most 63 of letters, digits, '-', '_', '.', "
-            "starting and ending with a letter or digit)"
-        )
-    return value
+label_value = _matching(
+    LABEL_VALUE,
+    "a Kubernetes label value (empty, or at most 63 of letters, digits, '-', '_', '.', starting and ending with a "
+    "letter or digit)",
+)
 
 
 def _path(value: str) -> str:
