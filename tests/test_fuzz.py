@@ -129,6 +129,9 @@ def _mutate(doc: dict[str, Any], path: tuple[Any, ...], op: str, payload: Any) -
 
 
 COUNTS: Counter[str] = Counter()
+# The same examples on every run, so CI judges a commit and not a draw; AISITE_FUZZ_EXPLORE=1 draws new ones (what
+# they find goes into REGRESSIONS).
+DERANDOMIZE = os.environ.get("AISITE_FUZZ_EXPLORE") != "1"
 
 
 def _run(stack: str, data: dict[str, Any], out_root: Path) -> str:
@@ -155,12 +158,15 @@ def _run(stack: str, data: dict[str, Any], out_root: Path) -> str:
 RUNNER = CliRunner()
 
 
-def _cli(data: dict[str, Any], tmp: Path) -> int:
+def _cli(data: dict[str, Any], tmp: Path) -> int | None:
     """`aisite validate`, `plan --json` and `render` of the mutant as a stack file, in this process (typer's
-    runner): each exits 0 or 2, and all three alike."""
+    runner): each exits 0 or 2, and all three alike. The exit code, or None where the file does not hold the same
+    data (YAML folds some characters, such as NEL, into line breaks: the CLI then judges other data)."""
     tmp.mkdir()
     stack = tmp / "Pulumi.fuzz.yaml"
-    stack.write_text(yaml.safe_dump({"config": {"aisite:site": data}}, allow_unicode=True))
+    text = yaml.safe_dump({"config": {"aisite:site": data}}, allow_unicode=True)
+    stack.write_text(text)
+    same = yaml.safe_load(text)["config"]["aisite:site"] == data
     codes = set()
     for args in (
         ["validate", str(stack)],
@@ -172,7 +178,7 @@ def _cli(data: dict[str, Any], tmp: Path) -> int:
         assert r.exit_code in (0, 2), (args, r.exit_code, r.output[-2000:])
         codes.add(r.exit_code)
     assert len(codes) == 1, codes
-    return codes.pop()
+    return codes.pop() if same else None
 
 
 def _check(
@@ -186,7 +192,7 @@ def _check(
         outcome = _run(stack, data, Path(tmp))
         if op not in ("bomb", "deep"):  # a YAML file of those is tested in test_a_stack_file_over_the_limits...
             code = _cli(data, Path(tmp) / "cli")
-            assert code == (0 if outcome == "ok" else 2), (code, outcome)
+            assert code in (None, 0 if outcome == "ok" else 2), (code, outcome)
     assert not CANARY.exists(), f"a site string was evaluated: {path} {op} {payload!r}"
     COUNTS[f"{label or stack}:{outcome}"] += 1
 
@@ -210,6 +216,7 @@ REGRESSIONS: list[tuple[tuple[Any, ...], str, Any]] = [
     (("description",), "bomb", None),
     (("domain",), "replace", PAYLOADS[0]),
     (("description",), "replace", PAYLOADS[0]),
+    (("description",), "replace", "\x85"),  # NEL: a control character here, a line break to YAML (found in CI)
     (("admin_users", 0, "ssh_keys", 0), "replace", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 " + PAYLOADS[0]),
     (("gitops", "allowed_signers", 0), "replace", "a@b ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 " + PAYLOADS[1]),
     (("ntp_servers", 0), "replace", PAYLOADS[1]),
@@ -243,6 +250,7 @@ def _examples(stack: str, n: int) -> Any:
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         database=None,
+        derandomize=DERANDOMIZE,
     )
     @given(
         path=st.sampled_from(paths),
@@ -273,7 +281,13 @@ FREE_TEXT: list[tuple[Any, ...]] = [
 ]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=None,
+    derandomize=DERANDOMIZE,
+)
 @given(
     field=st.sampled_from(FREE_TEXT),
     text=st.sampled_from([p for p in PAYLOADS if isinstance(p, str)]) | st.text(min_size=1, max_size=60),
