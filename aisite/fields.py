@@ -9,11 +9,12 @@ document, a command's argument or a Kubernetes object. Each type here admits onl
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable
 from ipaddress import IPv4Address
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 
 # Control characters (C0, DEL, C1) and the Unicode line and paragraph separators: never in a site's value.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -48,6 +49,11 @@ GIT_BRANCH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 GROUP = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@/-]{0,127}")
 SWITCH_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+/-]{0,63}")
 APT_SOURCE = re.compile(rf"deb (\[[A-Za-z0-9=/._, -]+\] )?https?://{_URL_CHARS}+( [A-Za-z0-9._/-]+)+")
+MAC = re.compile(r"([0-9a-f]{2}:){5}[0-9a-f]{2}")
+# A name pattern's literal text and its {n} field's format: what a DNS label can hold, a width of at most 9.
+_PATTERN_TEXT = re.compile(r"[a-z0-9-]*")
+_PATTERN_SPEC = re.compile(r"(0?[1-9])?d?")
+_IFNAME = re.compile(r"[a-zA-Z0-9_-][a-zA-Z0-9_.-]{0,14}")
 PEM_CERTS = re.compile(
     r"(-----BEGIN CERTIFICATE-----\n([A-Za-z0-9+/=]{1,76}\n)+-----END CERTIFICATE-----\n?)+", re.ASCII
 )
@@ -69,13 +75,7 @@ def _matching(pattern: re.Pattern[str], what: str, max_len: int = 0) -> Callable
     return check
 
 
-def dns_label(value: str) -> str:
-    return _matching(DNS_LABEL, "a DNS label (lower-case letters, digits and '-', at most 63)")(value)
-
-
-def _hostname(value: str) -> str:
-    _matching(HOSTNAME, "a host name (RFC 1123: letters, digits, '-' and '.')", 253)(value)
-    return value
+dns_label = _matching(DNS_LABEL, "a DNS label (lower-case letters, digits and '-', at most 63)")
 
 
 def _ntp_server(value: str) -> str:
@@ -84,6 +84,43 @@ def _ntp_server(value: str) -> str:
         return value
     except ValueError:
         return _matching(HOSTNAME, "an NTP server (an IPv4 address or a host name)", 253)(value)
+
+
+def _mac(value: str) -> str:
+    mac = value.lower().replace("-", ":")
+    if not MAC.fullmatch(mac):
+        raise ValueError(f"{value!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+    if int(mac[:2], 16) & 1:
+        raise ValueError(f"{value!r} is a multicast MAC address; a NIC's own address is unicast")
+    return mac
+
+
+def _pattern(value: str) -> str:
+    """A name pattern is DNS-label text with `{n}` fields of a bounded integer format, nothing else: no other field,
+    attribute, index or conversion (`{n.x}`, `{n[0]}`, `{n!r}`), no `{n:c}` or a width of a billion."""
+    usage = f"{value!r} is not a name pattern: lower-case letters, digits and '-' around {{n}} or {{n:0Wd}} (W 1-9)"
+    try:
+        parts = list(string.Formatter().parse(value))
+    except ValueError:
+        raise ValueError(usage) from None
+    fields = 0
+    for text, field, spec, conversion in parts:
+        if not _PATTERN_TEXT.fullmatch(text):
+            raise ValueError(usage)
+        if field is None:
+            continue
+        if field != "n" or conversion is not None or not _PATTERN_SPEC.fullmatch(spec or ""):
+            raise ValueError(usage)
+        fields += 1
+    if not fields:
+        raise ValueError(f"{value!r} has no {{n}} field, so every node would get the same name")
+    return value
+
+
+def _ifname(value: str) -> str:
+    if not _IFNAME.fullmatch(value) or value in (".", ".."):
+        raise ValueError(f"{value!r} is not a Linux interface name (letters, digits, '_', '.', '-'; at most 15)")
+    return value
 
 
 def label_key(value: str) -> str:
@@ -129,15 +166,11 @@ def _branch(value: str) -> str:
     return value
 
 
-def _text(value: str) -> str:
-    if len(value) > 1024:
-        raise ValueError("longer than 1024 characters")
-    return value
-
-
 DnsLabel = Annotated[str, AfterValidator(dns_label)]
 DnsSubdomain = Annotated[str, AfterValidator(_matching(DNS_SUBDOMAIN, "a DNS-1123 subdomain (Kubernetes name)", 253))]
-Hostname = Annotated[str, AfterValidator(_hostname)]
+Hostname = Annotated[
+    str, AfterValidator(_matching(HOSTNAME, "a host name (RFC 1123: letters, digits, '-' and '.')", 253))
+]
 NtpServer = Annotated[str, AfterValidator(_ntp_server)]
 LabelKey = Annotated[str, AfterValidator(label_key)]
 LabelValue = Annotated[str, AfterValidator(label_value)]
@@ -158,4 +191,7 @@ Group = Annotated[str, AfterValidator(_matching(GROUP, "a group name (letters, d
 SwitchModel = Annotated[str, AfterValidator(_matching(SWITCH_MODEL, "a switch model (letters, digits, ' ._+/-')"))]
 AptSource = Annotated[str, AfterValidator(_matching(APT_SOURCE, "an APT source line ('deb [opts] URL suite comp')"))]
 PemCerts = Annotated[str, AfterValidator(_matching(PEM_CERTS, "PEM certificates (BEGIN/END CERTIFICATE blocks)"))]
-Text = Annotated[str, AfterValidator(_text)]
+Text = Annotated[str, Field(max_length=1024)]
+Mac = Annotated[str, AfterValidator(_mac)]
+NamePattern = Annotated[str, AfterValidator(_pattern)]
+IfName = Annotated[str, AfterValidator(_ifname)]

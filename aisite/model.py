@@ -6,8 +6,6 @@ span several fields or blocks live in `aisite.checks`, which reports them with t
 
 from __future__ import annotations
 
-import re
-import string
 from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Literal
 
@@ -24,9 +22,12 @@ from aisite.fields import (
     GitBranch,
     Group,
     Hostname,
+    IfName,
     Image,
     LabelKey,
     LabelValue,
+    Mac,
+    NamePattern,
     NtpServer,
     PemCerts,
     PulumiKey,
@@ -38,49 +39,6 @@ from aisite.fields import (
     UnixUser,
     Url,
 )
-
-_MAC_RE = re.compile(r"([0-9a-f]{2}:){5}[0-9a-f]{2}")
-# A name pattern's literal text and its {n} field's format: what a DNS label can hold, a width of at most 9.
-_PATTERN_TEXT = re.compile(r"[a-z0-9-]*")
-_PATTERN_SPEC = re.compile(r"(0?[1-9])?d?")
-_IFNAME = re.compile(r"[a-zA-Z0-9_-][a-zA-Z0-9_.-]{0,14}")
-
-
-def _mac(value: str) -> str:
-    mac = value.lower().replace("-", ":")
-    if not _MAC_RE.fullmatch(mac):
-        raise ValueError(f"{value!r} is not a MAC address (aa:bb:cc:dd:ee:ff)")
-    if int(mac[:2], 16) & 1:
-        raise ValueError(f"{value!r} is a multicast MAC address; a NIC's own address is unicast")
-    return mac
-
-
-def _pattern(value: str) -> str:
-    """A name pattern is DNS-label text with `{n}` fields of a bounded integer format, nothing else: no other field,
-    attribute, index or conversion (`{n.x}`, `{n[0]}`, `{n!r}`), no `{n:c}` or a width of a billion."""
-    usage = f"{value!r} is not a name pattern: lower-case letters, digits and '-' around {{n}} or {{n:0Wd}} (W 1-9)"
-    try:
-        parts = list(string.Formatter().parse(value))
-    except ValueError:
-        raise ValueError(usage) from None
-    fields = 0
-    for text, field, spec, conversion in parts:
-        if not _PATTERN_TEXT.fullmatch(text):
-            raise ValueError(usage)
-        if field is None:
-            continue
-        if field != "n" or conversion is not None or not _PATTERN_SPEC.fullmatch(spec or ""):
-            raise ValueError(usage)
-        fields += 1
-    if not fields:
-        raise ValueError(f"{value!r} has no {{n}} field, so every node would get the same name")
-    return value
-
-
-def _ifname(value: str) -> str:
-    if not _IFNAME.fullmatch(value) or value in (".", ".."):
-        raise ValueError(f"{value!r} is not a Linux interface name (letters, digits, '_', '.', '-'; at most 15)")
-    return value
 
 
 def _model(value: str) -> str:
@@ -96,9 +54,6 @@ def _gpu_type(value: str) -> str:
 
 
 Name = DnsLabel
-IfName = Annotated[str, AfterValidator(_ifname)]
-Mac = Annotated[str, AfterValidator(_mac)]
-Pattern = Annotated[str, AfterValidator(_pattern)]
 Count = Annotated[int, Field(ge=0, le=100_000)]
 Percent = Annotated[int, Field(ge=0, le=100)]
 
@@ -162,7 +117,7 @@ class InterfaceNames(Strict):
 
 class NodeGroup(Strict):
     count: Count | None = None
-    name_pattern: Pattern
+    name_pattern: NamePattern
     interfaces: InterfaceNames = InterfaceNames()
     nodes: list[NodeSpec] = []
     bmc: BmcSpec | None = None
@@ -182,7 +137,7 @@ class NodeGroup(Strict):
 
 
 class ControlPlane(NodeGroup):
-    name_pattern: Pattern = "cp{n:02d}"
+    name_pattern: NamePattern = "cp{n:02d}"
     vip: IPv4Address
 
 
@@ -212,7 +167,7 @@ class Export(Strict):
 
 
 class StorageNodes(NodeGroup):
-    name_pattern: Pattern = "stor{n:02d}"
+    name_pattern: NamePattern = "stor{n:02d}"
     disks: list[Disk] = []
     exports: list[Export] = []
     # The kernel NFS server on real sites; NFS-Ganesha (user space) where the kernel has none (the lab).
@@ -229,7 +184,7 @@ class SwitchSpec(Strict):
 
 class SwitchGroupBase(Strict):
     count: Count
-    name_pattern: Pattern
+    name_pattern: NamePattern
     os: str
     model: SwitchModel | Literal[""] = ""
     ports: Annotated[int, Field(ge=1, le=1024)]
@@ -442,9 +397,7 @@ class AdminUser(Strict):
     """A site administrator: a local account on every node, SSH keys only, sudo when asked."""
 
     name: UnixUser
-    ssh_keys: list[
-        Annotated[str, Field(pattern=r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$")]
-    ]
+    ssh_keys: list[Annotated[str, Field(pattern=_SSH_KEY)]]
     sudo: bool = True
 
 
@@ -470,9 +423,7 @@ class Gitops(Strict):
     # The node that runs the reconciler (systemd timer); None: the first control-plane node.
     reconciler_host: Name | None = None
     # OpenSSH allowed-signers lines: when any, only commits signed by one of these keys are applied.
-    allowed_signers: list[
-        Annotated[str, Field(pattern=r"^\S+ (ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$")]
-    ] = []
+    allowed_signers: list[Annotated[str, Field(pattern=r"^\S+ " + _SSH_KEY[1:])]] = []
     pulumi_stack: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+){0,2}$")] | None = None
     pulumi_backend: Annotated[str, Field(pattern=_BACKEND)] | None = None
     namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = "aisite-gitops"

@@ -15,8 +15,12 @@ class GitError(RuntimeError):
     """A git command failed; the message is the command and what git said."""
 
 
-def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run(["git", *args], cwd=cwd, env=os.environ | _ENV, capture_output=True, text=True, check=False)
+def git(
+    cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(
+        ["git", *args], cwd=cwd, env=os.environ | _ENV | (env or {}), capture_output=True, text=True, check=False
+    )
     if check and r.returncode != 0:
         said = (r.stderr or r.stdout).strip().splitlines()
         raise GitError(f"git {' '.join(args)} (in {cwd}): {said[-1] if said else f'exit {r.returncode}'}")
@@ -97,26 +101,21 @@ def verify_commit(clone: Path, commit: str, allowed_signers: Path) -> str:
         "GIT_CONFIG_NOSYSTEM": "1",
         "GNUPGHOME": os.devnull,
     }
-    r = subprocess.run(
-        [
-            "git",
-            "-c",
-            f"gpg.ssh.allowedSignersFile={allowed_signers.resolve()}",
-            "-c",
-            "gpg.ssh.program=ssh-keygen",
-            "-c",
-            "gpg.program=/bin/false",
-            "-c",
-            "gpg.x509.program=/bin/false",
-            "verify-commit",
-            "--verbose",
-            commit,
-        ],
-        cwd=clone,
-        env=os.environ | _ENV | isolated,
-        capture_output=True,
-        text=True,
+    r = git(
+        clone,
+        "-c",
+        f"gpg.ssh.allowedSignersFile={allowed_signers.resolve()}",
+        "-c",
+        "gpg.ssh.program=ssh-keygen",
+        "-c",
+        "gpg.program=/bin/false",
+        "-c",
+        "gpg.x509.program=/bin/false",
+        "verify-commit",
+        "--verbose",
+        commit,
         check=False,
+        env=isolated,
     )
     said = r.stderr.strip()
     if r.returncode != 0:
@@ -128,12 +127,9 @@ def verify_commit(clone: Path, commit: str, allowed_signers: Path) -> str:
     return good[-1]
 
 
-def has_commit(clone: Path, commit: str) -> bool:
-    return git(clone, "cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode == 0
-
-
 def descends(clone: Path, ancestor: str, commit: str) -> bool:
-    """`commit` is `ancestor` or one of its descendants (a fast-forward from it)."""
+    """`commit` is `ancestor` or one of its descendants (a fast-forward from it); False also when `ancestor` is not
+    in the clone at all (git answers 128)."""
     return git(clone, "merge-base", "--is-ancestor", ancestor, commit, check=False).returncode == 0
 
 

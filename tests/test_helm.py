@@ -26,7 +26,7 @@ from aisite.plan import Plan, build_plan
 from aisite.platform import charts, objects, remote_manifests
 from aisite.platform.charts import Chart
 from tests.conftest import STACKS
-from tests.test_platform import SHARED, _closed, crd_schemas
+from tests.test_platform import SHARED, _closed, _paths, crd_schemas
 
 helm_chart = pytest.importorskip("helm_python.chart", reason="helm-python-sdk is not installed (make setup)")
 helm_native = pytest.importorskip("helm_python._native", reason="helm-python-sdk is not installed (make setup)")
@@ -177,12 +177,6 @@ def test_every_release_renders_and_every_object_validates(stack: str, release: s
     assert problems == []
 
 
-def _leaves(values: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    if isinstance(values, dict) and values:
-        return [p for k, v in values.items() for p in _leaves(v, (*prefix, k))]
-    return [prefix]
-
-
 def _changed(value: Any) -> Any:
     """Another value of the same type: what a key that takes effect must show in the render."""
     if isinstance(value, bool):
@@ -214,7 +208,7 @@ def test_every_value_the_project_sets_takes_effect(stack: str, release: str) -> 
     c, api, objs = rendered(stack, release)
     idle = []
     if True:
-        for path in _leaves(c.values):
+        for path in _paths(c.values):
             if not path:
                 continue
             try:

@@ -55,9 +55,9 @@ def _check_descent(clone: Path, cfg: Config, applied: str | None, rec: PassRecor
     or replaced by one from another history, is refused, unless an operator names that very commit."""
     if applied is None or rec.commit == applied:
         return
-    if repo.has_commit(clone, applied) and repo.descends(clone, applied, rec.commit):
+    if repo.descends(clone, applied, rec.commit):
         return
-    if cfg.allow_rewind and rec.commit.startswith(cfg.allow_rewind):
+    if rec.commit == cfg.allow_rewind:  # the CLI takes a full hash only
         rec.rewound_from = applied
         rec.notes.append(f"moved back from {applied[:12]} to {rec.commit[:12]}, as allowed by --allow-rewind")
         return
