@@ -290,6 +290,10 @@ class Tenant(Strict):
     # GPUs of each type the tenant may borrow from the cohort beyond its quota / lend from it (None: no limit).
     borrowing_limit: GpuCount | None = None
     lending_limit: GpuCount | None = None
+    # The Pod Security level its namespace enforces. restricted: pods run as non-root with no capabilities (the
+    # PyTorch TrainJobs and the two-pod and fio Jobs do). baseline admits root, which the MPI Operator's workers
+    # need to start sshd in the pinned images; neither admits privileged pods or host paths.
+    pod_security: Literal["restricted", "baseline"] = "restricted"
 
 
 Addon = Literal[
@@ -322,6 +326,18 @@ class Containerd(Strict):
     nvidia_default_runtime: bool = True
 
 
+class Monitoring(Strict):
+    """Prometheus and Alertmanager (the prometheus addon): kept on persistent volumes, not in the pod."""
+
+    # How long Prometheus keeps samples (its duration syntax); it also stops at 85 % of its volume.
+    retention: Annotated[str, Field(pattern=r"^[1-9][0-9]{0,5}(h|d|w|y)$")] = "15d"
+    prometheus_storage_gi: Annotated[int, Field(ge=1, le=1_000_000)] = 100
+    alertmanager_storage_gi: Annotated[int, Field(ge=1, le=10_000)] = 2
+    # The StorageClass of both volumes; None: the cluster's default class. Prometheus's TSDB wants a POSIX file
+    # system: block or local storage rather than NFS.
+    storage_class: DnsSubdomain | None = None
+
+
 class Kubernetes(Strict):
     version: Annotated[str, Field(pattern=r"^1\.\d+\.\d+$")] = "1.35.6"
     cni: Literal["calico", "cilium", "flannel"] = "calico"
@@ -341,6 +357,7 @@ class Kubernetes(Strict):
     # Registry the benchmark and training jobs' images are pulled from (a mirror for air-gapped sites); None: each
     # image's upstream registry (nvcr.io, ghcr.io).
     job_registry: RegistryRef | None = None
+    monitoring: Monitoring = Monitoring()
     addons: list[Addon] = []
     tenants: list[Tenant] = []
 

@@ -92,6 +92,7 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
         "manifests/charts/kueue.values.yaml",
         "manifests/charts/network-operator.values.yaml",
         "manifests/kueue.yaml",
+        "manifests/namespaces.yaml",
         "manifests/rails.yaml",
         "manifests/storage.yaml",
         "manifests/tenant-team-a.yaml",

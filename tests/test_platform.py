@@ -94,8 +94,11 @@ def test_custom_resources_pass_their_crds(plan: Plan) -> None:
     every = (objects(plan) | jobs(plan)).values()
     custom = [o for objs in every for o in objs if o["apiVersion"].split("/")[0] in CUSTOM_GROUPS]
     assert custom, "every shipped stack uses Kueue"
+    from_charts = {kind for c in charts(plan) for kind in c.provides}
     for o in custom:
         key = (o["apiVersion"], o["kind"])
+        if key not in schemas and o["kind"] in from_charts:
+            continue  # the CRD is a template of its chart: test_helm checks against the rendered one
         assert key in schemas, f"no CRD serves {key}"
         # Not checked against the metaschema: some CRD patterns use Go regexp syntax Python's re rejects
         # (prometheus-operator's `^(?i)(abort|warn)?$`); only fields we set are matched against patterns.
@@ -119,6 +122,8 @@ def _paths(values: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
 def _defined(defaults: Any, path: tuple[str, ...]) -> bool:
     node = defaults
     for key in path:
+        if node == {}:
+            return True  # a free-form object (storageSpec: {}): the Helm render test checks what is under it
         if not isinstance(node, dict) or key not in node:
             return False
         node = node[key]
@@ -202,7 +207,7 @@ def test_a_storage_class_per_export(plan: Plan) -> None:
 def test_tenant_namespaces_deny_by_default_and_let_jobs_work(plan: Plan) -> None:
     for t in plan.tenants:
         objs = {o["kind"]: o for o in objects(plan)[f"tenant-{t.name}.yaml"]}
-        assert objs["Namespace"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+        assert objs["Namespace"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == t.pod_security
         policy = objs["NetworkPolicy"]["spec"]
         assert policy["podSelector"] == {} and policy["policyTypes"] == ["Ingress", "Egress"]
         cidrs = {b["ipBlock"]["cidr"] for rule in policy["egress"] for b in rule["to"] if "ipBlock" in b}

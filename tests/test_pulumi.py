@@ -263,6 +263,13 @@ def test_releases_come_pinned_before_the_objects_that_need_their_crds(stack: str
         inputs = mocks.inputs[f"{stack}-{c.release}"]
         assert inputs["chart"] in (c.chart, f"{c.repository}/{c.chart}") and inputs["version"] == c.version
         assert inputs["namespace"] == c.namespace and inputs["atomic"] is True
+        # Its namespace is the project's, labelled for Pod Security and created before it (kube-system exists).
+        assert inputs["createNamespace"] is False
+        if c.namespace != "kube-system":
+            namespaces = f"{stack}-objects-namespaces"
+            assert any(d.endswith(f"::{namespaces}") for d in by_name[f"{stack}-{c.release}"].dependencies)
+            made = {o["metadata"]["name"]: o["metadata"]["labels"] for o in mocks.inputs[namespaces]["objs"]}
+            assert made[c.namespace]["pod-security.kubernetes.io/enforce"] == c.pod_security
     kueue = f"{stack}-kueue"
     assert by_name[kueue].type == "kubernetes:helm.sh/v3:Release"
     cq_file = by_name[f"{stack}-objects-kueue"]

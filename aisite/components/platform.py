@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from aisite.plan import Plan
-from aisite.platform import Chart, charts, jobs, objects, remote_manifests
+from aisite.platform import NAMESPACES, Chart, charts, jobs, objects, remote_manifests
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,8 @@ def _release_args(c: Chart) -> k8s.helm.v3.ReleaseArgs:
         chart=f"{c.repository}/{c.chart}" if oci else c.chart,
         version=c.version,
         namespace=c.namespace,
-        create_namespace=True,
+        # The project creates it first, with its Pod Security labels (objects' namespaces.yaml).
+        create_namespace=False,
         repository_opts=None if oci else k8s.helm.v3.RepositoryOptsArgs(repo=c.repository),
         values=c.values,
         # A release that fails is rolled back: a half-installed operator is worse than the previous one.
@@ -47,8 +48,15 @@ class Platform(pulumi.ComponentResource):
         on_cluster = pulumi.ResourceOptions(parent=self, provider=self.provider)
         self.releases: dict[str, k8s.helm.v3.Release] = {}
         providing: dict[str, pulumi.Resource] = {}  # kind -> the release that installs its CRD
+        files = objects(args.plan)
+        self.groups: dict[str, k8s.yaml.v2.ConfigGroup] = {}
+        if NAMESPACES in files:
+            self.groups[NAMESPACES] = k8s.yaml.v2.ConfigGroup(
+                f"{site}-objects-namespaces", objs=files.pop(NAMESPACES), opts=on_cluster
+            )
+        before = pulumi.ResourceOptions.merge(on_cluster, pulumi.ResourceOptions(depends_on=list(self.groups.values())))
         for c in charts(args.plan):
-            release = k8s.helm.v3.Release(f"{site}-{c.release}", _release_args(c), opts=on_cluster)
+            release = k8s.helm.v3.Release(f"{site}-{c.release}", _release_args(c), opts=before)
             self.releases[c.release] = release
             providing |= dict.fromkeys(c.provides, release)
         for m in remote_manifests(args.plan):
@@ -56,8 +64,7 @@ class Platform(pulumi.ComponentResource):
             providing |= dict.fromkeys(m.provides, applied)
         # A file's objects wait for the releases whose CRDs they use (and every release's webhooks, through them).
         self.providing = providing
-        self.groups: dict[str, k8s.yaml.v2.ConfigGroup] = {}
-        for name, objs in objects(args.plan).items():
+        for name, objs in files.items():
             needs = list(dict.fromkeys(providing[o["kind"]] for o in objs if o["kind"] in providing))
             self.groups[name] = k8s.yaml.v2.ConfigGroup(
                 f"{site}-objects-{name.removesuffix('.yaml')}",

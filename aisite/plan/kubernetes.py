@@ -4,7 +4,15 @@ of the pinned components with the Kubernetes releases they support."""
 from __future__ import annotations
 
 from aisite.model import Site, Tenant, group_hardware
-from aisite.plan.types import KubernetesPlan, Node, RegistryPlan, TenantPlan, WorkloadPlan, WorkloadThresholds
+from aisite.plan.types import (
+    KubernetesPlan,
+    MonitoringPlan,
+    Node,
+    RegistryPlan,
+    TenantPlan,
+    WorkloadPlan,
+    WorkloadThresholds,
+)
 
 API_PORT = 6443
 DNS_DOMAIN = "cluster.local"
@@ -62,6 +70,12 @@ def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
         scalable_unit=site.fabric.scalable_unit,
         chart_repositories=dict(k.chart_repositories),
         job_registry=k.job_registry,
+        monitoring=MonitoringPlan(
+            k.monitoring.retention,
+            k.monitoring.prometheus_storage_gi,
+            k.monitoring.alertmanager_storage_gi,
+            k.monitoring.storage_class,
+        ),
     )
 
 
@@ -96,6 +110,7 @@ def tenant_plans(site: Site) -> tuple[TenantPlan, ...]:
                 tenant_flavors(t, types),
                 t.borrowing_limit,
                 t.lending_limit,
+                t.pod_security,
             )
         )
     return tuple(out)

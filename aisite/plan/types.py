@@ -168,6 +168,15 @@ class TenantPlan:
     flavors: tuple[tuple[str, int], ...] = ()  # (GPU type, quota) in the site's order of GPU types
     borrowing_limit: int | None = None
     lending_limit: int | None = None
+    pod_security: str = "restricted"
+
+
+@dataclass(frozen=True, slots=True)
+class MonitoringPlan:
+    retention: str = "15d"
+    prometheus_storage_gi: int = 100
+    alertmanager_storage_gi: int = 2
+    storage_class: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +253,7 @@ class KubernetesPlan:
     scalable_unit: int = 32
     chart_repositories: dict[str, str] = field(default_factory=dict)
     job_registry: str | None = None  # replaces the upstream registry of the jobs' images
+    monitoring: MonitoringPlan = field(default_factory=MonitoringPlan)
 
 
 @dataclass(frozen=True, slots=True)

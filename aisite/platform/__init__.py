@@ -8,23 +8,30 @@ from __future__ import annotations
 from typing import Any
 
 from aisite.plan import Plan
-from aisite.platform.charts import Chart, RemoteManifest, charts, remote_manifests
-from aisite.platform.jobs import jobs
+from aisite.platform.charts import Chart, RemoteManifest, charts, release_namespaces, remote_manifests
+from aisite.platform.jobs import jobs, pinned_image
 from aisite.platform.kueue import kueue_objects, local_queue
 from aisite.platform.monitoring import monitoring_objects
 from aisite.platform.rails import rail_objects, rail_quota
 from aisite.platform.storage import storage_classes
 from aisite.platform.tenants import tenant_objects
+from aisite.platform.trainer import training_runtime
 
-__all__ = ["Chart", "RemoteManifest", "charts", "jobs", "objects", "remote_manifests"]
+# The releases' namespaces: applied before the releases, the other files after them.
+NAMESPACES = "namespaces.yaml"
+__all__ = ["NAMESPACES", "Chart", "RemoteManifest", "charts", "jobs", "objects", "remote_manifests"]
 
 
 def objects(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     """File name -> objects, in apply order: cluster-wide first, then each tenant's namespace and what is in it."""
     out: dict[str, list[dict[str, Any]]] = {}
+    if namespaces := release_namespaces(plan):
+        out[NAMESPACES] = namespaces
     kueue = "kueue" in plan.kubernetes.addons
     if kueue:
         out["kueue.yaml"] = kueue_objects(plan)
+    if "training-operator" in plan.kubernetes.addons:
+        out["trainer.yaml"] = [training_runtime(plan, pinned_image(plan, "pytorch"))]
     if plan.exports:
         out["storage.yaml"] = storage_classes(plan)
     if "prometheus" in plan.kubernetes.addons:

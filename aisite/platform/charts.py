@@ -12,7 +12,11 @@ from typing import Any
 import yaml
 
 from aisite.plan import LABEL_PREFIX, Plan
+from aisite.platform.common import labels, obj, pod_security_labels
 from aisite.platform.monitoring import dcgm_metrics_csv
+
+# Exempt from Pod Security by the API server's admission configuration (kubernetes_pod_security_exempt_namespaces).
+EXEMPT_NAMESPACE = "kube-system"
 
 UPSTREAM = {
     "gpu-operator": "https://helm.ngc.nvidia.com/nvidia",
@@ -94,6 +98,9 @@ class Chart:
     values: dict[str, Any] = field(default_factory=dict)
     # Kinds whose CRDs the release installs: objects of these kinds wait for it.
     provides: tuple[str, ...] = ()
+    # The Pod Security level its namespace enforces: the lowest that admits the pods it renders and those its
+    # operator creates at runtime (tests/test_pod_security.py checks both).
+    pod_security: str = "restricted"
 
 
 def _gpu_operator(plan: Plan, monitoring: bool) -> dict[str, Any]:
@@ -114,6 +121,14 @@ def _gpu_operator(plan: Plan, monitoring: bool) -> dict[str, Any]:
             "config": {"name": "aisite-dcgm-metrics", "create": True, "data": dcgm_metrics_csv()},
         },
     }
+
+
+def _volume(size_gi: int, storage_class: str | None) -> dict[str, Any]:
+    """A persistent volume claim template for the Prometheus operator (None: the cluster's default class)."""
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{size_gi}Gi"}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {"volumeClaimTemplate": {"spec": spec}}
 
 
 def kueue_frameworks(addons: tuple[str, ...] | list[str]) -> list[str]:
@@ -150,39 +165,78 @@ def charts(plan: Plan) -> list[Chart]:
     monitoring = "prometheus" in addons
     repos = UPSTREAM | plan.kubernetes.chart_repositories
 
-    def chart(name: str, release: str, namespace: str, values: dict[str, Any], provides: tuple[str, ...]) -> Chart:
-        return Chart(name, release, namespace, VERSIONS[name], repos[name], values, provides)
+    def chart(
+        name: str, release: str, namespace: str, values: dict[str, Any], provides: tuple[str, ...], *, level: str
+    ) -> Chart:
+        return Chart(name, release, namespace, VERSIONS[name], repos[name], values, provides, level)
 
     out: list[Chart] = []
     if monitoring:
         # First: the other releases' ServiceMonitors need its CRDs.
+        m = plan.kubernetes.monitoring
         values = {
             "prometheus": {
                 "prometheusSpec": {
                     "serviceMonitorSelectorNilUsesHelmValues": False,
                     "ruleSelectorNilUsesHelmValues": False,
+                    "retention": m.retention,
+                    # Prometheus's GB are GiB: it drops the oldest blocks before the volume fills.
+                    "retentionSize": f"{max(1, m.prometheus_storage_gi * 85 // 100)}GB",
+                    "storageSpec": _volume(m.prometheus_storage_gi, m.storage_class),
                 }
+            },
+            "alertmanager": {
+                "alertmanagerSpec": {"storage": _volume(m.alertmanager_storage_gi, m.storage_class)},
             },
             "grafana": {"sidecar": {"dashboards": {"enabled": True, "searchNamespace": "ALL"}}},
         }
         out.append(
-            chart("kube-prometheus-stack", "monitoring", "monitoring", values, ("ServiceMonitor", "PrometheusRule"))
+            # privileged: the node exporter reads the host's network, processes and file systems.
+            chart(
+                "kube-prometheus-stack",
+                "monitoring",
+                "monitoring",
+                values,
+                ("ServiceMonitor", "PrometheusRule"),
+                level="privileged",
+            )
         )
     if "gpu-operator" in addons:
         out.append(
-            chart("gpu-operator", "gpu-operator", "gpu-operator", _gpu_operator(plan, monitoring), ("ClusterPolicy",))
+            # privileged: NFD's worker mounts host paths; the device plugin, GFD, DCGM exporter, MIG manager and
+            # validator the operator starts are privileged.
+            chart(
+                "gpu-operator",
+                "gpu-operator",
+                "gpu-operator",
+                _gpu_operator(plan, monitoring),
+                ("ClusterPolicy",),
+                level="privileged",
+            )
         )
     if "network-operator" in addons:
         # One Node Feature Discovery per cluster: the GPU Operator's when both are installed.
         values = {"nfd": {"enabled": "gpu-operator" not in addons}, "sriovNetworkOperator": {"enabled": False}}
         provides = ("NicClusterPolicy", "IPPool", "MacvlanNetwork", "HostDeviceNetwork")
-        out.append(chart("network-operator", "network-operator", "nvidia-network-operator", values, provides))
+        # privileged: the RDMA device plugin, Multus and CNI plugins the NicClusterPolicy starts are.
+        namespace = "nvidia-network-operator"
+        out.append(chart("network-operator", "network-operator", namespace, values, provides, level="privileged"))
     if "kueue" in addons:
         provides = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
-        out.append(chart("kueue", "kueue", "kueue-system", _kueue(plan, monitoring), provides))
+        out.append(chart("kueue", "kueue", "kueue-system", _kueue(plan, monitoring), provides, level="restricted"))
     if "training-operator" in addons:
-        out.append(chart("kubeflow-trainer", "kubeflow-trainer", "kubeflow-system", {}, ("TrainJob",)))
+        trainer = ("TrainJob", "ClusterTrainingRuntime")
+        out.append(chart("kubeflow-trainer", "kubeflow-trainer", "kubeflow-system", {}, trainer, level="restricted"))
     if plan.exports:
         # The site's StorageClasses are rendered from its exports, not by the chart.
-        out.append(chart("csi-driver-nfs", "csi-driver-nfs", "kube-system", {"storageClass": {"create": False}}, ()))
+        # kube-system: exempt from Pod Security (the API server's admission configuration), as its node plugin needs.
+        values = {"storageClass": {"create": False}}
+        out.append(chart("csi-driver-nfs", "csi-driver-nfs", EXEMPT_NAMESPACE, values, (), level="privileged"))
     return out
+
+
+def release_namespaces(plan: Plan) -> list[dict[str, Any]]:
+    """The releases' namespaces, created by the project before them with their Pod Security labels (a release's
+    own create_namespace would leave them unlabelled, at the site's default level, which refuses their pods)."""
+    levels = {c.namespace: c.pod_security for c in charts(plan) if c.namespace != EXEMPT_NAMESPACE}
+    return [obj("v1", "Namespace", ns, labels(plan) | pod_security_labels(level)) for ns, level in levels.items()]

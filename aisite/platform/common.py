@@ -22,3 +22,8 @@ def obj(
         meta["namespace"] = namespace
     meta["labels"] = lbls
     return {"apiVersion": api_version, "kind": kind, "metadata": meta, **body}
+
+
+def pod_security_labels(level: str) -> dict[str, str]:
+    """A namespace's Pod Security labels: enforced, audited and warned at one level."""
+    return {f"pod-security.kubernetes.io/{mode}": level for mode in ("enforce", "audit", "warn")}

@@ -22,6 +22,7 @@ from aisite.plan import LABEL_PREFIX, Plan, TenantPlan, WorkloadPlan
 from aisite.platform.common import GPU_RESOURCE, labels, obj
 from aisite.platform.kueue import LOCAL_QUEUE
 from aisite.platform.rails import pool_name, rail_interfaces, rail_resource
+from aisite.platform.trainer import TRAINER_RUNTIME
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "payloads"
 PAYLOAD_FILES = ("result.py", "resnet.py", "tools.py")
@@ -47,14 +48,17 @@ IMAGE_OF_KIND = {
 TF_BENCHMARKS = ("https://github.com/tensorflow/benchmarks.git", "cnn_tf_v2.1_compatible")
 GID_INDEX = 3  # RoCE v2 over IPv4 on the rail's address (DESIGN.md)
 SHM_PER_GPU_GI = 8  # NCCL and data loaders share memory through /dev/shm; the 64 MiB default stalls them
-TRAINER_RUNTIME = "torch-distributed"
+# Restricted tenants' pods run as this user: the pinned images are Ubuntu 24.04 based, whose `ubuntu` user it is.
+NON_ROOT_UID = 1000
 BATCH = {"resnet50": 256, "resnet152": 128, "tf-cnn-benchmarks": 256, "fio": 1024}
 
 
 def image(plan: Plan, w: WorkloadPlan) -> str:
-    if w.image:
-        return w.image
-    registry, path = IMAGES[IMAGE_OF_KIND[w.kind]]
+    return w.image or pinned_image(plan, IMAGE_OF_KIND[w.kind])
+
+
+def pinned_image(plan: Plan, name: str) -> str:
+    registry, path = IMAGES[name]
     return f"{plan.kubernetes.job_registry or registry}/{path}"
 
 
@@ -152,17 +156,28 @@ def _container(plan: Plan, w: WorkloadPlan, name: str, command: list[str], gpus:
     }
     if gpus and (res := _resources(plan, w)):
         c["resources"] = res
-    if gpus and _rails(plan):
-        # RDMA needs locked memory; IPC_LOCK is the one capability that grants it.
-        c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    if _tenant(plan, w).pod_security == "restricted":
+        c["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     return c
+
+
+def pod_security_context(t: TenantPlan) -> dict[str, Any]:
+    """What the tenant namespace's Pod Security level asks of its pods. RDMA needs no capability: every container
+    inherits containerd's unlimited locked memory (the common role's DefaultLimitMEMLOCK), so no pod adds IPC_LOCK,
+    which neither baseline nor restricted admits."""
+    sc: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if t.pod_security == "restricted":
+        sc |= {"runAsNonRoot": True, "runAsUser": NON_ROOT_UID, "runAsGroup": NON_ROOT_UID, "fsGroup": NON_ROOT_UID}
+    return sc
 
 
 def _pod(plan: Plan, w: WorkloadPlan, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
     vols, _ = _volumes(plan, w)
     return {
         "metadata": _pod_meta(plan, w),
-        "spec": {"containers": containers, "volumes": vols} | _placement(plan, w) | spec,
+        "spec": {"containers": containers, "volumes": vols, "securityContext": pod_security_context(_tenant(plan, w))}
+        | _placement(plan, w)
+        | spec,
     }
 
 
@@ -242,13 +257,17 @@ def mpi_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
     )
 
 
+# What a TrainJob patches into the runtime's pods: the tenant's mounts, placement and Pod Security context.
+_PATCHED_POD_KEYS = ("volumes", "nodeSelector", "tolerations", "securityContext")
+
+
 def train_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
     pod = _pod(plan, w, [])
-    mounts = _volumes(plan, w)[1]
+    node = _container(plan, w, "node", [])
     patch_pod: dict[str, Any] = {
         "metadata": {k: v for k, v in pod["metadata"].items() if k == "annotations"},
-        "spec": {k: v for k, v in pod["spec"].items() if k in ("volumes", "nodeSelector", "tolerations")}
-        | {"containers": [{"name": "node", "volumeMounts": mounts}]},
+        "spec": {k: v for k, v in pod["spec"].items() if k in _PATCHED_POD_KEYS}
+        | {"containers": [{k: v for k, v in node.items() if k in ("name", "volumeMounts", "securityContext")}]},
     }
     return _job(
         plan,

@@ -6,10 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from aisite.plan import Plan, TenantPlan
-from aisite.platform.common import GPU_RESOURCE, labels, obj
-
-# Pod Security for tenant namespaces: training pods need no privileges (RDMA comes from device plugins).
-TENANT_POD_SECURITY = "restricted"
+from aisite.platform.common import GPU_RESOURCE, labels, obj, pod_security_labels
 
 
 def in_tenant(plan: Plan, t: TenantPlan, api_version: str, kind: str, name: str, **body: Any) -> dict[str, Any]:
@@ -18,8 +15,8 @@ def in_tenant(plan: Plan, t: TenantPlan, api_version: str, kind: str, name: str,
 
 
 def namespace(plan: Plan, t: TenantPlan) -> dict[str, Any]:
-    psa = {f"pod-security.kubernetes.io/{mode}": TENANT_POD_SECURITY for mode in ("enforce", "audit", "warn")}
-    return obj("v1", "Namespace", t.namespace, labels(plan, tenant=t.name) | psa)
+    # Training pods need no privileges (RDMA comes from device plugins): restricted, or baseline where MPI needs root.
+    return obj("v1", "Namespace", t.namespace, labels(plan, tenant=t.name) | pod_security_labels(t.pod_security))
 
 
 def quota(plan: Plan, t: TenantPlan) -> dict[str, Any]:
