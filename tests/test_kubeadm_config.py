@@ -70,7 +70,7 @@ V1BETA4: dict[str, dict[str, Any]] = {
         "localAPIEndpoint": ENDPOINT,
         "certificateKey": None,
         "skipPhases": None,
-        "patches": None,
+        "patches": {"directory": None},
         "timeouts": None,
     },
     "JoinConfiguration": TYPE_META
@@ -91,11 +91,13 @@ V1BETA4: dict[str, dict[str, Any]] = {
         },
         "controlPlane": {"localAPIEndpoint": ENDPOINT, "certificateKey": None},
         "skipPhases": None,
-        "patches": None,
+        "patches": {"directory": None},
         "timeouts": None,
     },
 }
 KUBELET_CONFIGURATION = {"apiVersion", "kind", "cgroupDriver"}  # the fields the role sets
+# kube-proxy's v1alpha1 KubeProxyConfiguration (pkg/proxy/apis/config/v1alpha1 json tags): the fields set.
+KUBE_PROXY_CONFIGURATION = {"apiVersion", "kind", "metricsBindAddress"}
 
 
 def unknown_fields(value: Any, schema: Any, path: str) -> list[str]:
@@ -147,11 +149,15 @@ def test_every_node_gets_a_v1beta4_configuration_of_known_fields(plan: Plan) -> 
             docs = render(plan, node, "kubeadm.yaml.j2", **extra)
             kinds = [d["kind"] for d in docs]
             last = "InitConfiguration" if node.name == first else "JoinConfiguration"
-            assert kinds == ["ClusterConfiguration", "KubeletConfiguration", last], (node.name, kinds)
+            want = ["ClusterConfiguration", "KubeletConfiguration", "KubeProxyConfiguration", last]
+            assert kinds == want, (node.name, kinds)
             for d in docs:
                 if d["kind"] == "KubeletConfiguration":
                     assert d["apiVersion"] == "kubelet.config.k8s.io/v1beta1" and set(d) == KUBELET_CONFIGURATION
                     assert d["cgroupDriver"] == "systemd"
+                    continue
+                if d["kind"] == "KubeProxyConfiguration":
+                    assert d["apiVersion"] == "kubeproxy.config.k8s.io/v1alpha1" and set(d) == KUBE_PROXY_CONFIGURATION
                     continue
                 assert d["apiVersion"] == "kubeadm.k8s.io/v1beta4"
                 assert unknown_fields(d, V1BETA4[d["kind"]], f"{node.name}:{d['kind']}") == []
@@ -161,7 +167,7 @@ def test_addresses_and_networks_come_from_the_plan(plan: Plan) -> None:
     k = plan.kubernetes
     first = k.control_plane[0]
     for node in plan.nodes:
-        cluster, _, own = render(plan, node, "kubeadm.yaml.j2", kubernetes_join=JOIN)
+        cluster, _, _, own = render(plan, node, "kubeadm.yaml.j2", kubernetes_join=JOIN)
         assert cluster["controlPlaneEndpoint"] == f"{k.api_vip}:6443" == k.endpoint
         assert cluster["kubernetesVersion"] == f"v{k.version}"
         assert cluster["networking"] == {
@@ -194,6 +200,28 @@ def test_addresses_and_networks_come_from_the_plan(plan: Plan) -> None:
             assert ("controlPlane" in own) == (node.role == "control-plane")
             if node.role == "control-plane":
                 assert own["controlPlane"]["localAPIEndpoint"]["advertiseAddress"] == node.management.address
+
+
+def test_control_plane_metrics_are_where_prometheus_scrapes_them(plan: Plan) -> None:
+    """kube-prometheus-stack scrapes the controller manager (10257), scheduler (10259), etcd (2381) and kube-proxy
+    (10249) on the nodes' addresses: kubeadm's 127.0.0.1 would leave their Down alerts firing."""
+    for node in plan.nodes:
+        cluster, _, proxy, own = render(plan, node, "kubeadm.yaml.j2", kubernetes_join=JOIN)
+        for component in ("controllerManager", "scheduler"):
+            assert {"name": "bind-address", "value": "0.0.0.0"} in cluster[component]["extraArgs"]
+        assert proxy["metricsBindAddress"] == "0.0.0.0:10249"
+        if node.role != "control-plane":
+            assert "patches" not in own  # no static pods to patch
+            continue
+        assert own["patches"] == {"directory": "/etc/kubernetes/aisite/patches"}
+        # etcd's static pod, as kubeadm writes its command, with this node's patch applied (RFC 6902 add).
+        command = ["etcd", "--listen-metrics-urls=http://127.0.0.1:2381", "--name=" + node.name]
+        ((op,),) = render(plan, node, "etcd-patch.json.j2")  # one document: a list of one operation
+        assert op["op"] == "add" and op["path"] == "/spec/containers/0/command/-"
+        command.append(op["value"])
+        flags = dict(a.removeprefix("--").split("=", 1) for a in command[1:])  # the last one given wins
+        urls = flags["listen-metrics-urls"].split(",")
+        assert urls == ["http://127.0.0.1:2381", f"http://{node.management.address}:2381"]
 
 
 def test_the_kept_configuration_carries_no_join_credentials(plan: Plan) -> None:
@@ -232,7 +260,7 @@ def test_values_are_structured_not_spliced(plan: Plan) -> None:
     hostile_node = {**_node_vars(plan, node), "name": HOSTILE}
     docs = render(plan, node, "kubeadm.yaml.j2", aisite_site=HOSTILE, aisite_node=hostile_node)
     assert docs[0]["clusterName"] == HOSTILE and "authorization-mode" not in docs[0]
-    assert docs[2]["nodeRegistration"]["name"] == HOSTILE
+    assert docs[3]["nodeRegistration"]["name"] == HOSTILE
 
 
 def _node_vars(plan: Plan, node: Node) -> dict[str, Any]:

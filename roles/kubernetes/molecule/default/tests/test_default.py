@@ -1,6 +1,8 @@
 """Without package access: modules, sysctls, the kubeadm configuration, policies and kube-vip written; nothing of
 Kubernetes installed, and the repository written disabled."""
 
+import json
+
 import yaml
 
 
@@ -21,7 +23,7 @@ def test_kubeadm_configuration_from_the_plan(host):
     f = host.file("/etc/kubernetes/aisite/kubeadm.yaml")
     assert f.mode == 0o600 and f.user == "root"
     d = docs(host, f.path)
-    assert set(d) == {"ClusterConfiguration", "KubeletConfiguration", "InitConfiguration"}
+    assert set(d) == {"ClusterConfiguration", "KubeletConfiguration", "KubeProxyConfiguration", "InitConfiguration"}
     cluster, init = d["ClusterConfiguration"], d["InitConfiguration"]
     assert cluster["apiVersion"] == init["apiVersion"] == "kubeadm.k8s.io/v1beta4"
     assert cluster["controlPlaneEndpoint"] == "10.250.1.5:6443"
@@ -44,6 +46,20 @@ def test_kubeadm_configuration_from_the_plan(host):
     assert set(kubelet_args["node-labels"].split(",")) == {"aisite.io/site=molecule", "aisite.io/role=control-plane"}
     assert reg["taints"] == [{"key": "node-role.kubernetes.io/control-plane", "value": "", "effect": "NoSchedule"}]
     assert d["KubeletConfiguration"]["cgroupDriver"] == "systemd"
+    # The control plane's metrics where Prometheus scrapes them; etcd's through this node's own patch.
+    assert cluster["controllerManager"]["extraArgs"] == [{"name": "bind-address", "value": "0.0.0.0"}]
+    assert cluster["scheduler"]["extraArgs"] == [{"name": "bind-address", "value": "0.0.0.0"}]
+    assert d["KubeProxyConfiguration"]["metricsBindAddress"] == "0.0.0.0:10249"
+    assert init["patches"] == {"directory": "/etc/kubernetes/aisite/patches"}
+    patch = host.file("/etc/kubernetes/aisite/patches/etcd+json.json")
+    assert patch.mode == 0o600
+    assert json.loads(patch.content_string) == [
+        {
+            "op": "add",
+            "path": "/spec/containers/0/command/-",
+            "value": "--listen-metrics-urls=http://127.0.0.1:2381,http://10.250.1.2:2381",
+        }
+    ]
 
 
 def test_policies_written(host):
