@@ -206,6 +206,12 @@ def test_bgp_sessions_loopbacks_and_rail_gateways_are_rendered(rendered: dict[st
                     for nb in sw.neighbors
                 }
                 assert list(doc["interface"]["lo"]["ip"]["address"]) == [sw.loopback]
+                # NVUE refused these: BFD is per peer group (no `router bfd enable`); the watchdog's polling
+                # interval is an integer of milliseconds.
+                assert "bfd" not in doc["router"]
+                assert bgp["peer-group"]["FABRIC"]["bfd"] == {"enable": True}
+                if "pfc-watchdog" in doc["qos"]:
+                    assert isinstance(doc["qos"]["pfc-watchdog"]["polling-interval"], int)
                 for h in sw.host_subnets:
                     svi = doc["interface"][f"vlan{100 + h.rail}"]
                     assert list(svi["ip"]["address"]) == [f"{h.gateway}/{h.subnet.split('/')[1]}"]
