@@ -408,6 +408,16 @@ def _check_switch_os(site: Site, out: list[Problem]) -> None:
                 f"{', '.join(sorted(UNNUMBERED_OS))} with BGP unnumbered and the others with /31 addresses",
             )
         )
+    if site.fabric.bfd and "sonic" in (sw.leaves.os, sw.spines.os if sw.spines.count else None):
+        # bgpcfgd's BGP_NEIGHBOR (what aisite writes) has no BFD field in SONiC's YANG; only frrcfgd's
+        # vrf-keyed table does, a different management mode aisite does not render.
+        out.append(
+            Problem(
+                "site.fabric.bfd",
+                "true, but SONiC's BGP_NEIGHBOR table (bgpcfgd) cannot enable BFD on a session: set "
+                "site.fabric.bfd: false for a SONiC fabric (sessions then fail over on the BGP hold time, 9 s)",
+            )
+        )
     if "onyx" in (sw.leaves.os, sw.spines.os if sw.spines.count else None):
         r = site.fabric.roce
         for key, want in ONYX_ROCE.items():

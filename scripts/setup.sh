@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 
 # ipmitool: the bmc role reads FRU and firmware data of IPMI BMCs with it. openssh-client: Ansible reaches hosts
 # (the lab's containers too) over SSH. iperf3, fio: the benchmark payloads' tools, run for real by the tests.
-# gnupg: a reconcile test signs a commit with OpenPGP to show that such a signature is refused.
-APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool openssh-client iperf3 fio gnupg)
+# gnupg: a reconcile test signs a commit with OpenPGP to show that such a signature is refused. cmake, gcc, make,
+# patch, libpcre2-dev: SONiC's libyang is built from ../shared for the config_db validation (scripts/sonic-yang.sh).
+APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool openssh-client iperf3 fio gnupg
+  cmake gcc make patch libpcre2-dev)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -26,6 +28,7 @@ fi
 PYTHON=${PYTHON:-python3}
 stamp=".venv/.aisite-setup-$(cat requirements.lock pyproject.toml | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ]; then
+  bash scripts/sonic-yang.sh
   exit 0
 fi
 echo "setup: creating .venv with $($PYTHON --version)"
@@ -36,4 +39,5 @@ pip install -r requirements.lock
 pip install --no-deps -e .
 rm -f .venv/.aisite-setup-*
 touch "$stamp"
+bash scripts/sonic-yang.sh
 echo "setup: done (.venv/bin/aisite)"

@@ -83,7 +83,8 @@ def sites(draw: st.DrawFn) -> dict[str, Any]:
                 "speed_gbps": 400,
             },
         },
-        "fabric": {"scalable_unit": su, "uplinks_per_spine": uplinks},
+        # BFD off where SONiC is drawn: bgpcfgd cannot enable it (the checks refuse it).
+        "fabric": {"scalable_unit": su, "uplinks_per_spine": uplinks, "bfd": "sonic" not in (leaf_os, spine_os)},
     }
     if with_access:
         data["switches"]["management"] = {"count": 4, "name_pattern": "mgmt{n}", "ports": 48, "speed_gbps": 25}

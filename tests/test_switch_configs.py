@@ -29,6 +29,8 @@ def stack_for(os_name: str, tmp: Path) -> Path:
     """The lab stack with every leaf and spine on one operating system (rendering connects to nothing)."""
     text = resolve_stack("lab").read_text().replace("os: frr", f"os: {os_name}")
     text = text.replace("name: lab\n", f"name: sw{os_name}\n")
+    if os_name == "sonic":  # bgpcfgd's BGP_NEIGHBOR cannot enable BFD: the site checks refuse it
+        text = text.replace("    fabric:\n", "    fabric:\n      bfd: false\n", 1)
     path = tmp / f"Pulumi.sw{os_name}.yaml"
     path.write_text(text)
     return path
@@ -286,6 +288,31 @@ def test_config_db_drift_names_what_differs_and_ignores_what_aisite_does_not_own
     assert drift(want, {}) == ["LOOPBACK_INTERFACE|Loopback0", "PORT|Ethernet0", "PORT|Ethernet4"]
     have["PORT"]["Ethernet4"]["mtu"] = "9216"
     assert drift(want, have) == []
+
+
+def test_lossless_needs_buffers_on_the_switch(rendered: dict[str, tuple[Plan, Path]]) -> None:
+    """Priority 3 is lossless only with buffer headroom: a factory config_db (no buffers) is refused for every
+    lossless port, and either buffer model's configuration satisfies the check."""
+    gaps = load_plugin("roles/fabric_sonic/filter_plugins/config_db.py").lossless_buffer_gaps
+    plan, out = rendered["sonic"]
+    for sw in fabric(plan):
+        want = json.loads((out / f"{sw.name}.config_db.json").read_text())
+        ports = sorted(want["PORT_QOS_MAP"])
+        assert ports and gaps(want, {"PORT": {p: {} for p in ports}}) == [f"{p} (priority 3)" for p in ports]
+        traditional = {
+            "CABLE_LENGTH": {"AZURE": dict.fromkeys(ports, "5m")},
+            "BUFFER_POOL": {"ingress_lossless_pool": {"type": "ingress", "mode": "dynamic"}},
+        }
+        assert gaps(want, traditional) == []
+        dynamic = {
+            "DEVICE_METADATA": {"localhost": {"buffer_model": "dynamic"}},
+            "BUFFER_PG": {f"{p}|3-4": {"profile": "NULL"} for p in ports},
+        }
+        assert gaps(want, dynamic) == []
+        # The dynamic model ignores cable lengths: without its PG rows the ports are not lossless.
+        assert gaps(want, traditional | {"DEVICE_METADATA": dynamic["DEVICE_METADATA"]}) != []
+        del dynamic["BUFFER_PG"][f"{ports[0]}|3-4"]
+        assert gaps(want, dynamic) == [f"{ports[0]} (priority 3)"]
 
 
 def test_onyx_cliconf_sends_only_the_lines_the_switch_lacks() -> None:
