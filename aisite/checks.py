@@ -363,6 +363,15 @@ def _asn_problem(first: int, last: int) -> str | None:
 
 def _check_fabric(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
     sw, fab = site.switches, site.fabric
+    r = fab.roce
+    if r.pfc_watchdog_detection_ms % r.pfc_watchdog_poll_ms:
+        out.append(
+            Problem(
+                "site.fabric.roce.pfc_watchdog_detection_ms",
+                f"{r.pfc_watchdog_detection_ms} is not a whole number of polls of {r.pfc_watchdog_poll_ms} ms "
+                "(Cumulus counts detection in polls)",
+            )
+        )
     if layout.rails == 0:
         return
     if len(site.networks.rails) < layout.rails:
@@ -396,6 +405,14 @@ def _check_fabric(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
 UNNUMBERED_OS = frozenset({"frr", "cumulus"})
 # Onyx's `roce lossless` fixes these; the fabric_onyx role cannot express another profile.
 ONYX_ROCE = {"roce_dscp": 26, "pfc_priority": 3, "cnp_dscp": 48, "cnp_priority": 6}
+# Knobs the Onyx lines aisite renders cannot set (its ECN command takes thresholds, its watchdog only `enable`):
+# a site must leave them at the plan's defaults, and Onyx keeps its own values.
+ONYX_UNSET = (
+    "ecn_probability_percent",
+    "pfc_watchdog_poll_ms",
+    "pfc_watchdog_detection_ms",
+    "pfc_watchdog_restoration_ms",
+)
 
 
 def _check_switch_os(site: Site, out: list[Problem]) -> None:
@@ -420,6 +437,11 @@ def _check_switch_os(site: Site, out: list[Problem]) -> None:
         )
     if "onyx" in (sw.leaves.os, sw.spines.os if sw.spines.count else None):
         r = site.fabric.roce
+        for key in ONYX_UNSET:
+            if key in r.model_fields_set:
+                out.append(
+                    Problem(f"site.fabric.roce.{key}", "Onyx: the lines aisite renders cannot set it; leave it out")
+                )
         for key, want in ONYX_ROCE.items():
             if getattr(r, key) != want:
                 out.append(Problem(f"site.fabric.roce.{key}", f"{getattr(r, key)}: Onyx's `roce lossless` uses {want}"))

@@ -240,7 +240,14 @@ class RoceProfile(Strict):
     ecn_min_kb: Annotated[int, Field(ge=1, le=1_000_000)] = 150
     ecn_max_kb: Annotated[int, Field(ge=1, le=1_000_000)] = 1500
     ets_roce_percent: Percent = 50
+    # ECN marking probability at the maximum threshold (marking rises to it linearly from the minimum).
+    ecn_probability_percent: Annotated[int, Field(ge=1, le=100)] = 100
     pfc_watchdog: bool = True
+    # The PFC watchdog polls every poll_ms; a queue paused for detection_ms (a whole number of polls) is stormed
+    # and its packets dropped; restoration_ms after the storm ends, PFC is honoured again.
+    pfc_watchdog_poll_ms: Annotated[int, Field(ge=10, le=1000)] = 100
+    pfc_watchdog_detection_ms: Annotated[int, Field(ge=10, le=5000)] = 300
+    pfc_watchdog_restoration_ms: Annotated[int, Field(ge=10, le=60000)] = 300
     gid_index: Annotated[int, Field(ge=0, le=255)] = 3
 
 

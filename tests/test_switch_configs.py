@@ -315,6 +315,70 @@ def test_lossless_needs_buffers_on_the_switch(rendered: dict[str, tuple[Plan, Pa
         assert gaps(want, dynamic) == [f"{ports[0]} (priority 3)"]
 
 
+KNOBS = {
+    "ecn_probability_percent": 20,
+    "pfc_watchdog_poll_ms": 50,
+    "pfc_watchdog_detection_ms": 250,
+    "pfc_watchdog_restoration_ms": 400,
+}
+
+
+def knobs_cumulus(path: Path) -> dict[str, int]:
+    qos = yaml.safe_load(path.read_text())[0]["set"]["qos"]
+    (tc,) = qos["congestion-control"]["default-global"]["traffic-class"].values()
+    wd = qos["pfc-watchdog"]
+    return {
+        "ecn_probability_percent": tc["probability"],
+        "pfc_watchdog_poll_ms": wd["polling-interval"],
+        "pfc_watchdog_detection_ms": wd["polling-interval"] * wd["robustness"],
+    }
+
+
+def knobs_sonic(path: Path) -> dict[str, int]:
+    db = json.loads(path.read_text())
+    (wred,) = db["WRED_PROFILE"].values()
+    probability = {wred[f"{c}_drop_probability"] for c in ("green", "yellow", "red")}
+    ports = {k: v for k, v in db["PFC_WD"].items() if k != "GLOBAL"}
+    detection = {v["detection_time"] for v in ports.values()}
+    restoration = {v["restoration_time"] for v in ports.values()}
+    assert len(probability) == len(detection) == len(restoration) == 1, (probability, detection, restoration)
+    return {
+        "ecn_probability_percent": int(probability.pop()),
+        "pfc_watchdog_poll_ms": int(db["PFC_WD"]["GLOBAL"]["POLL_INTERVAL"]),
+        "pfc_watchdog_detection_ms": int(detection.pop()),
+        "pfc_watchdog_restoration_ms": int(restoration.pop()),
+    }
+
+
+@pytest.mark.parametrize("stack", ["lab", "dc1", "h100pod"])
+def test_ecn_probability_and_watchdog_timings_are_the_plans_on_every_os(stack: str, tmp_path: Path) -> None:
+    """Set away from their defaults in the site, the marking probability and the watchdog's timings reach the
+    Cumulus and SONiC renderings as the same values (Cumulus has no restoration time: it counts detection in polls).
+    Onyx renders none of them: the checks refuse them there."""
+    text = resolve_stack(stack).read_text()
+    for os_name in ("onyx", "frr", "sonic", "cumulus"):
+        text = text.replace(f"os: {os_name}", "os: OS")
+    text = text.replace("    fabric:\n", "    fabric:\n      roce: " + json.dumps(KNOBS) + "\n", 1)
+    for os_name, parse in (("cumulus", knobs_cumulus), ("sonic", knobs_sonic)):
+        site_text = text.replace("os: OS", f"os: {os_name}").replace(f"name: {stack}\n", f"name: k{os_name}\n", 1)
+        if os_name == "sonic":
+            site_text = site_text.replace("    fabric:\n", "    fabric:\n      bfd: false\n", 1)
+        path = tmp_path / f"Pulumi.k{os_name}.yaml"
+        path.write_text(site_text)
+        r = run_cli("render", str(path), "--out", str(tmp_path / os_name), "--switch-configs")
+        assert r.returncode == 0, r.stdout + r.stderr
+        plan = build_plan(load_site(path))
+        suffix = {"cumulus": "nvue.yaml", "sonic": "config_db.json"}[os_name]
+        for sw in fabric(plan):
+            got = parse(tmp_path / os_name / "switches" / f"{sw.name}.{suffix}")
+            assert got == {k: v for k, v in KNOBS.items() if k in got}, (os_name, sw.name)
+    onyx = text.replace("os: OS", "os: onyx")
+    path = tmp_path / "Pulumi.konyx.yaml"
+    path.write_text(onyx.replace(f"name: {stack}\n", "name: konyx\n", 1))
+    r = run_cli("validate", str(path))
+    assert r.returncode == 2 and all(f"site.fabric.roce.{k}: Onyx" in r.stderr + r.stdout for k in KNOBS)
+
+
 def test_onyx_cliconf_sends_only_the_lines_the_switch_lacks() -> None:
     pytest.importorskip("ansible_collections.ansible.netcommon", reason="ansible.netcommon ships with ansible")
     onyx = load_plugin("plugins/cliconf/onyx.py")

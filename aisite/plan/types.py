@@ -152,7 +152,11 @@ class RoceQos:
     ecn_max_bytes: int
     ets_roce_percent: int
     ets_default_percent: int
+    ecn_probability_percent: int
     pfc_watchdog: bool
+    pfc_watchdog_poll_ms: int
+    pfc_watchdog_detection_ms: int
+    pfc_watchdog_restoration_ms: int
     switch_mtu: int
     host_mtu: int
     nccl_ib_tc: int
