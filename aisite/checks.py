@@ -404,6 +404,9 @@ def _check_fabric(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
 # How each switch OS peers on a fabric link (its role's template): BGP unnumbered over IPv6 link-local, or /31s.
 UNNUMBERED_OS = frozenset({"frr", "cumulus"})
 # Onyx's `roce lossless` fixes these; the fabric_onyx role cannot express another profile.
+# The Cumulus Linux releases whose NVUE syntax aisite renders (5.11-5.14, and from 5.15 on with its renames):
+# the releases tests/test_switch_configs.py's NVUE path table documents.
+CUMULUS_RELEASES = ((5, 11), (5, 15))
 ONYX_ROCE = {"roce_dscp": 26, "pfc_priority": 3, "cnp_dscp": 48, "cnp_priority": 6}
 # Knobs the Onyx lines aisite renders cannot set (its ECN command takes thresholds, its watchdog only `enable`):
 # a site must leave them at the plan's defaults, and Onyx keeps its own values.
@@ -417,6 +420,22 @@ ONYX_UNSET = (
 
 def _check_switch_os(site: Site, out: list[Problem]) -> None:
     sw = site.switches
+    for path, group in (("leaves", sw.leaves), ("spines", sw.spines)):
+        if group.os != "cumulus" or (path == "spines" and not group.count):
+            continue
+        low, high = CUMULUS_RELEASES
+        supported = f"{low[0]}.{low[1]} to {high[0]}.{high[1]}"
+        if group.os_version is None:
+            out.append(
+                Problem(
+                    f"site.switches.{path}.os_version",
+                    f"say which Cumulus Linux release the switches run ({supported}): NVUE's syntax changed in 5.15",
+                )
+            )
+        elif not low <= tuple(int(p) for p in group.os_version.split(".")[:2]) <= high:
+            out.append(
+                Problem(f"site.switches.{path}.os_version", f"{group.os_version}: aisite renders NVUE for {supported}")
+            )
     if sw.spines.count and (sw.leaves.os in UNNUMBERED_OS) != (sw.spines.os in UNNUMBERED_OS):
         out.append(
             Problem(

@@ -32,11 +32,19 @@ def dgx_h100_site(nodes: int, name: str = "synthetic", scalable_unit: int = 32) 
         "gpu_nodes": [{"name": "h100", "model": "dgx-h100", "count": nodes, "name_pattern": "dgx{n:04d}"}],
         "storage_nodes": {"count": 4, "exports": [{"name": "datasets", "path": "/export/datasets"}]},
         "switches": {
-            "leaves": {"count": leaves, "name_pattern": "leaf{n:03d}", "os": "cumulus", "ports": 64, "speed_gbps": 400},
+            "leaves": {
+                "count": leaves,
+                "name_pattern": "leaf{n:03d}",
+                "os": "cumulus",
+                "os_version": "5.15",
+                "ports": 64,
+                "speed_gbps": 400,
+            },
             "spines": {
                 "count": spines,
                 "name_pattern": "spine{n:02d}",
                 "os": "cumulus",
+                "os_version": "5.15",
                 "ports": spine_ports,
                 "speed_gbps": 400,
             },

@@ -187,6 +187,9 @@ class SwitchGroupBase(Strict):
     name_pattern: NamePattern
     os: str
     model: SwitchModel | Literal[""] = ""
+    # The OS release the switches run ("5.15"): NVUE's syntax changed in Cumulus Linux 5.15, so aisite renders
+    # the release's own; required for Cumulus leaves and spines.
+    os_version: Annotated[str, Field(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}(\.[0-9]{1,3})?$")] | None = None
     ports: Annotated[int, Field(ge=1, le=1024)]
     speed_gbps: Annotated[int, Field(ge=1, le=3200)]
     nodes: list[SwitchSpec] = []

@@ -361,3 +361,22 @@ def test_gitops_refuses_an_unsigned_looking_signer_line(lab: dict[str, Any]) -> 
     found = problems(lab)
     assert any(p.startswith("site.gitops.allowed_signers[0]: ") for p in found)
     assert has(found, "site.gitops.interval_seconds", "greater than or equal to 30")
+
+
+def test_switch_os_release_bfd_and_tenant_pod_security(lab: dict[str, Any]) -> None:
+    """Cumulus switches say their release (NVUE's syntax changed in 5.15) within what aisite renders; SONiC's
+    bgpcfgd cannot enable BFD; an MPIJob (sshd as root) cannot run in a restricted tenant; the watchdog's detection
+    is a whole number of polls."""
+    lab["switches"]["leaves"]["os"] = lab["switches"]["spines"]["os"] = "cumulus"
+    lab["switches"]["spines"]["os_version"] = "5.16"
+    lab["kubernetes"]["tenants"][0].pop("pod_security", None)
+    lab["fabric"]["roce"] = {"pfc_watchdog_poll_ms": 100, "pfc_watchdog_detection_ms": 250}
+    found = problems(lab)
+    assert has(found, "site.switches.leaves.os_version", "say which Cumulus Linux release", "5.11 to 5.15")
+    assert has(found, "site.switches.spines.os_version", "5.16: aisite renders NVUE for 5.11 to 5.15")
+    assert has(found, "site.workloads[0].tenant", "sshd as root", "pod_security: baseline")
+    assert has(found, "site.fabric.roce.pfc_watchdog_detection_ms", "250 is not a whole number of polls of 100 ms")
+    lab["switches"]["leaves"]["os"] = lab["switches"]["spines"]["os"] = "sonic"
+    assert has(problems(lab), "site.fabric.bfd", "SONiC's BGP_NEIGHBOR table (bgpcfgd) cannot enable BFD")
+    lab["fabric"]["bfd"] = False
+    assert not any(p.startswith("site.fabric.bfd") for p in problems(lab))

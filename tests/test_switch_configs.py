@@ -27,7 +27,8 @@ OSES = ("frr", "cumulus", "sonic", "onyx")
 
 def stack_for(os_name: str, tmp: Path) -> Path:
     """The lab stack with every leaf and spine on one operating system (rendering connects to nothing)."""
-    text = resolve_stack("lab").read_text().replace("os: frr", f"os: {os_name}")
+    version = ', os_version: "5.15"' if os_name == "cumulus" else ""
+    text = resolve_stack("lab").read_text().replace("os: frr", f"os: {os_name}{version}")
     text = text.replace("name: lab\n", f"name: sw{os_name}\n")
     if os_name == "sonic":  # bgpcfgd's BGP_NEIGHBOR cannot enable BFD: the site checks refuse it
         text = text.replace("    fabric:\n", "    fabric:\n      bfd: false\n", 1)
@@ -207,16 +208,16 @@ def test_bgp_sessions_loopbacks_and_rail_gateways_are_rendered(rendered: dict[st
                     nb.interface: {"type": "unnumbered", "peer-group": "FABRIC", "description": nb.peer}
                     for nb in sw.neighbors
                 }
-                assert list(doc["interface"]["lo"]["ip"]["address"]) == [sw.loopback]
+                assert list(doc["interface"]["lo"]["ipv4"]["address"]) == [sw.loopback]  # 5.15's name
                 # NVUE refused these: BFD is per peer group (no `router bfd enable`); the watchdog's polling
                 # interval is an integer of milliseconds.
                 assert "bfd" not in doc["router"]
-                assert bgp["peer-group"]["FABRIC"]["bfd"] == {"enable": True}
+                assert bgp["peer-group"]["FABRIC"]["bfd"] == {"state": "enabled"}
                 if "pfc-watchdog" in doc["qos"]:
                     assert isinstance(doc["qos"]["pfc-watchdog"]["polling-interval"], int)
                 for h in sw.host_subnets:
                     svi = doc["interface"][f"vlan{100 + h.rail}"]
-                    assert list(svi["ip"]["address"]) == [f"{h.gateway}/{h.subnet.split('/')[1]}"]
+                    assert list(svi["ipv4"]["address"]) == [f"{h.gateway}/{h.subnet.split('/')[1]}"]
                     assert all(
                         doc["interface"][p]["bridge"]["domain"]["br_default"]["access"] == 100 + h.rail for p in h.ports
                     )
@@ -355,12 +356,13 @@ def test_ecn_probability_and_watchdog_timings_are_the_plans_on_every_os(stack: s
     """Set away from their defaults in the site, the marking probability and the watchdog's timings reach the
     Cumulus and SONiC renderings as the same values (Cumulus has no restoration time: it counts detection in polls).
     Onyx renders none of them: the checks refuse them there."""
-    text = resolve_stack(stack).read_text()
+    text = resolve_stack(stack).read_text().replace(', os_version: "5.15"', "")
     for os_name in ("onyx", "frr", "sonic", "cumulus"):
         text = text.replace(f"os: {os_name}", "os: OS")
     text = text.replace("    fabric:\n", "    fabric:\n      roce: " + json.dumps(KNOBS) + "\n", 1)
     for os_name, parse in (("cumulus", knobs_cumulus), ("sonic", knobs_sonic)):
-        site_text = text.replace("os: OS", f"os: {os_name}").replace(f"name: {stack}\n", f"name: k{os_name}\n", 1)
+        os = 'cumulus, os_version: "5.15"' if os_name == "cumulus" else os_name
+        site_text = text.replace("os: OS", f"os: {os}").replace(f"name: {stack}\n", f"name: k{os_name}\n", 1)
         if os_name == "sonic":
             site_text = site_text.replace("    fabric:\n", "    fabric:\n      bfd: false\n", 1)
         path = tmp_path / f"Pulumi.k{os_name}.yaml"
@@ -377,6 +379,165 @@ def test_ecn_probability_and_watchdog_timings_are_the_plans_on_every_os(stack: s
     path.write_text(onyx.replace(f"name: {stack}\n", "name: konyx\n", 1))
     r = run_cli("validate", str(path))
     assert r.returncode == 2 and all(f"site.fabric.roce.{k}: Onyx" in r.stderr + r.stdout for k in KNOBS)
+
+
+# ------------------------------------------------------------------------------ NVUE, per release
+NVUE_REFERENCE = "https://docs.nvidia.com/networking-ethernet-software/nvue-reference/Set-and-Unset-Commands/"
+CHANGED = (
+    "https://docs.nvidia.com/networking-ethernet-software/cumulus-linux-515/Whats-New/New-and-Changed-NVUE-Commands/"
+)
+BOTH, BEFORE_515, FROM_515 = "5.11-5.15", "5.11-5.14", "5.15"
+# Every `nv set` path the Cumulus template can emit (ids and values in <>), with the section of NVIDIA's NVUE
+# command reference that documents it, per release era: BOTH (5.11-5.14 and 5.15), BEFORE_515 (renamed in 5.15: the
+# left column of 5.15's New and Changed NVUE Commands), FROM_515 (its right column).
+NVUE_PATHS: dict[str, tuple[str, str]] = {
+    "nv set bridge domain <id> vlan <id>": ("Bridge", BOTH),
+    "nv set interface <id> bridge domain <id> access <integer>": ("Interface", BOTH),
+    "nv set interface <id> description <text>": ("Interface", BOTH),
+    "nv set interface <id> link mtu <integer>": ("Interface", BOTH),
+    "nv set interface <id> link state up": ("Interface", BOTH),
+    "nv set interface <id> qos pfc-watchdog": ("QoS", BOTH),
+    "nv set interface <id> type loopback": ("Interface", BOTH),
+    "nv set interface <id> type svi": ("Interface", BOTH),
+    "nv set interface <id> type swp": ("Interface", BOTH),
+    "nv set interface <id> vlan <integer>": ("Interface", BOTH),
+    "nv set qos congestion-control <id> traffic-class <id> ecn enable": ("QoS", BOTH),
+    "nv set qos congestion-control <id> traffic-class <id> max-threshold <integer>": ("QoS", BOTH),
+    "nv set qos congestion-control <id> traffic-class <id> min-threshold <integer>": ("QoS", BOTH),
+    "nv set qos congestion-control <id> traffic-class <id> probability <integer>": ("QoS", BOTH),
+    "nv set qos congestion-control <id> traffic-class <id> red disable": ("QoS", BOTH),
+    "nv set qos egress-scheduler <id> traffic-class <id> bw-percent <integer>": ("QoS", BOTH),
+    "nv set qos egress-scheduler <id> traffic-class <id> mode dwrr": ("QoS", BOTH),
+    "nv set qos egress-scheduler <id> traffic-class <id> mode strict": ("QoS", BOTH),
+    "nv set qos mapping <id> dscp <id> switch-priority <integer>": ("QoS", BOTH),
+    "nv set qos mapping <id> trust l3": ("QoS", BOTH),
+    "nv set qos pfc <id> rx enable": ("QoS", BOTH),
+    "nv set qos pfc <id> switch-priority <id>": ("QoS", BOTH),
+    "nv set qos pfc <id> tx enable": ("QoS", BOTH),
+    "nv set qos pfc-watchdog polling-interval <integer>": ("QoS", BOTH),
+    "nv set qos pfc-watchdog robustness <integer>": ("QoS", BOTH),
+    "nv set qos roce mode lossless": ("QoS", BOTH),
+    "nv set router bgp autonomous-system <integer>": ("BGP", BOTH),
+    "nv set router bgp router-id <ip>": ("BGP", BOTH),
+    "nv set router policy prefix-list <id> rule <id> action permit": ("Router-Policy", BOTH),
+    "nv set router policy prefix-list <id> rule <id> match <id> max-prefix-len <integer>": ("Router-Policy", BOTH),
+    "nv set router policy prefix-list <id> type ipv4": ("Router-Policy", BOTH),
+    "nv set router policy route-map <id> rule <id> action permit": ("Router-Policy", BOTH),
+    "nv set router policy route-map <id> rule <id> match ip-prefix-list <name>": ("Router-Policy", BOTH),
+    "nv set router policy route-map <id> rule <id> match type ipv4": ("Router-Policy", BOTH),
+    "nv set system hostname <text>": ("System", BOTH),
+    "nv set vrf <id> router bgp address-family ipv4-unicast multipaths ebgp <integer>": ("BGP", BOTH),
+    "nv set vrf <id> router bgp address-family ipv4-unicast redistribute connected route-map <name>": ("BGP", BOTH),
+    "nv set vrf <id> router bgp neighbor <id> description <text>": ("BGP", BOTH),
+    "nv set vrf <id> router bgp neighbor <id> peer-group <name>": ("BGP", BOTH),
+    "nv set vrf <id> router bgp neighbor <id> type unnumbered": ("BGP", BOTH),
+    "nv set vrf <id> router bgp peer-group <id> address-family ipv4-unicast policy outbound route-map <name>": (
+        "BGP",
+        BOTH,
+    ),
+    "nv set vrf <id> router bgp peer-group <id> remote-as external": ("BGP", BOTH),
+    "nv set vrf <id> router bgp router-id <ip>": ("BGP", BOTH),
+    "nv set interface <id> ip address <id>": (CHANGED, BEFORE_515),
+    "nv set qos roce enable on": (CHANGED, BEFORE_515),
+    "nv set router bgp enable on": (CHANGED, BEFORE_515),
+    "nv set vrf <id> router bgp address-family ipv4-unicast enable on": (CHANGED, BEFORE_515),
+    "nv set vrf <id> router bgp address-family ipv4-unicast redistribute connected enable on": (CHANGED, BEFORE_515),
+    "nv set vrf <id> router bgp enable on": (CHANGED, BEFORE_515),
+    "nv set vrf <id> router bgp path-selection multipath aspath-ignore on": (CHANGED, BEFORE_515),
+    "nv set vrf <id> router bgp peer-group <id> address-family ipv4-unicast enable on": (CHANGED, BEFORE_515),
+    "nv set vrf <id> router bgp peer-group <id> bfd enable on": (CHANGED, BEFORE_515),
+    "nv set interface <id> ipv4 address <id>": (CHANGED, FROM_515),
+    "nv set qos roce state enabled": (CHANGED, FROM_515),
+    "nv set router bgp state enabled": (CHANGED, FROM_515),
+    "nv set vrf <id> router bgp address-family ipv4-unicast redistribute connected state enabled": (CHANGED, FROM_515),
+    "nv set vrf <id> router bgp address-family ipv4-unicast state enabled": (CHANGED, FROM_515),
+    "nv set vrf <id> router bgp path-selection multipath aspath-ignore enabled": (CHANGED, FROM_515),
+    "nv set vrf <id> router bgp peer-group <id> address-family ipv4-unicast state enabled": (CHANGED, FROM_515),
+    "nv set vrf <id> router bgp peer-group <id> bfd state enabled": (CHANGED, FROM_515),
+    "nv set vrf <id> router bgp state enabled": (CHANGED, FROM_515),
+}
+
+
+_ID_CONTAINERS = {"interface", "domain", "vrf", "peer-group", "neighbor", "prefix-list", "rule", "dscp"}
+_ID_CONTAINERS |= {"switch-priority", "traffic-class", "address"}
+
+
+def _holds_ids(path: list[str]) -> bool:
+    """Whether the keys under this path are identifiers (names, numbers, prefixes) rather than NVUE's own words."""
+    last = path[-1] if path else ""
+    if last in _ID_CONTAINERS:
+        return True
+    if last == "route-map" and path[-2:-1] == ["policy"]:
+        return True
+    if (last == "vlan" and "bridge" in path) or (last == "match" and "prefix-list" in path):
+        return True
+    return last in ("mapping", "pfc", "congestion-control", "egress-scheduler") and path[-2:-1] == ["qos"]
+
+
+def _shown(key: str, value: Any) -> str:
+    if isinstance(value, bool):  # YAML 1.1 reads `on` as true
+        return "on" if value else "off"
+    if isinstance(value, int):
+        return "<integer>"
+    if key in ("description", "hostname"):
+        return "<text>"
+    if key in ("route-map", "ip-prefix-list", "peer-group"):
+        return "<name>"
+    return "<ip>" if re.fullmatch(r"[0-9.]+(/[0-9]+)?", str(value)) else str(value)
+
+
+def nv_paths(doc: dict[str, Any]) -> set[str]:
+    """An NVUE YAML document as the `nv set` commands it amounts to, identifiers and values as <placeholders>."""
+    out: set[str] = set()
+
+    def walk(node: Any, path: list[str], shown: list[str]) -> None:
+        if isinstance(node, dict) and node:
+            ids = _holds_ids(path)
+            for k, v in node.items():
+                walk(v, [*path, str(k)], [*shown, "<id>" if ids else str(k)])
+        elif node == {}:
+            out.add("nv set " + " ".join(shown))
+        else:
+            out.add("nv set " + " ".join(shown) + " " + _shown(path[-1], node))
+
+    walk(doc, [], [])
+    return out
+
+
+@pytest.mark.parametrize("stack", ["lab", "h100pod"])
+def test_every_nvue_path_is_documented_for_the_release_it_is_rendered_for(stack: str, tmp_path: Path) -> None:
+    """Rendered for Cumulus Linux 5.11, 5.14 and 5.15, every `nv set` path is in NVUE_PATHS for that release (the
+    renamed ones on the side of 5.15's change list the release is on), and every row of the table is emitted."""
+    text = resolve_stack(stack).read_text().replace(', os_version: "5.15"', "")
+    for os_name in ("frr", "cumulus"):
+        text = text.replace(f"os: {os_name},", "os: OS,")
+    emitted: set[str] = set()
+    for release in ("5.11", "5.14", "5.15"):
+        site = text.replace("os: OS,", f'os: cumulus, os_version: "{release}",').replace(
+            f"name: {stack}\n", "name: nvue\n", 1
+        )
+        path = tmp_path / release / "Pulumi.nvue.yaml"
+        path.parent.mkdir()
+        path.write_text(site)
+        r = run_cli("render", str(path), "--out", str(tmp_path / release / "out"), "--switch-configs")
+        assert r.returncode == 0, r.stdout + r.stderr
+        era = {BOTH, FROM_515} if release == "5.15" else {BOTH, BEFORE_515}
+        for f in sorted((tmp_path / release / "out" / "switches").glob("*.nvue.yaml")):
+            paths = nv_paths(yaml.safe_load(f.read_text())[0]["set"])
+            undocumented = sorted(p for p in paths if NVUE_PATHS.get(p, ("", ""))[1] not in era)
+            assert undocumented == [], f"{release} {f.name}: paths not in NVUE_PATHS for {release}"
+            emitted |= paths
+    if stack == "lab":  # the lab renders every feature (rail SVIs, BFD, watchdog)
+        assert set(NVUE_PATHS) == emitted, sorted(set(NVUE_PATHS) ^ emitted)
+    assert {section for section, _ in NVUE_PATHS.values()} <= {
+        "Interface",
+        "Bridge",
+        "QoS",
+        "BGP",
+        "Router-Policy",
+        "System",
+        CHANGED,
+    }
 
 
 def test_onyx_cliconf_sends_only_the_lines_the_switch_lacks() -> None:

@@ -345,6 +345,7 @@ class _Builder:
             scalable_unit=su,
             neighbors=tuple(self.neighbors.get(name, ())),
             host_subnets=tuple(subnets),
+            os_version=group.os_version or "",
         )
 
     def switches(self) -> tuple[Switch, ...]:

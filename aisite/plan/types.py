@@ -126,6 +126,7 @@ class Switch:
     scalable_unit: int | None
     neighbors: tuple[BgpNeighbor, ...]
     host_subnets: tuple[HostSubnet, ...]
+    os_version: str = ""  # the release the switch runs, where the site says ("" otherwise)
 
 
 @dataclass(frozen=True, slots=True)
