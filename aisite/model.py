@@ -367,6 +367,10 @@ class Kubernetes(Strict):
     # Registry the benchmark and training jobs' images are pulled from (a mirror for air-gapped sites); None: each
     # image's upstream registry (nvcr.io, ghcr.io).
     job_registry: RegistryRef | None = None
+    # One mirror for every image (air gap): containerd on every node pulls each upstream registry's images from
+    # <mirror>/v2/<registry>/... (e.g. https://mirror.site:5000 holding nvcr.io/nvidia/... as `crane copy` or a
+    # proxy project lays them out). A registry the site lists under containerd.registries keeps its own entry.
+    image_mirror: Url | None = None
     monitoring: Monitoring = Monitoring()
     addons: list[Addon] = []
     tenants: list[Tenant] = []

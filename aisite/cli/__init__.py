@@ -18,6 +18,7 @@ __all__ = ["app", "main"]
 app.command()(site.validate)
 app.command()(site.plan)
 app.command()(site.render)
+app.command()(site.images)
 app.command()(deploy.deploy)
 app.command()(deploy.cabling)
 app.command()(reconcile.diff)

@@ -15,6 +15,7 @@ from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err,
 from aisite.deploy import run_playbook
 from aisite.loader import resolve_stack
 from aisite.plan import Plan
+from aisite.platform.images import site_images
 from aisite.render.bundle import OutputError, bundle, check_output, render_into
 from aisite.render.inventory import inventory_yaml
 
@@ -93,6 +94,33 @@ def plan(stack: StackArg, as_json: JsonOpt = False) -> None:
         f"{q.ecn_min_bytes}-{q.ecn_max_bytes} B, ETS {q.ets_roce_percent}/{q.ets_default_percent}, MTU "
         f"{q.switch_mtu}/{q.host_mtu}"
     )
+
+
+def images(stack: StackArg, as_json: JsonOpt = False) -> None:
+    """Every container image the site pulls, pinned, with what pulls it: the list to fill an air-gapped mirror."""
+    p = load_plan(stack, as_json)
+    found = site_images(p)
+    mirror = p.kubernetes.registries
+    mirrored = {r.host for r in mirror if r.mirrors}
+    if as_json:
+        doc = {
+            "site": p.site,
+            "images": [{"image": i, "sources": s} for i, s in found.images.items()],
+            "registries": {h: h in mirrored for h in found.registries()},
+            "not_enumerated": found.not_enumerated,
+        }
+        print(json.dumps(doc, indent=2))
+        return
+    table = Table(title=f"Images of {p.site} ({len(found.images)})")
+    table.add_column("image", no_wrap=True)
+    table.add_column("pulled by")
+    for image, sources in found.images.items():
+        table.add_row(image, ", ".join(sources))
+    out.print(table)
+    for host in found.registries():
+        out.print(f"registry {host}: " + ("through a mirror" if host in mirrored else "[yellow]pulled directly[/]"))
+    for note in found.not_enumerated:
+        out.print(f"[yellow]not listed[/]: {note}")
 
 
 def render(

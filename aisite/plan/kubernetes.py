@@ -62,7 +62,7 @@ def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
         kube_vip_image=KUBE_VIP_IMAGE,
         sandbox_image=k.containerd.sandbox_image,
         containerd_apt_repository=k.containerd.apt_repository,
-        registries=tuple(RegistryPlan(r.host, tuple(r.mirrors), r.ca) for r in k.containerd.registries),
+        registries=registries(site),
         nvidia_default_runtime=k.containerd.nvidia_default_runtime,
         mig_strategy=k.mig_strategy,
         rail_pod_addresses=site.fabric.rail_pod_addresses,
@@ -77,6 +77,32 @@ def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
             k.monitoring.storage_class,
         ),
     )
+
+
+# The registries the pinned images come from (aisite/platform/images.py; a test holds every image of every
+# shipped stack to this list).
+UPSTREAM_REGISTRIES = ("docker.io", "ghcr.io", "nvcr.io", "quay.io", "registry.k8s.io")
+
+
+def registry_host(image: str) -> str:
+    """The registry an image reference pulls from (Docker Hub when its first segment names no host)."""
+    first = image.split("/", 1)[0]
+    return first if "/" in image and ("." in first or ":" in first or first == "localhost") else "docker.io"
+
+
+def registries(site: Site) -> tuple[RegistryPlan, ...]:
+    """containerd's registries: the site's own entries, then, with an image mirror, every other registry the
+    site's images come from, pulled through the mirror."""
+    k = site.kubernetes
+    out = [RegistryPlan(r.host, tuple(r.mirrors), r.ca) for r in k.containerd.registries]
+    if k.image_mirror:
+        hosts = set(UPSTREAM_REGISTRIES) | {registry_host(w.image) for w in site.workloads if w.image}
+        if k.job_registry:
+            hosts.add(registry_host(f"{k.job_registry}/image"))
+        declared = {r.host for r in out}
+        mirror = k.image_mirror.rstrip("/")
+        out += [RegistryPlan(h, (f"{mirror}/v2/{h}",), None, True) for h in sorted(hosts - declared)]
+    return tuple(out)
 
 
 def gpu_inventory(site: Site) -> dict[str, int]:

@@ -227,6 +227,8 @@ class RegistryPlan:
     host: str
     mirrors: tuple[str, ...]
     ca: str | None
+    # The mirror URLs hold the whole path (…/v2/<host>): containerd must not add /v2 itself.
+    override_path: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,3 +36,12 @@ def test_registry_mirror_and_ca(host):
     assert hosts["ca"] == f"{d}/ca.crt"
     assert hosts["host"]["https://mirror.lab.example/v2/"]["capabilities"] == ["pull", "resolve"]
     assert host.file(f"{d}/ca.crt").content_string.startswith("-----BEGIN CERTIFICATE-----")
+
+
+def test_an_image_mirror_entry_keeps_its_path(host):
+    hosts = tomllib.loads(host.file("/etc/containerd/certs.d/nvcr.io/hosts.toml").content_string)
+    assert hosts["server"] == "https://nvcr.io"
+    assert hosts["host"] == {
+        "https://mirror.lab.example/v2/nvcr.io": {"capabilities": ["pull", "resolve"], "override_path": True}
+    }
+    assert not host.file("/etc/containerd/certs.d/nvcr.io/ca.crt").exists
