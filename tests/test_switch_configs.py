@@ -540,6 +540,70 @@ def test_every_nvue_path_is_documented_for_the_release_it_is_rendered_for(stack:
     }
 
 
+# ------------------------------------------------------------------------------ Onyx, line by line
+ONYX = "ansible-collections/mellanox.onyx plugins/modules/"
+UNVERIFIED = "UNVERIFIED"
+# Every line form the Onyx template emits (a regular expression over the rendered line) and where that form is
+# documented: the command the mellanox.onyx collection's module generates for it, or UNVERIFIED with why. README
+# lists the unverified ones. The interface forms are flat (`interface ethernet 1/1 <cmd>`), as `show
+# running-config` prints them and as the collection's modules send them.
+ONYX_FORMS: dict[str, str] = {
+    r"## .*": "a comment line (the managed-by banner)",
+    r"hostname \S+": UNVERIFIED + ": Onyx's `hostname` (no module generates it)",
+    r"interface ethernet \d+/\d+ mtu \d+ force": ONYX + "onyx_interface.py (mtu <n> force)",
+    r"interface ethernet \d+/\d+ no switchport force": ONYX + "onyx_l3_interface.py",
+    r"interface ethernet \d+/\d+ description \S+": ONYX + "onyx_interface.py (description)",
+    r"interface (ethernet \d+/\d+|vlan \d+|loopback 0) ip address [0-9./]+ primary": UNVERIFIED
+    + ": onyx_l3_interface.py sends `ip address A/L`; `primary` is the running-config's form, not seen on a switch",
+    r"vlan \d+": ONYX + "onyx_vlan.py",
+    r"vlan \d+ name \S+": ONYX + "onyx_vlan.py",
+    r"interface ethernet \d+/\d+ switchport access vlan \d+": ONYX + "onyx_l2_interface.py",
+    r"interface vlan \d+": ONYX + "onyx_interface.py",
+    r"interface vlan \d+ mtu \d+": ONYX + "onyx_interface.py (mtu)",
+    r"interface loopback 0": ONYX + "onyx_interface.py",
+    r"roce lossless": UNVERIFIED + ": Onyx's RoCE profile command, beside explicit QoS lines (no module)",
+    r"dcb priority-flow-control enable force": ONYX + "onyx_protocol.py (dcb_pfc)",
+    r"dcb priority-flow-control priority \d enable": UNVERIFIED + ": no module generates it",
+    r"dcb priority-flow-control watch-dog enable": UNVERIFIED
+    + ": the documented watchdog form found is per interface (pfc-wd); this global form was not found",
+    r"interface ethernet \d+/\d+ qos trust L3": ONYX + "onyx_qos.py (TRUST_CMD)",
+    r"interface ethernet \d+/\d+ dcb priority-flow-control mode on force": ONYX + "onyx_pfc_interface.py",
+    r"interface ethernet \d+/\d+ traffic-class \d congestion-control ecn"
+    r" minimum-absolute \d+ maximum-absolute \d+": ONYX + "onyx_traffic_class.py",
+    r"interface ethernet \d+/\d+ traffic-class \d dcb ets (wrr \d+|strict)": ONYX + "onyx_traffic_class.py",
+    r"protocol (bfd|bgp)": ONYX + "onyx_protocol.py",
+    r"router bgp \d+ vrf default": ONYX + "onyx_bgp.py",
+    r"router bgp \d+ vrf default router-id [0-9.]+ force": ONYX + "onyx_bgp.py",
+    r"router bgp \d+ vrf default maximum-paths \d+": ONYX + "onyx_bgp.py",
+    r"router bgp \d+ vrf default bestpath as-path multipath-relax force": ONYX + "onyx_bgp.py",
+    r"router bgp \d+ vrf default network [0-9.]+ /\d+": ONYX + "onyx_bgp.py",
+    r"router bgp \d+ vrf default neighbor [0-9.]+ remote-as \d+": ONYX + "onyx_bgp.py",
+    r"router bgp \d+ vrf default neighbor [0-9.]+ description \S+": UNVERIFIED + ": onyx_bgp.py sends no description",
+    r"router bgp \d+ vrf default neighbor [0-9.]+ bfd": UNVERIFIED
+    + ": onyx_bfd.py covers `ip bfd` timers and static routes, not a BGP neighbour's BFD",
+}
+
+
+@pytest.mark.parametrize("stack", ["lab", "dc1"])
+def test_every_onyx_line_has_a_known_form(stack: str, tmp_path: Path) -> None:
+    """Every rendered Onyx line matches exactly one form of ONYX_FORMS, and every form is rendered (dc1's direct
+    leaf links included)."""
+    text = resolve_stack(stack).read_text()
+    for os_name in ("frr", "cumulus"):
+        text = text.replace(f"os: {os_name},", "os: onyx,")
+    path = tmp_path / "Pulumi.onyx.yaml"
+    path.write_text(text.replace(f"name: {stack}\n", "name: onyxsite\n", 1))
+    r = run_cli("render", str(path), "--out", str(tmp_path / "out"), "--switch-configs")
+    assert r.returncode == 0, r.stdout + r.stderr
+    used: set[str] = set()
+    for f in sorted((tmp_path / "out" / "switches").glob("*.onyx.cfg")):
+        for line in f.read_text().splitlines():
+            forms = [form for form in ONYX_FORMS if re.fullmatch(form, line)]
+            assert len(forms) == 1, f"{f.name}: {line!r} matches {forms}"
+            used.update(forms)
+    assert used == set(ONYX_FORMS), sorted(set(ONYX_FORMS) - used)
+
+
 def test_onyx_cliconf_sends_only_the_lines_the_switch_lacks() -> None:
     pytest.importorskip("ansible_collections.ansible.netcommon", reason="ansible.netcommon ships with ansible")
     onyx = load_plugin("plugins/cliconf/onyx.py")
