@@ -266,6 +266,65 @@ def test_sessions_pair_up_across_the_fabric(rendered: dict[str, tuple[Plan, Path
             assert address in own[nb["name"]], (sw.name, address)
 
 
+def _sessions(os_name: str, path: Path) -> tuple[dict[str, str], bool]:
+    """A switch's BGP sessions as its rendering states them (unnumbered: interface -> "";
+    numbered: neighbour address -> remote ASN) and whether BFD runs on them."""
+    text = path.read_text()
+    if os_name == "frr":
+        sessions = dict.fromkeys(re.findall(r"^ neighbor (\S+) interface peer-group FABRIC$", text, re.M), "")
+        return sessions, " neighbor FABRIC bfd" in text.splitlines()
+    if os_name == "cumulus":
+        bgp = yaml.safe_load(text)[0]["set"]["vrf"]["default"]["router"]["bgp"]
+        return dict.fromkeys(bgp["neighbor"], ""), "bfd" in bgp["peer-group"]["FABRIC"]
+    if os_name == "sonic":
+        db = json.loads(text)
+        return {a: n["asn"] for a, n in db["BGP_NEIGHBOR"].items()}, False
+    sessions = dict(re.findall(r"^router bgp \d+ vrf default neighbor (\S+) remote-as (\d+)$", text, re.M))
+    bfd = set(re.findall(r"^router bgp \d+ vrf default neighbor (\S+) bfd$", text, re.M))
+    assert bfd in (set(), set(sessions)), "BFD on some sessions only"
+    return sessions, bool(bfd)
+
+
+@pytest.mark.parametrize("stack", ["lab", "dc1", "h100pod"])
+def test_sessions_pair_up_and_bfd_agrees_on_every_os(stack: str, tmp_path: Path) -> None:
+    """Each shipped stack (multiple uplinks in h100pod, leaf-to-leaf links in dc1) on each switch OS: every fabric
+    cable carries one session, seen from both ends (unnumbered: on the cabled port; numbered: the neighbour
+    address is the peer's own on that link, with the peer's ASN), and BFD runs on every session exactly where the
+    plan says (fabric.bfd, off here for FRR; SONiC cannot, so its stacks turn it off)."""
+    text = resolve_stack(stack).read_text().replace(', os_version: "5.15"', "")
+    for os_name in ("onyx", "frr", "sonic", "cumulus"):
+        text = text.replace(f"os: {os_name},", "os: OS,")
+    for os_name in OSES:
+        os = 'cumulus, os_version: "5.15"' if os_name == "cumulus" else os_name
+        site = text.replace("os: OS,", f"os: {os},").replace(f"name: {stack}\n", f"name: p{os_name}\n", 1)
+        if os_name in ("sonic", "frr"):  # SONiC must; FRR shows the plan's value reaches the role
+            site = site.replace("    fabric:\n", "    fabric:\n      bfd: false\n", 1)
+        path = tmp_path / os_name / "Pulumi.stack.yaml"
+        path.parent.mkdir()
+        path.write_text(site)
+        r = run_cli("render", str(path), "--out", str(tmp_path / os_name / "out"), "--switch-configs")
+        assert r.returncode == 0, r.stdout + r.stderr
+        plan = build_plan(load_site(path))
+        suffix = {"frr": "frr.conf", "cumulus": "nvue.yaml", "sonic": "config_db.json", "onyx": "onyx.cfg"}[os_name]
+        switches = {sw.name: sw for sw in fabric(plan)}
+        seen = {n: _sessions(os_name, tmp_path / os_name / "out" / "switches" / f"{n}.{suffix}") for n in switches}
+        links = [c for c in plan.cables if c.kind == "fabric"]
+        assert links and sum(len(s) for s, _ in seen.values()) == 2 * len(links), os_name
+        for sw in switches.values():
+            sessions, bfd = seen[sw.name]
+            assert bfd == sw.bfd == (os_name not in ("sonic", "frr")), (os_name, sw.name)
+            for nb in sw.neighbors:
+                peer = switches[nb.peer]
+                if os_name in ("frr", "cumulus"):
+                    assert nb.interface in sessions and nb.peer_interface in seen[nb.peer][0], (os_name, sw.name)
+                    continue
+                address = nb.peer_address.split("/")[0]
+                assert sessions[address] == str(peer.asn), (os_name, sw.name, address)
+                theirs = next(n for n in peer.neighbors if n.peer == sw.name and n.interface == nb.peer_interface)
+                assert theirs.local_address.split("/")[0] == address
+                assert theirs.peer_address.split("/")[0] in seen[nb.peer][0]
+
+
 # ------------------------------------------------------------------------------ the roles' own helpers
 def load_plugin(path: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)

@@ -346,6 +346,7 @@ class _Builder:
             neighbors=tuple(self.neighbors.get(name, ())),
             host_subnets=tuple(subnets),
             os_version=group.os_version or "",
+            bfd=self.site.fabric.bfd and role in ("leaf", "spine"),
         )
 
     def switches(self) -> tuple[Switch, ...]:

@@ -127,6 +127,7 @@ class Switch:
     neighbors: tuple[BgpNeighbor, ...]
     host_subnets: tuple[HostSubnet, ...]
     os_version: str = ""  # the release the switch runs, where the site says ("" otherwise)
+    bfd: bool = False  # BFD on its BGP sessions (fabric.bfd, leaves and spines)
 
 
 @dataclass(frozen=True, slots=True)
