@@ -403,10 +403,10 @@ def _check_fabric(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
 
 # How each switch OS peers on a fabric link (its role's template): BGP unnumbered over IPv6 link-local, or /31s.
 UNNUMBERED_OS = frozenset({"frr", "cumulus"})
-# Onyx's `roce lossless` fixes these; the fabric_onyx role cannot express another profile.
 # The Cumulus Linux releases whose NVUE syntax aisite renders (5.11-5.14, and from 5.15 on with its renames):
 # the releases tests/test_switch_configs.py's NVUE path table documents.
 CUMULUS_RELEASES = ((5, 11), (5, 15))
+# Onyx's `roce lossless` fixes these; the fabric_onyx role cannot express another profile.
 ONYX_ROCE = {"roce_dscp": 26, "pfc_priority": 3, "cnp_dscp": 48, "cnp_priority": 6}
 # Knobs the Onyx lines aisite renders cannot set (its ECN command takes thresholds, its watchdog only `enable`):
 # a site must leave them at the plan's defaults, and Onyx keeps its own values.

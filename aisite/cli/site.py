@@ -100,8 +100,7 @@ def images(stack: StackArg, as_json: JsonOpt = False) -> None:
     """Every container image the site pulls, pinned, with what pulls it: the list to fill an air-gapped mirror."""
     p = load_plan(stack, as_json)
     found = site_images(p)
-    mirror = p.kubernetes.registries
-    mirrored = {r.host for r in mirror if r.mirrors}
+    mirrored = {r.host for r in p.kubernetes.registries if r.mirrors}
     if as_json:
         doc = {
             "site": p.site,
