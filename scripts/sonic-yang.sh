@@ -43,8 +43,9 @@ make -C "$ly/build" install >/dev/null
 
 echo "sonic-yang: building libyang-python 3.1.0 with SONiC's patches"
 py=$(patched "$SRC/libyang-python-3.1.0.tar.gz" "$SRC/src/libyang3-py3/patch")
+# PYTHONWARNINGS: setuptools' packaging-metadata deprecation notices about libyang-python's setup say nothing here.
 LIBYANG_HEADERS="$PREFIX/include" LIBYANG_LIBRARIES="$PREFIX/lib" LIBYANG_EXTRA_LDFLAGS="-Wl,-rpath,$PREFIX/lib" \
-  .venv/bin/python -m pip -q --disable-pip-version-check install --no-build-isolation --no-deps "$py" \
+  PYTHONWARNINGS=ignore .venv/bin/python -m pip -q --disable-pip-version-check install --no-build-isolation --no-deps "$py" \
   2> >(grep -v "is ignored: it is neither" >&2)
 .venv/bin/python -c "import libyang" || { echo "sonic-yang: libyang-python does not import" >&2; exit 1; }
 rm -f .venv/.aisite-sonic-yang-*

@@ -388,3 +388,19 @@ def test_gitops_handover_passes_the_crds_and_kubernetes(plan: Plan) -> None:
         set(r) == {"type", "secret"} and r["secret"]["name"] == plan.gitops.credentials_secret for r in refs.values()
     )
     assert stack["spec"]["continueResyncOnCommitMatch"] is True  # drift is reverted on the resync period
+
+
+def test_jobs_take_the_gid_index_and_traffic_class_from_the_plan() -> None:
+    """One fact, one place: a site that changes its RoCE GID index or DSCP gets jobs (NCCL and ib_write_bw) that
+    agree with its hosts."""
+    from aisite.loader import parse_site
+    from tests.conftest import stack_data
+
+    data = stack_data("h100pod")  # Cumulus: any RoCE profile (Onyx's `roce lossless` fixes the DSCP)
+    data["fabric"]["roce"] = {"gid_index": 5, "roce_dscp": 24}
+    plan = build_plan(parse_site(data, "h100pod"))
+    assert plan.roce.nccl_ib_gid_index == 5 and plan.roce.traffic_class == (24 << 2) | 2
+    text = json.dumps(jobs(plan))
+    assert '"NCCL_IB_GID_INDEX", "value": "5"' in text and '"NCCL_IB_TC", "value": "98"' in text
+    gids = re.findall(r"ib_write_bw -d mlx5_\d+ -x (\d+) --tclass=(\d+)", text)
+    assert gids and set(gids) == {("5", "98")}

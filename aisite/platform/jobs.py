@@ -7,9 +7,10 @@
 - fio: a Job with one pod per node against the datasets claim.
 
 Every pod asks for its GPUs and one RDMA device per rail, joins the tenant's rail networks of its scalable unit,
-carries the NCCL settings the fabric needs (NCCL_IB_TC=106, NCCL_IB_GID_INDEX=3), a sized /dev/shm, the datasets
-claim and the payloads (a ConfigMap of aisite/payloads), and is queued in the tenant's Kueue LocalQueue. Every
-payload prints one result line (aisite/payloads/result.py), which `aisite bench report` reads.
+carries the NCCL settings the fabric needs (the plan's traffic class and GID index: 106 and 3 by default), a sized
+/dev/shm, the datasets claim and the payloads (a ConfigMap of aisite/payloads), and is queued in the tenant's
+Kueue LocalQueue. Every payload prints one result line (aisite/payloads/result.py), which `aisite bench report`
+reads.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ IMAGE_OF_KIND = {
 }
 # tf_cnn_benchmarks, at the branch that runs on TensorFlow 2, fetched by the workers' init container.
 TF_BENCHMARKS = ("https://github.com/tensorflow/benchmarks.git", "cnn_tf_v2.1_compatible")
-GID_INDEX = 3  # RoCE v2 over IPv4 on the rail's address (DESIGN.md)
 SHM_PER_GPU_GI = 8  # NCCL and data loaders share memory through /dev/shm; the 64 MiB default stalls them
 # Restricted tenants' pods run as this user: the pinned images are Ubuntu 24.04 based, whose `ubuntu` user it is.
 NON_ROOT_UID = 1000
@@ -86,7 +86,7 @@ def nccl_env(plan: Plan) -> list[dict[str, str]]:
     Only the rails' HCAs are visible in the pod (the RDMA shared device plugin exposes the requested ones)."""
     env = {
         "NCCL_IB_TC": str(plan.roce.traffic_class),
-        "NCCL_IB_GID_INDEX": str(GID_INDEX),
+        "NCCL_IB_GID_INDEX": str(plan.roce.nccl_ib_gid_index),
         "NCCL_SOCKET_IFNAME": "eth0",
         "NCCL_DEBUG": "WARN",
     }
@@ -312,13 +312,13 @@ def pair_job(plan: Plan, w: WorkloadPlan) -> list[dict[str, Any]]:
     wrap = ["--workload", w.name, "--nodes", "2", "--world-size", "1", "--"]
     if w.kind == "ib-write-bw":
         # One run per rail, each on that rail's device, the RoCE GID and traffic class of the fabric.
-        rails, tc = _rails(plan) or [0], plan.roce.traffic_class
+        rails, tc, gid = _rails(plan) or [0], plan.roce.traffic_class, plan.roce.nccl_ib_gid_index
         serve = " & ".join(
-            f"ib_write_bw -d mlx5_{r} -x {GID_INDEX} --tclass={tc} --report_gbits -F -p {18515 + r}" for r in rails
+            f"ib_write_bw -d mlx5_{r} -x {gid} --tclass={tc} --report_gbits -F -p {18515 + r}" for r in rails
         )
         measure = " && ".join(
             f"until {' '.join(_payload('tools.py', 'ib-write-bw', *wrap))} "
-            f"ib_write_bw -d mlx5_{r} -x {GID_INDEX} --tclass={tc} "
+            f"ib_write_bw -d mlx5_{r} -x {gid} --tclass={tc} "
             f"--report_gbits -F -p {18515 + r} {peer}; do sleep 2; done"
             for r in rails
         )
