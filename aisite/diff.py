@@ -155,6 +155,17 @@ def _kubernetes(p: Plan) -> Facts:
     return facts
 
 
+# The plan's fields that the sections above show as objects: every other value is a setting.
+_OBJECTS = ("site", "nodes", "switches", "cables")
+
+
+def _settings(p: Plan) -> Facts:
+    """Every value of the plan that is not an object above: NTP and DNS servers, the RoCE profile, versions,
+    repositories, networks, exports, tenants, workloads and their thresholds, where secrets come from (never a
+    secret: the plan holds none). Without it a commit that changes the NTP servers shows only which layers run."""
+    return dict(kv for k, v in asdict(p).items() if k not in _OBJECTS for kv in _flat(k, v))
+
+
 SECTIONS = {
     "nodes": _nodes,
     "switches": _switches,
@@ -164,6 +175,7 @@ SECTIONS = {
     "cables": _cables,
     "bgp_sessions": _bgp,
     "kubernetes": _kubernetes,
+    "settings": _settings,
 }
 
 

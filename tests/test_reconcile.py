@@ -430,3 +430,20 @@ def test_a_killed_pass_is_recorded_as_interrupted_and_its_lock_taken_over(site_r
     st = json.loads(run_cli("reconcile", "status", "--stack", STACK, "--json").stdout)
     assert [p["outcome"] for p in st["passes"]] == ["interrupted", "refused"]
     assert "stopped before recording its end" in st["passes"][0]["errors"][0]
+
+
+def test_diff_shows_every_changed_setting(lab: dict) -> None:
+    """Values that are no object of the plan (NTP servers, a RoCE value, a version, a workload's threshold) are
+    listed one per line, so a reviewer sees what a commit changes and not only which layers run."""
+    old = build_plan(parse_site(lab))
+    lab["ntp_servers"] = ["10.250.1.9"]
+    lab["fabric"]["roce"] = {"ecn_max_kb": 2000}
+    lab["kubernetes"]["version"] = "1.34.3"
+    new = build_plan(parse_site(lab))
+    d = site_diff(old, new, LAYERS).to_dict()["sections"]["settings"]
+    changed = {c["key"]: (c["old"], c["new"]) for c in d}
+    assert changed["ntp_servers[0]"][1] == "10.250.1.9"
+    assert changed["roce.ecn_max_bytes"] == ("1500000", "2000000")
+    assert changed["kubernetes.version"] == ("1.35.6", "1.34.3")
+    assert not any(k.startswith(("nodes", "switches", "cables")) for k in changed)
+    assert site_diff(new, new, LAYERS).to_dict()["sections"]["settings"] == []
