@@ -1,17 +1,21 @@
 """What changed: the one definition `aisite deploy --changed`, `aisite reconcile`, `aisite diff` and the Pulumi
 layers' triggers share.
 
-A layer's state is one hash per host it targets: the host's variables as Ansible sees them (the site's variables,
-its groups, its own) together with the layer's code (its playbook, its roles' files and what else it applies, the
-platform's rendered charts and objects). A host needs the layer when its hash differs from the one recorded at its
-last successful run; a change to the code or to a site-wide variable therefore reaches every host, a change to
-one node's settings that node alone. The layer's trigger (what Pulumi compares) is the hash of those hashes.
+A layer's state is one hash per host it targets: the variables the layer reads as Ansible gives them to the host
+(of the site's, its groups' and its own variables, those its playbook and roles name; of a mapping they read by
+attribute, those attributes alone) together with the layer's code (its playbook, its roles' files and what else it
+applies, the platform's rendered charts and objects). A host needs the layer when its hash differs from the one
+recorded at its last successful run: a change reaches the layers that read it, on the hosts it belongs to (a
+benchmark's batch size runs the workloads alone, an NTP server the hosts that set time). The layer's trigger
+(what Pulumi compares) is the hash of those hashes.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,21 +62,104 @@ def _digest(value: Any) -> str:
     return _sha(json.dumps(value, sort_keys=True, default=str))
 
 
-def host_digests(inv: Mapping[str, Any]) -> dict[str, str]:
-    """host -> a digest of the variables Ansible gives it: the site's, its groups', its own, and its group names.
+Reads = Mapping[str, frozenset[str] | None]  # variable -> the attributes read (None: the whole value)
+
+
+def _selected(variables: Mapping[str, Any], reads: Reads | None) -> dict[str, Any]:
+    if reads is None:
+        return dict(variables)
+    out: dict[str, Any] = {}
+    for name, attrs in reads.items():
+        if name in variables:
+            value = variables[name]
+            out[name] = value if attrs is None or not isinstance(value, Mapping) else {a: value.get(a) for a in attrs}
+    return out
+
+
+def host_digests(inv: Mapping[str, Any], reads: Reads | None = None) -> dict[str, str]:
+    """host -> a digest of the variables Ansible gives it that `reads` names (all of them when None): the site's,
+    its groups', its own, and its group names.
 
     Each part is hashed once (the site's variables, which list every host, once for the site, not once per host),
     so the cost is linear in the inventory. localhost (the controller, where the platform plays run) has the
     site's variables only."""
-    common = _digest(inv["all"].get("vars") or {})
+    common = _digest(_selected(inv["all"].get("vars") or {}, reads))
     children = inv["all"]["children"]
-    groups_digest = {g: _digest((body or {}).get("vars") or {}) for g, body in children.items()}
+    groups_digest = {g: _digest(_selected((body or {}).get("vars") or {}, reads)) for g, body in children.items()}
     out = {LOCALHOST: _sha(common + "[]")}
     for host, groups in host_groups(inv).items():
         own: dict[str, Any] = {}
         for g in groups:
             own |= children[g]["hosts"][host] or {}
+        own = _selected(own, reads)
         out[host] = _sha(common + "".join(groups_digest[g] for g in groups) + _digest(own) + _digest(sorted(groups)))
+    return out
+
+
+def inventory_names(inv: Mapping[str, Any]) -> set[str]:
+    """Every variable name the inventory sets, at any level."""
+    names = set(inv["all"].get("vars") or {})
+    for body in inv["all"]["children"].values():
+        names |= set((body or {}).get("vars") or {})
+        for host_vars in ((body or {}).get("hosts") or {}).values():
+            names |= set(host_vars or {})
+    return names
+
+
+# Jinja comments (not a shell's ${#x}) and whole-line YAML/shell comments: what names a variable without reading it.
+_JINJA_COMMENTS = re.compile(r"(?<!\$)\{#.*?#\}", re.S)
+_LINE_COMMENTS = re.compile(r"^[ \t]*#.*$", re.M)
+
+
+@functools.cache
+def layer_files_text(layer: str) -> tuple[str, ...]:
+    """The texts a layer runs, comments removed: its playbook and its roles' files, not their molecule scenarios
+    or argument specs (a spec names a variable without reading it)."""
+    # A role's task file named after another layer runs for that layer alone (preflight's per-layer checks).
+    others = {f"{p.stem}.yml" for p in PLAYBOOKS.glob("*.yml")} - {f"{layer}.yml"}
+    texts = [(PLAYBOOKS / f"{layer}.yml").read_text()]
+    for role in playbook_roles(PLAYBOOKS / f"{layer}.yml"):
+        for f in _tree_files(ROLES / role):
+            rel = f.relative_to(ROLES / role)
+            if "molecule" in rel.parts or rel.name == "argument_specs.yml":
+                continue
+            if not (rel.parts[0] == "tasks" and rel.name in others):
+                texts.append(f.read_text(errors="replace"))
+    return tuple(_LINE_COMMENTS.sub("", _JINJA_COMMENTS.sub("", t)) for t in texts)
+
+
+def _uses(name: str, text: str) -> list[str | None]:
+    """The attributes `text` reads of variable `name` (None for a use of the whole value), a Jinja alias
+    (`{% set k = name %}`) read as the name itself. `name is defined`-style tests read nothing."""
+    uses: list[str | None] = []
+    aliases = set(re.findall(rf"set (\w+) = {re.escape(name)}\s*-?%\}}", text))
+    for n in [name, *aliases]:
+        for m in re.finditer(rf"(?<![\w.]){re.escape(n)}(?!\w)(?:\.(\w+)|(?= is ))?", text):
+            if m.group(1) or not m.group(0).endswith(" is "):
+                uses.append(m.group(1))
+    # The alias definitions themselves are not uses of the whole value.
+    return [u for u in uses if u is not None] if aliases and None in uses and _only_definitions(name, text) else uses
+
+
+def _only_definitions(name: str, text: str) -> bool:
+    """Whether every bare mention of `name` is a `{% set alias = name %}`."""
+    definition = re.compile(rf"set \w+ = {re.escape(name)}\s*-?%\}}")
+    bare = re.finditer(rf"(?<![\w.]){re.escape(name)}(?![\w.])", text)
+    return all(definition.search(text[max(0, m.start() - 40) : m.end() + 5]) for m in bare)
+
+
+def layer_reads(layer: str, names: Iterable[str]) -> dict[str, frozenset[str] | None]:
+    """The inventory variables a layer's playbook and roles name, each with the attributes they read of it (None
+    when a file uses the value whole). Connection variables (ansible_*) shape every play: always read."""
+    texts = layer_files_text(layer)
+    out: dict[str, frozenset[str] | None] = {}
+    for name in sorted(names):
+        if name.startswith("ansible_"):
+            out[name] = None
+            continue
+        uses = [u for t in texts for u in _uses(name, t)]
+        if uses:
+            out[name] = None if None in uses else frozenset(u for u in uses if u)
     return out
 
 
@@ -147,14 +234,11 @@ def layer_code(layer: str, content: str = "") -> str:
     return h.hexdigest()
 
 
-def layer_state(
-    layer: str, inv: Mapping[str, Any], content: str = "", digests: Mapping[str, str] | None = None
-) -> LayerState:
+def layer_state(layer: str, inv: Mapping[str, Any], content: str = "") -> LayerState:
     code = layer_code(layer, content)
-    hosts = digests if digests is not None else host_digests(inv)
+    hosts = host_digests(inv, layer_reads(layer, inventory_names(inv)))
     return LayerState(layer, {h: _sha(code + hosts[h]) for h in layer_targets(layer, inv)})
 
 
 def layer_states(layers: Iterable[str], inv: Mapping[str, Any], contents: Mapping[str, str]) -> dict[str, LayerState]:
-    digests = host_digests(inv)
-    return {name: layer_state(name, inv, contents.get(name, ""), digests) for name in layers}
+    return {name: layer_state(name, inv, contents.get(name, "")) for name in layers}

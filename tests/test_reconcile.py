@@ -54,12 +54,65 @@ def test_one_node_setting_is_pending_on_that_node_only(lab: dict) -> None:
     assert after["hosts"].trigger != before["hosts"].trigger and after["oob"].trigger == before["oob"].trigger
 
 
-def test_a_site_wide_setting_is_pending_everywhere(lab: dict) -> None:
-    before = _states(lab)
-    lab["ntp_servers"] = ["10.250.1.2"]
-    after = _states(lab)
-    for name, s in after.items():
-        assert s.pending(before[name].hosts) == list(s.hosts), name
+NODES = ["cp01", "gpu01", "gpu02", "stor01"]
+BMCS = [f"{n}-bmc" for n in NODES]
+SWITCHES = ["leaf01", "leaf02", "spine01", "spine02"]
+# A change, one at a time, and exactly the layers and hosts it leaves pending: a layer's state is what it reads.
+SCOPES = {
+    "a workload's batch size": (
+        lambda d: d["workloads"][1].update(batch_size=8),
+        {"workloads": ["cp01", "localhost"]},
+    ),
+    "a tenant's groups": (
+        lambda d: d["kubernetes"]["tenants"][0].update(groups=["team-a", "ops"]),
+        {"platform": ["localhost"], "workloads": ["cp01", "localhost"]},
+    ),
+    "a chart value (MIG strategy)": (
+        lambda d: d["kubernetes"].update(mig_strategy="mixed"),
+        {"platform": ["localhost"]},
+    ),
+    "an NTP server": (lambda d: d.update(ntp_servers=["10.250.1.2"]), {"oob": BMCS, "hosts": NODES}),
+    # hosts: the LLDP check hands the whole node to its filter.
+    "one node's label": (
+        lambda d: d["gpu_nodes"][0]["nodes"][0].update(labels={"example.com/pool": "a"}),
+        {"hosts": ["gpu01"], "cluster": ["gpu01"]},
+    ),
+    "a rail subnet": (
+        lambda d: d["networks"].update(rails=["10.250.16.0/24", "10.250.18.0/24"]),
+        {"fabric": SWITCHES, "hosts": NODES, "platform": ["localhost"]},
+    ),
+    "a BMC's power setting": (
+        lambda d: d["gpu_nodes"][0]["nodes"][1]["bmc"].update(power="off"),
+        {"oob": ["gpu02-bmc"], "hosts": ["gpu02"]},
+    ),
+}
+
+
+@pytest.mark.parametrize("change", SCOPES)
+def test_a_change_runs_only_where_it_lands(change: str) -> None:
+    """Each layer's state per host hashes only the variables its playbook and roles read (aisite.changes): a
+    benchmark's batch size no longer re-runs BMCs, switches and hosts."""
+    data = stack_data("lab")
+    before = _states(data)
+    edit, expected = SCOPES[change]
+    edit(data)
+    after = _states(data)
+    pending = {name: s.pending(before[name].hosts) for name, s in after.items() if s.pending(before[name].hosts)}
+    assert pending == expected
+
+
+def test_layer_reads_follow_attributes_aliases_and_whole_uses() -> None:
+    from aisite.changes import layer_reads
+
+    names = {"aisite_kubernetes", "aisite_node", "k8s_workloads", "ansible_host", "aisite_gitops"}
+    cluster = layer_reads("cluster", names)
+    # kubeadm.yaml.j2 reads it through `{% set k = aisite_kubernetes %}`; every attribute, none whole.
+    assert (
+        cluster["aisite_kubernetes"] is not None and {"pod_cidr", "endpoint", "version"} <= cluster["aisite_kubernetes"]
+    )
+    assert "k8s_workloads" not in cluster and cluster["ansible_host"] is None
+    assert set(layer_reads("workloads", names)) == {"k8s_workloads", "ansible_host"}
+    assert layer_reads("reconciler", names)["aisite_gitops"] is not None
 
 
 def test_layer_targets_follow_the_plays() -> None:
