@@ -130,22 +130,15 @@ def layer_files_text(layer: str) -> tuple[str, ...]:
 
 def _uses(name: str, text: str) -> list[str | None]:
     """The attributes `text` reads of variable `name` (None for a use of the whole value), a Jinja alias
-    (`{% set k = name %}`) read as the name itself. `name is defined`-style tests read nothing."""
-    uses: list[str | None] = []
-    aliases = set(re.findall(rf"set (\w+) = {re.escape(name)}\s*-?%\}}", text))
-    for n in [name, *aliases]:
-        for m in re.finditer(rf"(?<![\w.]){re.escape(n)}(?!\w)(?:\.(\w+)|(?= is ))?", text):
-            if m.group(1) or not m.group(0).endswith(" is "):
-                uses.append(m.group(1))
-    # The alias definitions themselves are not uses of the whole value.
-    return [u for u in uses if u is not None] if aliases and None in uses and _only_definitions(name, text) else uses
-
-
-def _only_definitions(name: str, text: str) -> bool:
-    """Whether every bare mention of `name` is a `{% set alias = name %}`."""
-    definition = re.compile(rf"set \w+ = {re.escape(name)}\s*-?%\}}")
-    bare = re.finditer(rf"(?<![\w.]){re.escape(name)}(?![\w.])", text)
-    return all(definition.search(text[max(0, m.start() - 40) : m.end() + 5]) for m in bare)
+    (`{% set k = name %}`, itself no use) read as the name itself. `name is defined`-style tests read nothing."""
+    definition = re.compile(rf"set (\w+) = {re.escape(name)}\s*-?%\}}")
+    aliases, text = set(definition.findall(text)), definition.sub("", text)
+    return [
+        m.group(1)
+        for n in [name, *aliases]
+        for m in re.finditer(rf"(?<![\w.]){re.escape(n)}(?!\w)(?:\.(\w+)|( is ))?", text)
+        if not m.group(2)
+    ]
 
 
 def layer_reads(layer: str, names: Iterable[str]) -> dict[str, frozenset[str] | None]:

@@ -26,14 +26,12 @@ from aisite.plan import Plan, build_plan
 from aisite.platform import charts, jobs, objects, remote_manifests
 from aisite.platform.charts import Chart
 from tests.conftest import STACKS
-from tests.test_platform import SHARED, _closed, _paths, crd_schemas
+from tests.test_platform import CUSTOM_GROUPS, SHARED, _closed, _paths, crd_schemas
 
 helm_chart = pytest.importorskip("helm_python.chart", reason="helm-python-sdk is not installed (make setup)")
 helm_native = pytest.importorskip("helm_python._native", reason="helm-python-sdk is not installed (make setup)")
 
 HELM = SHARED / "helm-charts"
-# API groups of built-in kinds (kubernetes_validate's): every other group is a custom resource.
-BUILT_IN_GROUPS = ("rbac.authorization.k8s.io", "storage.k8s.io", "networking.k8s.io", "batch", "apps", "policy")
 
 
 @functools.cache
@@ -215,7 +213,7 @@ def test_the_projects_custom_resources_pass_the_crds_the_site_installs(stack: st
     checked = 0
     for o in every:
         key = (o["apiVersion"], o["kind"])
-        if "/" in key[0] and "." in key[0].split("/")[0] and not key[0].startswith(BUILT_IN_GROUPS):
+        if key[0].split("/")[0] in CUSTOM_GROUPS:
             assert key in schemas, f"no CRD the site installs serves {key}"
             jsonschema.Draft7Validator(schemas[key]).validate(o)
             checked += 1

@@ -25,27 +25,37 @@ from tests.conftest import ROOT, run_cli
 OSES = ("frr", "cumulus", "sonic", "onyx")
 
 
-def stack_for(os_name: str, tmp: Path) -> Path:
-    """The lab stack with every leaf and spine on one operating system (rendering connects to nothing)."""
-    version = ', os_version: "5.15"' if os_name == "cumulus" else ""
-    text = resolve_stack("lab").read_text().replace("os: frr", f"os: {os_name}{version}")
-    text = text.replace("name: lab\n", f"name: sw{os_name}\n")
-    if os_name == "sonic":  # bgpcfgd's BGP_NEIGHBOR cannot enable BFD: the site checks refuse it
-        text = text.replace("    fabric:\n", "    fabric:\n      bfd: false\n", 1)
-    path = tmp / f"Pulumi.sw{os_name}.yaml"
+def stack_on(
+    stack: str, os_name: str, path: Path, *, os_version: str = "5.15", fabric: dict[str, Any] | None = None
+) -> Path:
+    """A shipped stack with every switch group on one OS (Cumulus at `os_version`), named after the file
+    (Pulumi.<name>.yaml), with `fabric` keys added, written to `path`. SONiC gets BFD off: bgpcfgd cannot enable it
+    and the site checks refuse it."""
+    text = resolve_stack(stack).read_text().replace(', os_version: "5.15"', "")
+    os_text = f'cumulus, os_version: "{os_version}"' if os_name == "cumulus" else os_name
+    text = re.sub(r"os: (frr|cumulus|sonic|onyx)\b", f"os: {os_text}", text)
+    text = text.replace(f"name: {stack}\n", f"name: {path.stem.removeprefix('Pulumi.')}\n", 1)
+    for key, value in (({"bfd": False} if os_name == "sonic" else {}) | (fabric or {})).items():
+        text = text.replace("    fabric:\n", f"    fabric:\n      {key}: {json.dumps(value)}\n", 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
 
 
+def render_switches(path: Path, out: Path) -> tuple[Plan, Path]:
+    """`aisite render --switch-configs` of a stack file (connecting to nothing): its plan and switches/ folder."""
+    r = run_cli("render", str(path), "--out", str(out), "--switch-configs")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return build_plan(load_site(path)), out / "switches"
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Plan, Path]]:
+    """The lab on each switch OS."""
     out: dict[str, tuple[Plan, Path]] = {}
     for os_name in OSES:
         tmp = tmp_path_factory.mktemp(os_name)
-        stack = stack_for(os_name, tmp)
-        r = run_cli("render", str(stack), "--out", str(tmp / "out"), "--switch-configs")
-        assert r.returncode == 0, r.stdout + r.stderr
-        out[os_name] = (build_plan(load_site(stack)), tmp / "out" / "switches")
+        out[os_name] = render_switches(stack_on("lab", os_name, tmp / f"Pulumi.sw{os_name}.yaml"), tmp / "out")
     return out
 
 
@@ -291,23 +301,14 @@ def test_sessions_pair_up_and_bfd_agrees_on_every_os(stack: str, tmp_path: Path)
     cable carries one session, seen from both ends (unnumbered: on the cabled port; numbered: the neighbour
     address is the peer's own on that link, with the peer's ASN), and BFD runs on every session exactly where the
     plan says (fabric.bfd, off here for FRR; SONiC cannot, so its stacks turn it off)."""
-    text = resolve_stack(stack).read_text().replace(', os_version: "5.15"', "")
-    for os_name in ("onyx", "frr", "sonic", "cumulus"):
-        text = text.replace(f"os: {os_name},", "os: OS,")
     for os_name in OSES:
-        os = 'cumulus, os_version: "5.15"' if os_name == "cumulus" else os_name
-        site = text.replace("os: OS,", f"os: {os},").replace(f"name: {stack}\n", f"name: p{os_name}\n", 1)
-        if os_name in ("sonic", "frr"):  # SONiC must; FRR shows the plan's value reaches the role
-            site = site.replace("    fabric:\n", "    fabric:\n      bfd: false\n", 1)
-        path = tmp_path / os_name / "Pulumi.stack.yaml"
-        path.parent.mkdir()
-        path.write_text(site)
-        r = run_cli("render", str(path), "--out", str(tmp_path / os_name / "out"), "--switch-configs")
-        assert r.returncode == 0, r.stdout + r.stderr
-        plan = build_plan(load_site(path))
+        # BFD off for FRR too: the plan's value must reach the role.
+        bfd_off = {"bfd": False} if os_name == "frr" else None
+        path = stack_on(stack, os_name, tmp_path / f"Pulumi.p{os_name}.yaml", fabric=bfd_off)
+        plan, out = render_switches(path, tmp_path / os_name)
         suffix = {"frr": "frr.conf", "cumulus": "nvue.yaml", "sonic": "config_db.json", "onyx": "onyx.cfg"}[os_name]
         switches = {sw.name: sw for sw in fabric(plan)}
-        seen = {n: _sessions(os_name, tmp_path / os_name / "out" / "switches" / f"{n}.{suffix}") for n in switches}
+        seen = {n: _sessions(os_name, out / f"{n}.{suffix}") for n in switches}
         links = [c for c in plan.cables if c.kind == "fabric"]
         assert links and sum(len(s) for s, _ in seen.values()) == 2 * len(links), os_name
         for sw in switches.values():
@@ -415,28 +416,14 @@ def test_ecn_probability_and_watchdog_timings_are_the_plans_on_every_os(stack: s
     """Set away from their defaults in the site, the marking probability and the watchdog's timings reach the
     Cumulus and SONiC renderings as the same values (Cumulus has no restoration time: it counts detection in polls).
     Onyx renders none of them: the checks refuse them there."""
-    text = resolve_stack(stack).read_text().replace(', os_version: "5.15"', "")
-    for os_name in ("onyx", "frr", "sonic", "cumulus"):
-        text = text.replace(f"os: {os_name}", "os: OS")
-    text = text.replace("    fabric:\n", "    fabric:\n      roce: " + json.dumps(KNOBS) + "\n", 1)
     for os_name, parse in (("cumulus", knobs_cumulus), ("sonic", knobs_sonic)):
-        os = 'cumulus, os_version: "5.15"' if os_name == "cumulus" else os_name
-        site_text = text.replace("os: OS", f"os: {os}").replace(f"name: {stack}\n", f"name: k{os_name}\n", 1)
-        if os_name == "sonic":
-            site_text = site_text.replace("    fabric:\n", "    fabric:\n      bfd: false\n", 1)
-        path = tmp_path / f"Pulumi.k{os_name}.yaml"
-        path.write_text(site_text)
-        r = run_cli("render", str(path), "--out", str(tmp_path / os_name), "--switch-configs")
-        assert r.returncode == 0, r.stdout + r.stderr
-        plan = build_plan(load_site(path))
+        path = stack_on(stack, os_name, tmp_path / f"Pulumi.k{os_name}.yaml", fabric={"roce": KNOBS})
+        plan, out = render_switches(path, tmp_path / os_name)
         suffix = {"cumulus": "nvue.yaml", "sonic": "config_db.json"}[os_name]
         for sw in fabric(plan):
-            got = parse(tmp_path / os_name / "switches" / f"{sw.name}.{suffix}")
+            got = parse(out / f"{sw.name}.{suffix}")
             assert got == {k: v for k, v in KNOBS.items() if k in got}, (os_name, sw.name)
-    onyx = text.replace("os: OS", "os: onyx")
-    path = tmp_path / "Pulumi.konyx.yaml"
-    path.write_text(onyx.replace(f"name: {stack}\n", "name: konyx\n", 1))
-    r = run_cli("validate", str(path))
+    r = run_cli("validate", str(stack_on(stack, "onyx", tmp_path / "Pulumi.konyx.yaml", fabric={"roce": KNOBS})))
     assert r.returncode == 2 and all(f"site.fabric.roce.{k}: Onyx" in r.stderr + r.stdout for k in KNOBS)
 
 
@@ -567,21 +554,12 @@ def nv_paths(doc: dict[str, Any]) -> set[str]:
 def test_every_nvue_path_is_documented_for_the_release_it_is_rendered_for(stack: str, tmp_path: Path) -> None:
     """Rendered for Cumulus Linux 5.11, 5.14 and 5.15, every `nv set` path is in NVUE_PATHS for that release (the
     renamed ones on the side of 5.15's change list the release is on), and every row of the table is emitted."""
-    text = resolve_stack(stack).read_text().replace(', os_version: "5.15"', "")
-    for os_name in ("frr", "cumulus"):
-        text = text.replace(f"os: {os_name},", "os: OS,")
     emitted: set[str] = set()
     for release in ("5.11", "5.14", "5.15"):
-        site = text.replace("os: OS,", f'os: cumulus, os_version: "{release}",').replace(
-            f"name: {stack}\n", "name: nvue\n", 1
-        )
-        path = tmp_path / release / "Pulumi.nvue.yaml"
-        path.parent.mkdir()
-        path.write_text(site)
-        r = run_cli("render", str(path), "--out", str(tmp_path / release / "out"), "--switch-configs")
-        assert r.returncode == 0, r.stdout + r.stderr
+        path = stack_on(stack, "cumulus", tmp_path / release / "Pulumi.nvue.yaml", os_version=release)
+        _, out = render_switches(path, tmp_path / release / "out")
         era = {BOTH, FROM_515} if release == "5.15" else {BOTH, BEFORE_515}
-        for f in sorted((tmp_path / release / "out" / "switches").glob("*.nvue.yaml")):
+        for f in sorted(out.glob("*.nvue.yaml")):
             paths = nv_paths(yaml.safe_load(f.read_text())[0]["set"])
             undocumented = sorted(p for p in paths if NVUE_PATHS.get(p, ("", ""))[1] not in era)
             assert undocumented == [], f"{release} {f.name}: paths not in NVUE_PATHS for {release}"
@@ -647,15 +625,9 @@ ONYX_FORMS: dict[str, str] = {
 def test_every_onyx_line_has_a_known_form(stack: str, tmp_path: Path) -> None:
     """Every rendered Onyx line matches exactly one form of ONYX_FORMS, and every form is rendered (dc1's direct
     leaf links included)."""
-    text = resolve_stack(stack).read_text()
-    for os_name in ("frr", "cumulus"):
-        text = text.replace(f"os: {os_name},", "os: onyx,")
-    path = tmp_path / "Pulumi.onyx.yaml"
-    path.write_text(text.replace(f"name: {stack}\n", "name: onyxsite\n", 1))
-    r = run_cli("render", str(path), "--out", str(tmp_path / "out"), "--switch-configs")
-    assert r.returncode == 0, r.stdout + r.stderr
+    _, out = render_switches(stack_on(stack, "onyx", tmp_path / "Pulumi.onyxsite.yaml"), tmp_path / "out")
     used: set[str] = set()
-    for f in sorted((tmp_path / "out" / "switches").glob("*.onyx.cfg")):
+    for f in sorted(out.glob("*.onyx.cfg")):
         for line in f.read_text().splitlines():
             forms = [form for form in ONYX_FORMS if re.fullmatch(form, line)]
             assert len(forms) == 1, f"{f.name}: {line!r} matches {forms}"
