@@ -509,6 +509,30 @@ def test_a_changed_bmc_password_reconfigures_the_emulators(
     assert redfish(rf.bmc.address, "/redfish/v1/Systems")[0] == 200
 
 
+def test_a_container_gone_behind_podmans_back_is_started_again(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    """Its monitor and init killed outright, podman 4 still reads a container as running (it learns of an exit
+    from conmon alone), as CI found a whole lab restored from a disk image: status says `gone`, `up` starts it."""
+    node = next(n for n in plan.nodes if n.bmc.protocol == "redfish")
+    name = f"aisite-{SITE}-{node.name}-bmc"
+    conmon, init = podman("inspect", "--format", "{{.State.ConmonPid}} {{.State.Pid}}", name).split()
+    os.kill(int(conmon), signal.SIGKILL)
+    os.kill(int(init), signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{init}/ns/net").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert podman("inspect", "--format", "{{.State.Status}}", name).strip() == "running"
+    rows = json.loads(run_cli("lab", "status", str(stack_file), "--json").stdout)["members"]
+    assert next(r for r in rows if r["container"] == name)["state"] == "gone"
+    again = run_cli("lab", "up", str(stack_file), "--json", env=BMC_ENV)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["bmcs_started"] == [name]
+    assert redfish(node.bmc.address, "/redfish/v1/Systems")[0] == 200
+    rows = json.loads(run_cli("lab", "status", str(stack_file), "--json").stdout)["members"]
+    assert next(r for r in rows if r["container"] == name)["state"] == "running"
+
+
 def power_of(plan: Plan, node_name: str) -> str:
     """on | off as the node's BMC reports it, over its own protocol."""
     node = next(n for n in plan.nodes if n.name == node_name)

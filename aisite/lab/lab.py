@@ -48,6 +48,31 @@ def _containers(site: str) -> dict[str, dict[str, Any]]:
     return {c["Names"][0]: c for c in podman_json("ps", "-a", "--filter", _label_filter(site), "--format", "json")}
 
 
+def _live(state: dict[str, Any]) -> bool:
+    """Running, and its init still there. Podman 4 learns of an exit only from conmon's exit file, so containers
+    whose processes went without it (a machine restored from a disk image taken with the lab up, conmon killed)
+    still read as running, at a pid that is gone: CI once found a whole lab so."""
+    pid = int(state.get("Pid") or 0)
+    return state.get("State") == "running" and pid > 0 and Path(f"/proc/{pid}/ns/net").exists()
+
+
+def _state(state: dict[str, Any] | None) -> str:
+    """What `lab status` shows: podman's state, but `gone` for a container running at a pid that is gone."""
+    if state is None:
+        return "absent"
+    return "gone" if state.get("State") == "running" and not _live(state) else str(state.get("State"))
+
+
+def _remove(*names: str, what: str) -> None:
+    """Remove containers and their anonymous volumes. Once more when the first try fails: podman cannot kill a
+    container whose processes went behind its back (`container state improper: stopped`), but records it stopped
+    then, and the second removal succeeds."""
+    try:
+        podman("rm", "-f", "-v", "-t", "0", *names, what=what)
+    except LabError:
+        podman("rm", "-f", "-v", "-t", "0", *names, what=what)
+
+
 def _ensure_networks(topo: LabTopology, report: UpReport, say: Say) -> None:
     have = _existing_networks(topo.site)
     for net in topo.networks:
@@ -113,8 +138,8 @@ def _ensure_containers(topo: LabTopology, tags: dict[str, str], report: UpReport
     for c in topo.containers:
         state = have.get(c.name)
         current = (
-            state
-            and state.get("State") == "running"
+            state is not None
+            and _live(state)
             and state.get("Image") == tags[c.image]
             and (state.get("Labels") or {}).get(SPEC_LABEL) == _spec(c)
         )
@@ -122,7 +147,7 @@ def _ensure_containers(topo: LabTopology, tags: dict[str, str], report: UpReport
             continue
         if state:
             # Stopped, built from an older image or started differently: start it afresh so it matches the plan.
-            podman("rm", "-f", "-v", "-t", "0", c.name, what=f"removing stale container {c.name}")
+            _remove(c.name, what=f"removing stale container {c.name}")
         say(f"container {c.name} ({c.role})")
         _run_container(topo, c, tags)
         report.containers_started.append(c.name)
@@ -136,12 +161,12 @@ def _restart_stopped(topo: LabTopology, tags: dict[str, str], say: Say) -> None:
         return
     except LabError as err:
         have = _containers(topo.site)
-        stopped = [c for c in topo.containers if have.get(c.name, {}).get("State") != "running"]
+        stopped = [c for c in topo.containers if not _live(have.get(c.name, {}))]
         if not stopped:
             raise
         for c in stopped:
             say(f"container {c.name} stopped after its start; starting it again ({err})")
-            podman("rm", "-f", "-v", "-t", "0", c.name, what=f"removing stopped container {c.name}")
+            _remove(c.name, what=f"removing stopped container {c.name}")
             _run_container(topo, c, tags)
 
 
@@ -306,11 +331,11 @@ def _ensure_bmcs(topo: LabTopology, tag: str, credentials: Credentials, report: 
         state = have.get(b.name)
         digest = (state or {}).get("Labels", {}).get(CREDENTIALS_LABEL, "")
         same_credentials = bmc.credentials_match(digest, *credentials[b.credentials])
-        if state and state.get("State") == "running" and state.get("Image") == tag and same_credentials:
+        if state and _live(state) and state.get("Image") == tag and same_credentials:
             continue
         if state:
             why = "its credentials changed" if not same_credentials else "stale"
-            podman("rm", "-f", "-t", "0", b.name, what=f"removing BMC emulator {b.name} ({why})")
+            _remove(b.name, what=f"removing BMC emulator {b.name} ({why})")
         say(f"BMC emulator {b.name} ({b.protocol} on {b.address})")
         start_bmc(topo.site, b, tag, credentials)
         report.bmcs_started.append(b.name)
@@ -376,7 +401,7 @@ def _addresses(names: list[str]) -> dict[str, dict[str, str]]:
 def status(topo: LabTopology) -> list[dict[str, Any]]:
     """Every planned container with its state, addresses and cabled ports (present / planned)."""
     have = _containers(topo.site)
-    running = [c.name for c in topo.containers if have.get(c.name, {}).get("State") == "running"]
+    running = [c.name for c in topo.containers if _live(have.get(c.name, {}))]
     pids = (
         _pids(LabTopology(topo.site, (), tuple(c for c in topo.containers if c.name in running), ())) if running else {}
     )
@@ -393,7 +418,7 @@ def status(topo: LabTopology) -> list[dict[str, Any]]:
                 "kind": "switch" if c.image == "frr" else "node",
                 "role": c.role,
                 "container": c.name,
-                "state": have.get(c.name, {}).get("State", "absent"),
+                "state": _state(have.get(c.name)),
                 # What podman gave the container, per interface; `addresses_match` compares it with the plan.
                 "addresses": {a.interface: actual.get(c.name, {}).get(a.network, "") for a in c.attachments},
                 "addresses_match": all(actual.get(c.name, {}).get(a.network) == a.address for a in c.attachments),
@@ -401,7 +426,7 @@ def status(topo: LabTopology) -> list[dict[str, Any]]:
                 "ports_present": len([p for p in planned if p in links.get(c.name, set())]),
             }
         )
-    bmc_running = [b.name for b in topo.bmcs if have.get(b.name, {}).get("State") == "running"]
+    bmc_running = [b.name for b in topo.bmcs if _live(have.get(b.name, {}))]
     bmc_actual = _addresses(bmc_running)
     for b in topo.bmcs:
         got = bmc_actual.get(b.name, {}).get(b.network, "")
@@ -411,7 +436,7 @@ def status(topo: LabTopology) -> list[dict[str, Any]]:
                 "kind": "bmc",
                 "role": f"{b.protocol}:{b.port}",
                 "container": b.name,
-                "state": have.get(b.name, {}).get("State", "absent"),
+                "state": _state(have.get(b.name)),
                 "addresses": {"bmc0": got},
                 "addresses_match": got == b.address,
                 "ports_planned": 0,
@@ -444,7 +469,7 @@ def down(site: str, say: Say) -> dict[str, list[str]]:
     names = sorted(have)
     if names:
         say(f"removing {len(names)} containers")
-        podman("rm", "-f", "-v", "-t", "0", *names, what="removing lab containers")
+        _remove(*names, what="removing lab containers")
         removed["containers"] = names
         _wait_for_monitors([have[n]["Id"] for n in names])
     nets = sorted(_existing_networks(site))
