@@ -14,5 +14,8 @@ if [ ${#roles[@]} -eq 0 ]; then
 fi
 for role in "${roles[@]}"; do
   echo "== molecule: $role"
+  # An instance an interrupted run left (ours, by name), even one podman reads as running at a pid that is gone:
+  # it cannot kill that one, but records it stopped, so a second rm removes it.
+  podman rm -f -t 0 "aisite-molecule-$role" >/dev/null 2>&1 || podman rm -f -t 0 "aisite-molecule-$role" >/dev/null 2>&1 || true
   (cd "roles/$role" && AISITE_MOLECULE_INSTANCE="aisite-molecule-$role" molecule test)
 done
