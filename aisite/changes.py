@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from aisite.plan import Plan
-from aisite.playbooks import PLAYBOOKS, ROLES, playbook_roles
+from aisite.playbooks import COLLECTION, PLAYBOOKS, ROLES, playbook_roles
 from aisite.render.inventory import inventory
 from aisite.render.manifests import layer_files, manifest_files
 
@@ -211,8 +211,8 @@ def site_layer_inputs(plan: Plan) -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def layer_code(layer: str, content: str = "") -> str:
-    """sha256 of the layer's playbook, its roles' files (not their molecule scenarios) and `content` (what else
-    the layer applies: the platform's rendered charts and objects)."""
+    """sha256 of the layer's playbook, its roles' files (not their molecule scenarios), the project's plugins where
+    the layer uses them, and `content` (what else the layer applies: the platform's rendered charts and objects)."""
     playbook = PLAYBOOKS / f"{layer}.yml"
     h = hashlib.sha256()
     h.update(content.encode())
@@ -223,6 +223,10 @@ def layer_code(layer: str, content: str = "") -> str:
             if "molecule" in f.relative_to(role_dir).parts:
                 continue
             h.update(str(f.relative_to(ROLES)).encode())
+            h.update(f.read_bytes())
+    if any("aisite.site." in text for text in layer_files_text(layer)):
+        for f in _tree_files(COLLECTION):
+            h.update(str(f.relative_to(COLLECTION)).encode())
             h.update(f.read_bytes())
     return h.hexdigest()
 

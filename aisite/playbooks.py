@@ -10,6 +10,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 PLAYBOOKS = ROOT / "playbooks"
 ROLES = ROOT / "roles"
+# The project's own Ansible plugins (aisite.site.*), found through ansible.cfg's collections_path.
+COLLECTION = ROOT / "collections" / "ansible_collections" / "aisite" / "site"
 
 
 def playbook_roles(playbook: Path) -> list[str]:

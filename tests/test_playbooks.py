@@ -55,3 +55,16 @@ def test_layer_code_follows_role_files_but_not_molecule(tmp_path: Path, monkeypa
     shared.write_text(shared.read_text() + "\n")
     assert changes.layer_code("hosts") != after
     assert changes.layer_code("oob") == oob  # the BMC role installs nothing through it
+
+
+def test_layer_code_follows_the_projects_plugins_where_the_layer_uses_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collection = tmp_path / "site"
+    shutil.copytree(playbooks.COLLECTION, collection)
+    monkeypatch.setattr(changes, "COLLECTION", collection)
+    hosts, oob = changes.layer_code("hosts"), changes.layer_code("oob")
+    plugin = collection / "plugins" / "action" / "guarded_file.py"
+    plugin.write_text(plugin.read_text() + "\n")
+    assert changes.layer_code("hosts") != hosts  # its roles write their files with aisite.site.guarded_file
+    assert changes.layer_code("oob") == oob  # the BMC role does not

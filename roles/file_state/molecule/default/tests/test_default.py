@@ -1,4 +1,5 @@
-"""What file_state read on the host matches the files as they are, and a file already as written is skipped.
+"""What file_state read matches the files as they are; guarded_file skips a file already as written, and puts back a
+mode and an owner changed by hand on a file whose content is right (side_effect).
 
 (testinfra's ansible backend strips command output, so contents are compared through sha1sum on the host.)"""
 
@@ -12,8 +13,12 @@ def sha1(host, path):  # type: ignore[no-untyped-def]
     return host.check_output(f"sha1sum {path}").split()[0]
 
 
+def record(host, name="file-state"):  # type: ignore[no-untyped-def]
+    return json.loads(host.file(f"/root/{name}.json").content_string)
+
+
 def test_states_match_the_files(host) -> None:  # type: ignore[no-untyped-def]
-    state = json.loads(host.file("/root/file-state.json").content_string)
+    state = record(host)
     assert state["read"]["/etc/aisite-absent"] == "absent"
     written = host.file("/etc/aisite-file-state")
     assert written.mode == 0o640 and written.user == "root"
@@ -23,8 +28,15 @@ def test_states_match_the_files(host) -> None:  # type: ignore[no-untyped-def]
     assert state["read"]["/etc/hostname"] == f"{mode:o}:root:root:{sha1(host, '/etc/hostname')}"
 
 
+def test_the_template_is_rendered_with_its_mode(host) -> None:  # type: ignore[no-untyped-def]
+    f = host.file("/etc/aisite-file-state-template")
+    assert f.mode == 0o600 and f.user == "root" and f.group == "root"
+    assert f"host = {host.backend.get_hostname()}" in f.content_string
+    assert "Ansible managed" in f.content_string
+
+
 def test_unit_states_are_what_systemctl_says(host) -> None:  # type: ignore[no-untyped-def]
-    units = json.loads(host.file("/root/file-state.json").content_string)["units"]
+    units = record(host)["units"]
     journald = host.service("systemd-journald")
     assert journald.is_running
     enabled = host.run("systemctl is-enabled systemd-journald.service").stdout.strip()
@@ -32,6 +44,17 @@ def test_unit_states_are_what_systemctl_says(host) -> None:  # type: ignore[no-u
     assert units["aisite-absent.service"] == "inactive:"
 
 
-def test_the_second_converge_skipped_the_file_it_had_written(host) -> None:  # type: ignore[no-untyped-def]
-    # This file is from the idempotence run: the copy found the file as it would write it and did not run.
-    assert json.loads(host.file("/root/file-state.json").content_string)["copy_skipped"] is True
+def test_the_second_converge_left_the_files_it_had_written(host) -> None:  # type: ignore[no-untyped-def]
+    # From the idempotence run: both files were found as they would be written, and nothing ran.
+    state = record(host)
+    assert state["content_changed"] is False and state["template_changed"] is False
+
+
+def test_a_mode_and_an_owner_changed_by_hand_are_put_back(host) -> None:  # type: ignore[no-untyped-def]
+    # side_effect: chmod 0666 on one file, chown nobody on the other, contents untouched; then a converge.
+    after = record(host, "file-state-after-chmod")
+    assert after["content_changed"] is True and after["template_changed"] is True
+    assert host.file("/etc/aisite-file-state").mode == 0o640
+    assert host.file("/etc/aisite-file-state-template").user == "root"
+    assert after["read"]["/etc/aisite-file-state"].startswith("640:root:root:")
+    assert after["read"]["/etc/aisite-file-state-template"].startswith("600:root:root:")
