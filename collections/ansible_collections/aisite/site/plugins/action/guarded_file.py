@@ -22,7 +22,8 @@ def expected_state(content: str, mode: str, owner: str, group: str) -> str:
 
 
 class ActionModule(ActionBase):
-    TRANSFERS_FILES = True
+    # No remote temporary directory of its own: only the copy it hands a write to needs one, and makes it.
+    TRANSFERS_FILES = False
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
