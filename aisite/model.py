@@ -455,6 +455,14 @@ class Gitops(Strict):
     reconciler_host: Name | None = None
     # OpenSSH allowed-signers lines: when any, only commits signed by one of these keys are applied.
     allowed_signers: list[Annotated[str, Field(pattern=r"^\S+ " + _SSH_KEY[1:])]] = []
+    # Layers the nodes converge themselves: ansible-pull of verified commits on a timer (role pull, installed by
+    # `aisite deploy STACK --layer pull`); the reconciler keeps pushing the others.
+    pull_layers: Annotated[list[Literal["hosts", "cluster"]], Field(max_length=2)] = []
+    pull_interval_seconds: Annotated[int, Field(ge=60, le=86400)] = 900
+    # Where the nodes fetch the repository from (a mirror inside the site); None: `repository`.
+    pull_repository: (
+        Annotated[str, Field(pattern=r"^(ssh://|https://|git@|file:///)[A-Za-z0-9._~%+@:/=-]{1,2000}$")] | None
+    ) = None
     pulumi_stack: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+){0,2}$")] | None = None
     pulumi_backend: Annotated[str, Field(pattern=_BACKEND)] | None = None
     namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")] = "aisite-gitops"

@@ -11,6 +11,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
+from aisite.errors import SiteError
 from aisite.loader import load_site
 from aisite.plan import build_plan
 from aisite.platform import jobs, objects
@@ -34,6 +35,7 @@ def test_inventory_groups_and_hosts(plan) -> None:  # type: ignore[no-untyped-de
     if plan.gitops:  # the reconciler's host, with the site's repository settings as its group's variables
         assert list(groups["reconciler"]["hosts"]) == [plan.gitops.reconciler_host]
         assert groups["reconciler"]["vars"]["aisite_gitops"]["repository"] == plan.gitops.repository
+    assert "pull" not in groups or (plan.gitops and plan.gitops.pull_layers)
     assert len(groups["control_plane"]["hosts"]) == len(plan.by_role("control-plane"))
     assert len(groups["gpu_nodes"]["hosts"]) == len(plan.by_role("gpu"))
     assert len(groups["oob"]["hosts"]) == len(plan.nodes)
@@ -43,6 +45,35 @@ def test_inventory_groups_and_hosts(plan) -> None:  # type: ignore[no-untyped-de
         host = hv["hosts"][node.name]
         assert host["aisite_node"]["management"]["address"] == node.management.address
         assert [r["leaf_port"] for r in host["aisite_node"]["rails"]] == [r.leaf_port for r in node.rails]
+
+
+def test_a_site_that_pulls_layers_puts_every_node_in_the_pull_group(tmp_path: Path) -> None:
+    """gitops.pull_layers: every node in group `pull` with the repository settings (playbooks/pull.yml's hosts);
+    the nodes fetch from pull_repository, or the repository itself when none is named."""
+    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text()
+    assert "      interval_seconds: 120\n" in text
+    pulled = text.replace(
+        "      interval_seconds: 120\n", "      interval_seconds: 120\n      pull_layers: [hosts, cluster]\n"
+    )
+    stack = tmp_path / "Pulumi.lab.yaml"
+    stack.write_text(pulled)
+    plan = build_plan(load_site(stack))
+    assert plan.gitops and plan.gitops.pull_layers == ("hosts", "cluster")
+    assert plan.gitops.pull_repository == plan.gitops.repository and plan.gitops.pull_interval_seconds == 900
+    group = inventory(plan)["all"]["children"]["pull"]
+    assert set(group["hosts"]) == {n.name for n in plan.nodes}
+    assert group["vars"]["aisite_gitops"]["pull_layers"] == ("hosts", "cluster")
+    stack.write_text(
+        pulled.replace(
+            "pull_layers: [hosts, cluster]", "pull_layers: [hosts]\n      pull_repository: file:///srv/site.git"
+        )
+    )
+    plan = build_plan(load_site(stack))
+    assert plan.gitops and plan.gitops.pull_repository == "file:///srv/site.git"
+    for bad in ("pull_layers: [oob]", "pull_layers: [hosts]\n      pull_repository: /srv/x;id"):
+        stack.write_text(pulled.replace("pull_layers: [hosts, cluster]", bad))
+        with pytest.raises(SiteError, match="pull_"):
+            load_site(stack)
 
 
 def test_inventory_has_no_secret_values(plan) -> None:  # type: ignore[no-untyped-def]

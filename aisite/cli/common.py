@@ -17,7 +17,7 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 CACHE = ROOT / ".aisite" / "cache"
 LAYERS = ("oob", "fabric", "hosts", "cluster", "platform", "workloads")
 # Playbooks run only when asked (`deploy --layer NAME`), not by a whole-site deploy or --changed.
-OPTIONAL_LAYERS = ("reconciler",)
+OPTIONAL_LAYERS = ("reconciler", "pull")
 
 app = typer.Typer(
     add_completion=False,

@@ -215,6 +215,9 @@ class GitopsPlan:
     full_pass_seconds: int
     reconciler_host: str
     allowed_signers: tuple[str, ...]
+    pull_layers: tuple[str, ...]
+    pull_interval_seconds: int
+    pull_repository: str
     pulumi_stack: str
     pulumi_backend: str | None
     namespace: str

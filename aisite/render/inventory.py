@@ -116,6 +116,12 @@ def inventory(plan: Plan) -> dict[str, Any]:
             "hosts": {plan.gitops.reconciler_host: {}},
             "vars": {"aisite_gitops": asdict(plan.gitops)},
         }
+        if plan.gitops.pull_layers:
+            # The nodes that converge themselves (every node: the pulled layers are host layers).
+            children["pull"] = {
+                "hosts": {node.name: {} for node in plan.nodes},
+                "vars": {"aisite_gitops": asdict(plan.gitops)},
+            }
     common = group_vars(plan) | (_lab_vars(plan) if plan.connection == "lab" else {})
     return {"all": {"vars": common, "children": children}}
 

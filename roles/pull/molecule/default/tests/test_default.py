@@ -1,0 +1,71 @@
+"""The node's own pass: installed (ansible-core in its virtualenv, the units), a signed tip applied and recorded
+(state.json, the textfile metrics), a second pass changing nothing, an unsigned tip refused with nothing applied."""
+
+from __future__ import annotations
+
+import json
+
+import ansible.release
+
+STATE = "/var/lib/aisite-pull/state.json"
+PROM = "/var/lib/node_exporter/textfile_collector/aisite_pull.prom"
+
+
+def state(host):  # type: ignore[no-untyped-def]
+    return json.loads(host.file(STATE).content_string)
+
+
+def tip(host):  # type: ignore[no-untyped-def]
+    return host.check_output("git --git-dir=/srv/site.git rev-parse main")
+
+
+def test_ansible_core_and_the_units_are_installed(host) -> None:  # type: ignore[no-untyped-def]
+    core = host.check_output("/opt/aisite-pull/bin/ansible-pull --version").splitlines()[0]
+    assert core == f"ansible-pull [core {ansible.release.__version__}]"  # the controller's own
+    timer = host.service("aisite-pull.timer")
+    assert timer.is_enabled and timer.is_running
+    env = host.file("/etc/aisite/pull.env").content_string
+    assert "AISITE_PULL_LAYERS=hosts\n" in env and "AISITE_PULL_SIGNERS=/etc/aisite/pull-allowed_signers\n" in env
+    assert host.file("/usr/local/sbin/aisite-verify-commit").mode == 0o755
+
+
+def test_a_pass_applies_the_signed_tip_and_records_it(host) -> None:  # type: ignore[no-untyped-def]
+    r = host.run("systemctl start aisite-pull.service")
+    logs = "cat /var/lib/aisite-pull/last.log; journalctl -u aisite-pull --no-pager | tail -20"
+    assert r.rc == 0, host.run(logs).stdout
+    assert host.file("/etc/aisite-pulled").content_string.strip() == "one"  # (the ansible backend strips)
+    s = state(host)
+    assert s["status"] == "applied" and s["commit"] == s["applied_commit"] == tip(host)
+    assert s["changed"] >= 1 and s["failed"] == 0 and s["seconds"] > 0
+    prom = host.file(PROM).content_string
+    node = s["node"]
+    assert f'aisite_pull_last_pass_success{{node="{node}"}} 1' in prom
+    assert f'aisite_pull_applied_commit_info{{node="{node}",commit="{tip(host)}"}} 1' in prom
+    assert f'aisite_pull_last_pass_changed_tasks{{node="{node}"}} {s["changed"]}' in prom
+
+
+def test_a_second_pass_changes_nothing(host) -> None:  # type: ignore[no-untyped-def]
+    assert host.run("systemctl start aisite-pull.service").rc == 0
+    s = state(host)
+    assert s["status"] == "applied" and s["changed"] == 0 and s["failed"] == 0
+
+
+def test_an_unsigned_tip_is_refused_and_nothing_of_it_applied(host) -> None:  # type: ignore[no-untyped-def]
+    signed = tip(host)
+    host.run_test(
+        "set -e; rm -rf /tmp/w && git clone -q -b main /srv/site.git /tmp/w"
+        " && sed -i 's/pulled_value: one/pulled_value: two/' /tmp/w/manifests/molecule/inventory/hosts.yml"
+        " && git -C /tmp/w -c user.name=x -c user.email=x@example.com commit -q -am 'Unsigned: value two'"
+        " && git -C /tmp/w push -q origin main"
+    )
+    try:
+        r = host.run("systemctl start aisite-pull.service")
+        assert r.rc != 0
+        s = state(host)
+        assert s["status"] == "refused" and "is not signed" in s["message"], s
+        assert s["applied_commit"] == signed and s["commit"] == ""
+        assert host.file("/etc/aisite-pulled").content_string.strip() == "one"  # (the ansible backend strips)
+        node = s["node"]
+        assert f'aisite_pull_last_pass_success{{node="{node}"}} 0' in host.file(PROM).content_string
+    finally:
+        host.run_test(f"git --git-dir=/srv/site.git update-ref refs/heads/main {signed}")
