@@ -16,8 +16,8 @@ from aisite.loader import load_site
 from aisite.plan import build_plan
 from aisite.platform import jobs, objects
 from aisite.render.bundle import bundle
-from aisite.render.inventory import inventory, inventory_yaml, load_inventory
-from aisite.render.manifests import gitops_files, manifest_files
+from aisite.render.inventory import NODE_GROUPS, inventory, inventory_yaml, load_inventory
+from aisite.render.manifests import gitops_files, layer_files, manifest_files
 from tests.conftest import ROOT, STACKS
 from tests.test_platform import CUSTOM_GROUPS
 
@@ -70,10 +70,52 @@ def test_a_site_that_pulls_layers_puts_every_node_in_the_pull_group(tmp_path: Pa
     )
     plan = build_plan(load_site(stack))
     assert plan.gitops and plan.gitops.pull_repository == "file:///srv/site.git"
+    assert not any(name.startswith("inventory/") for name in manifest_files(build_plan(load_site("lab"))))
     for bad in ("pull_layers: [oob]", "pull_layers: [hosts]\n      pull_repository: /srv/x;id"):
         stack.write_text(pulled.replace("pull_layers: [hosts, cluster]", bad))
         with pytest.raises(SiteError, match="pull_"):
             load_site(stack)
+
+
+def test_the_nodes_inventory_gives_each_node_what_the_pushed_inventory_gives_it(tmp_path: Path) -> None:
+    """manifests/<site>/inventory/ (a site that pulls layers), read by Ansible itself as a node's pass reads it:
+    each node gets every variable the controller's inventory gives it and is in the same groups, but for the
+    connection settings (a node runs its pass over the local connection); no secret value in any file."""
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.vars.manager import VariableManager
+
+    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text()
+    stack = tmp_path / "Pulumi.lab.yaml"
+    stack.write_text(
+        text.replace("      interval_seconds: 120\n", "      interval_seconds: 120\n      pull_layers: [hosts]\n")
+    )
+    plan = build_plan(load_site(stack))
+    files = {k: v for k, v in manifest_files(plan).items() if k.startswith("inventory/")}
+    assert set(files) == {"inventory/hosts.yml", "inventory/group_vars/all.yml"} | {
+        f"inventory/host_vars/{n.name}.yml" for n in plan.nodes
+    }
+    assert "inventory/hosts.yml" not in layer_files(manifest_files(plan))["platform"]  # no platform run for it
+    for name, body in files.items():
+        (tmp_path / "m" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "m" / name).write_text(body)
+        assert "password" not in body.lower()
+    pushed = inventory(plan)
+    loader = DataLoader()
+    inv = InventoryManager(loader=loader, sources=[str(tmp_path / "m" / "inventory")])
+    variables = VariableManager(loader=loader, inventory=inv)
+    connection = {"ansible_host", "ansible_connection", "ansible_ssh_private_key_file", "ansible_ssh_common_args"}
+    for node in plan.nodes:
+        group = NODE_GROUPS[node.role]
+        expected = pushed["all"]["vars"] | pushed["all"]["children"][group]["hosts"][node.name]
+        host = inv.get_host(node.name)
+        assert host is not None and group in [g.name for g in host.get_groups()]
+        got = variables.get_vars(host=host, include_hostvars=False)
+        for key, value in expected.items():
+            if key in connection or key == "aisite_kubeconfig":
+                assert key not in got or key == "aisite_kubeconfig", key
+                continue
+            assert json.loads(json.dumps(got[key], default=list)) == json.loads(json.dumps(value, default=list)), key
 
 
 def test_inventory_has_no_secret_values(plan) -> None:  # type: ignore[no-untyped-def]

@@ -69,15 +69,19 @@ def _lab_ssh(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _lab_vars(plan: Plan) -> dict[str, Any]:
+def _lab_site_vars(plan: Plan) -> dict[str, Any]:
     # The lab's containers reach the Debian archive only: kubeadm, kubelet and kubectl cannot be installed there,
     # so the kubernetes role writes everything else and reports the rest as skipped.
-    return _lab_ssh(plan) | {
+    return {
         "kubernetes_install": False,
         "kubernetes_install_skip_reason": (
             f"the lab reaches the Debian archive only, not {plan.kubernetes.package_repository}"
         ),
     }
+
+
+def _lab_vars(plan: Plan) -> dict[str, Any]:
+    return _lab_ssh(plan) | _lab_site_vars(plan)
 
 
 def _node_vars(node: Node) -> dict[str, Any]:
@@ -233,3 +237,27 @@ def load_inventory(text: str) -> Any:
 
 def inventory_yaml(plan: Plan) -> str:
     return inventory_text(inventory(plan))
+
+
+PULL_INVENTORY_DIR = "inventory/"
+
+
+def pull_inventory_files(plan: Plan) -> dict[str, str]:
+    """The inventory the nodes read in the site repository when they converge themselves (gitops.pull_layers;
+    none otherwise), as `manifests/<site>/inventory/`: the node groups (hosts.yml), the site's variables once
+    (group_vars/all.yml) and each node's own (host_vars/<node>.yml), so a node's pass reads its own file and the
+    site's, and a commit that changes one node changes one file. No connection settings: a node's pass runs over
+    the local connection."""
+    if not (plan.gitops and plan.gitops.pull_layers):
+        return {}
+    groups: dict[str, Any] = {g: {"hosts": {}} for g in NODE_GROUPS.values()}
+    files = {
+        "group_vars/all.yml": inventory_text(
+            group_vars(plan) | (_lab_site_vars(plan) if plan.connection == "lab" else {})
+        )
+    }
+    for node in plan.nodes:
+        groups[NODE_GROUPS[node.role]]["hosts"][node.name] = None
+        files[f"host_vars/{node.name}.yml"] = inventory_text({"aisite_node": asdict(node)})
+    files["hosts.yml"] = inventory_text({"all": {"children": groups}})
+    return {PULL_INVENTORY_DIR + name: text for name, text in sorted(files.items())}

@@ -1,5 +1,5 @@
-"""`manifests/<site>/`: the platform's objects as YAML files, its charts as values files with an index, and the
-workloads' jobs under workloads/."""
+"""`manifests/<site>/`: the platform's objects as YAML files, its charts as values files with an index, the
+workloads' jobs under workloads/, and the nodes' inventory under inventory/ where the nodes pull layers."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from typing import Any
 from aisite.plan import Plan
 from aisite.platform import charts, jobs, objects, remote_manifests
 from aisite.platform.gitops import gitops_objects
-from aisite.render.inventory import to_yaml
+from aisite.render.inventory import PULL_INVENTORY_DIR, pull_inventory_files, to_yaml
 
 WORKLOADS_DIR = "workloads/"  # the Workloads layer's files; the rest is the Platform layer's
 
 
 def layer_files(files: dict[str, str]) -> dict[str, dict[str, str]]:
     """The rendered files each Kubernetes layer applies (and its trigger hashes): workloads/ the Workloads layer's,
-    everything else the Platform layer's."""
+    everything else the Platform layer's but the nodes' inventory (inventory/, read by the nodes that pull)."""
     return {
-        "platform": {k: v for k, v in files.items() if not k.startswith(WORKLOADS_DIR)},
+        "platform": {k: v for k, v in files.items() if not k.startswith((WORKLOADS_DIR, PULL_INVENTORY_DIR))},
         "workloads": {k: v for k, v in files.items() if k.startswith(WORKLOADS_DIR)},
     }
 
@@ -55,4 +55,4 @@ def manifest_files(plan: Plan) -> dict[str, str]:
         files["charts/index.yaml"] = header + to_yaml({"releases": index, "manifests": remote})
         for c in charts(plan):
             files[f"charts/{c.release}.values.yaml"] = header + to_yaml(c.values)
-    return files
+    return files | pull_inventory_files(plan)
