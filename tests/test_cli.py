@@ -8,7 +8,12 @@ from pathlib import Path
 
 import yaml
 
-from aisite.render.inventory import inventory_text, inventory_yaml, load_inventory
+from aisite.changes import layer_states
+from aisite.cli.common import LAYERS
+from aisite.cli.deploy import _runs
+from aisite.loader import load_site
+from aisite.plan import build_plan
+from aisite.render.inventory import inventory, inventory_text, inventory_yaml, load_inventory
 from tests.conftest import ROOT, run_cli, stack_data
 
 LAB_SECRET = "lab-secret-Zq9"
@@ -261,3 +266,25 @@ def test_deploy_platform_without_a_cluster_says_so_and_changes_nothing() -> None
     (reason,) = doc["skipped"]["localhost"]["platform"]
     assert "no Kubernetes API server" in reason and "gpu-operator, network-operator, kueue, csi-driver-nfs" in reason
     assert "the lab reaches the Debian archive only" in reason
+
+
+def test_the_layers_the_nodes_pull_are_left_to_them(tmp_path: Path) -> None:
+    """gitops.pull_layers: a whole-site deploy, --check and --changed run every other layer, each alone, and not
+    the pulled ones; `--layer hosts` still pushes it (a site bootstrapping its nodes). A site that pulls nothing
+    deploys as before, the whole site in one run."""
+    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text()
+    stack = tmp_path / "Pulumi.lab.yaml"
+    stack.write_text(
+        text.replace("      interval_seconds: 120\n", "      interval_seconds: 120\n      pull_layers: [hosts]\n")
+    )
+    plan = build_plan(load_site(stack))
+    inv = inventory(plan)
+    states = layer_states(LAYERS, inv, {})
+    pulled = ("hosts",)
+    others = [[n] for n in LAYERS if n != "hosts"]
+    assert [names for names, _ in _runs(states, inv, None, None, False, False, {}, False, pulled)] == others
+    assert [names for names, _ in _runs(states, inv, None, None, False, True, {}, False, pulled)] == others
+    changed = _runs(states, inv, None, None, True, False, {}, False, pulled)  # nothing applied: all pending
+    assert [names for names, _ in changed] == others
+    assert _runs(states, inv, "hosts", None, False, False, {}, False, pulled) == [(["hosts"], None)]
+    assert _runs(states, inv, None, "gpu01", False, False, {}, False) == [(list(LAYERS), "gpu01")]

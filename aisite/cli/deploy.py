@@ -99,13 +99,17 @@ def _runs(  # noqa: PLR0917
     check: bool,
     applied: dict[str, dict[str, str]],
     as_json: bool,
+    pulled: tuple[str, ...] = (),
 ) -> list[Run]:
     """The playbook runs of a deploy: the whole site in one (or one layer); with --changed each layer on its
-    pending hosts; with --check each layer on its own, so drift is known per layer."""
+    pending hosts; with --check each layer on its own, so drift is known per layer. The layers the nodes pull
+    (gitops.pull_layers) are theirs: left out unless asked for by name (--layer), each other layer run alone."""
     if not changed:
-        if check and not layer:
-            return [([name], limit) for name in LAYERS]
-        return [([layer] if layer else list(LAYERS), limit)]
+        if layer:
+            return [([layer], limit)]
+        if check or pulled:
+            return [([name], limit) for name in LAYERS if name not in pulled]
+        return [(list(LAYERS), limit)]
     among = resolve_pattern(limit, inv) if limit else None
     if limit and among is None:
         msg = f"--limit {limit!r}: with --changed, give host and group names (a:b or a,b)"
@@ -115,6 +119,8 @@ def _runs(  # noqa: PLR0917
         raise typer.Exit(EXIT_INVALID)
     runs: list[Run] = []
     for name, state in states.items():
+        if name in pulled:
+            continue
         pending = [h for h in state.pending(applied.get(name, {})) if among is None or h in among]
         if pending:
             # Ansible refuses a --limit that leaves only the controller (not an inventory host): run the layer.
@@ -219,7 +225,8 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     # One definition of "changed" with reconcile, diff and the Pulumi layers: each host's state per layer.
     names = (*LAYERS, layer) if layer in OPTIONAL_LAYERS else LAYERS
     states = layer_states(names, inv, {name: contents_text(files) for name, files in applies.items()})
-    runs = _runs(states, inv, layer, limit, changed, check, applied_hosts(p.site), as_json)
+    pulled = p.gitops.pull_layers if p.gitops else ()
+    runs = _runs(states, inv, layer, limit, changed, check, applied_hosts(p.site), as_json, pulled)
     playbooks = [f"playbooks/{names[0] if len(names) == 1 else 'site'}.yml" for names, _ in runs]
     started = time.time()
     results = []
@@ -267,6 +274,8 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         "skipped": skipped,
         "recap": {h: vars(r) for h, r in result.recap.items()},
         "layers": [n for names, _ in runs[: len(results)] for n in names],
+        # Layers the nodes converge themselves (gitops.pull_layers), not run from here unless asked by --layer.
+        "pulled_by_nodes": [n for n in pulled if n != layer],
         # Each layer run and the hosts it ran on (every host the layer targets, or those --changed/--limit chose).
         "runs": [
             {"layer": n, "hosts": _hosts_of(states[n], inv, run_limit)}
