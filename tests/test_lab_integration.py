@@ -970,6 +970,53 @@ def test_a_cut_cable_is_repaired_by_up(up: subprocess.CompletedProcess[str], sta
     assert addresses(f"aisite-{SITE}-{rail.leaf}")[rail.leaf_port]["up"]
 
 
+def test_reconcile_nodes_reads_each_nodes_last_pass_over_ssh(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan, tmp_path: Path
+) -> None:
+    """`aisite reconcile nodes` on the site with its hosts layer pulled: each node's state.json (written here as a
+    node's pass would) read on the node over SSH and judged against the site's commit."""
+    assert up.returncode == 0, up.stderr
+    line = "      interval_seconds: 120\n"
+    pulled = _write_stack(tmp_path, stack_file.read_text().replace(line, line + "      pull_layers: [hosts]\n"))
+    tip, old, now = "1" * 40, "2" * 40, time.time()
+    gpu01, gpu02 = (n.name for n in plan.by_role("gpu"))
+    cp01 = plan.by_role("control-plane")[0].name
+    records = {
+        gpu01: {"status": "applied", "applied_commit": tip, "ended": now - 5, "last_success": now - 5},
+        gpu02: {"status": "applied", "applied_commit": old, "ended": now - 50, "last_success": now - 50},
+        cp01: {
+            "status": "refused",
+            "applied_commit": old,
+            "ended": now - 3,
+            "last_success": now - 900,
+            "message": "refused: commit 111111111111 is not signed",
+        },
+    }
+    env = os.environ | {"CONTAINERS_CONF": str(CONF)}
+    write = "mkdir -p /var/lib/aisite-pull && cat > /var/lib/aisite-pull/state.json"
+    try:
+        for node, rec in records.items():
+            subprocess.run(
+                ["podman", "exec", "-i", f"aisite-{SITE}-{node}", "sh", "-c", write],
+                input=json.dumps(rec),
+                text=True,
+                env=env,
+                check=True,
+            )
+        r = run_cli("reconcile", "nodes", "--stack", str(pulled), "--tip", tip, "--json")
+        assert r.returncode == 1, r.stderr  # not every node converged
+        rows = {n["node"]: n for n in json.loads(r.stdout)["nodes"]}
+        expected = {gpu01: "converged", gpu02: "behind", cp01: "failing"}
+        expected |= {n.name: "never" for n in plan.nodes if n.name not in records}
+        assert {n: row["state"] for n, row in rows.items()} == expected
+        assert rows[cp01]["message"].endswith("is not signed") and 890 < rows[cp01]["since_success_seconds"] < 1000
+    finally:
+        for node in records:
+            subprocess.run(
+                ["podman", "exec", f"aisite-{SITE}-{node}", "rm", "-rf", "/var/lib/aisite-pull"], env=env, check=False
+            )
+
+
 def cabling(stack_file: Path) -> dict[str, Any]:
     r = run_cli("cabling", str(stack_file), "--json")
     doc: dict[str, Any] = json.loads(r.stdout)

@@ -24,6 +24,7 @@ from aisite.loader import parse_site
 from aisite.plan import build_plan
 from aisite.reconcile import state
 from aisite.reconcile.hook import post_receive
+from aisite.reconcile.nodes import convergence
 from aisite.render.inventory import inventory
 from tests.conftest import ROOT, commit_file, git, make_site_repo, run_cli, ssh_signer, stack_data
 
@@ -500,3 +501,39 @@ def test_diff_shows_every_changed_setting(lab: dict) -> None:
     assert changed["kubernetes.version"] == ("1.35.6", "1.34.3")
     assert not any(k.startswith(("nodes", "switches", "cables")) for k in changed)
     assert site_diff(new, new, LAYERS).to_dict()["sections"]["settings"] == []
+
+
+def test_the_nodes_convergence_is_judged_from_their_own_records() -> None:
+    """Each node's last pass against the site's commit: converged, behind, failing (refused or failed, with how
+    long since a success), never, unreachable; a record full of junk is read as what it is, never trusted."""
+    tip, old = "a" * 40, "b" * 40
+    now = 10_000.0
+    records = {
+        "n1": {"status": "applied", "applied_commit": tip, "ended": 9_990, "last_success": 9_990, "message": "ok"},
+        "n2": {"status": "applied", "applied_commit": old, "ended": 9_000, "last_success": 9_000},
+        "n3": {
+            "status": "refused",
+            "applied_commit": old,
+            "ended": 9_950,
+            "last_success": 4_000,
+            "message": "unsigned",
+        },
+        "n4": None,
+        "n6": {"status": "applied; rm -rf /", "applied_commit": ["x"], "ended": True, "message": "\x1b[2Jred\n" * 200},
+    }
+    rows = {r.node: r for r in convergence(["n1", "n2", "n3", "n4", "n5", "n6"], records, tip, now, ["n5"])}
+    assert [rows[n].state for n in ("n1", "n2", "n3", "n4", "n5", "n6")] == [
+        "converged",
+        "behind",
+        "failing",
+        "never",
+        "unreachable",
+        "failing",
+    ]
+    assert rows["n1"].last_pass_age_seconds == 10.0 and rows["n3"].since_success_seconds == 6_000.0
+    assert rows["n3"].message == "unsigned" and rows["n2"].applied_commit == old
+    junk = rows["n6"]
+    assert junk.last_outcome == "unknown" and junk.applied_commit == "" and junk.last_pass_age_seconds is None
+    assert "\x1b" not in junk.message and "\n" not in junk.message and len(junk.message) <= 400
+    # Without a known tip, an applied pass counts as converged.
+    assert convergence(["n2"], records, None, now)[0].state == "converged"

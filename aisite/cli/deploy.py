@@ -37,7 +37,7 @@ from aisite.render.manifests import layer_files, manifest_files
 from aisite.secrets import resolve
 
 
-def _progress_runner(
+def progress_runner(
     playbook: str,
     inventory: str,
     secret_env: dict[str, str],
@@ -243,7 +243,7 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
             extravars["bmc_boot_media_url"] = boot_media
         for playbook, (_, run_limit) in zip(playbooks, runs, strict=True):
             results.append(
-                _progress_runner(
+                progress_runner(
                     playbook,
                     text,
                     {k: str(v) for k, v in secret_env.items()},
@@ -326,7 +326,7 @@ def cabling(stack: StackArg, as_json: JsonOpt = False) -> None:
     inv = inventory(p)
     groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
     # Reads LLDP on nodes and switches only: no BMC or switch credential is needed.
-    result = _progress_runner("playbooks/cabling.yml", inventory_text(inv), {}, limit=None, check=False, groups=groups)
+    result = progress_runner("playbooks/cabling.yml", inventory_text(inv), {}, limit=None, check=False, groups=groups)
     miswires = [str(m) for m in result.stats.get("cabling_miswires", [])]
     checked = int(result.stats.get("cabling_checked", 0))
     # Failures other than the report's own assert (a host unreachable, lldpcli missing) are errors, not miswires.

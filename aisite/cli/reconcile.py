@@ -6,19 +6,24 @@ import json
 import re
 import sys
 import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
+from rich.table import Table
 
 from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, LAYERS, JsonOpt, StackArg, err, load_plan, out
+from aisite.cli.deploy import progress_runner
 from aisite.diff import markdown, site_diff
 from aisite.loader import resolve_stack
 from aisite.reconcile.hook import post_receive
+from aisite.reconcile.nodes import convergence
 from aisite.reconcile.run import Config, reconcile_pass, watch
 from aisite.reconcile.state import BusyError, PassRecord, load_status, workdir
+from aisite.render.inventory import inventory, inventory_text
 from aisite.repo import GitError, file_at
 
 EXIT_BUSY = 75  # EX_TEMPFAIL: another reconcile holds the lock; try again later
@@ -191,6 +196,56 @@ def status(
     out.print(f"failures: {st.failures_total}")
     for rec in st.passes[-10:]:
         _print_pass(rec, False)
+
+
+@reconcile_app.command("nodes")
+def nodes(
+    stack: Annotated[str, typer.Option("--stack", help="The stack whose nodes pull their layers.")],
+    tip: Annotated[
+        str | None,
+        typer.Option(help="The commit the site is at (default: the one the reconciler applied last on this machine)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """How the nodes that converge themselves (gitops.pull_layers) stand: each one's last pass, read on the node
+    (state.json), as converged, behind (an older commit applied), failing (refused or failed, and for how long),
+    never (no pass) or unreachable. Exit 1 when any is not converged."""
+    p = load_plan(stack, as_json)
+    if not (p.gitops and p.gitops.pull_layers):
+        print(f"{stack}: the site pulls no layer (gitops.pull_layers is empty)", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    if tip is not None and not re.fullmatch(r"[0-9a-f]{40}", tip):
+        print(f"--tip: {tip!r} is not a full commit hash", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    tip = tip or load_status(stack, lambda msg: print(f"warning: {msg}", file=sys.stderr)).applied_commit or None
+    inv = inventory(p)
+    groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
+    result = progress_runner(
+        "playbooks/pull-status.yml", inventory_text(inv), {}, limit=None, check=False, groups=groups
+    )
+    records = dict(result.stats.get("pull_states") or {})
+    down = [h for h, r in result.recap.items() if r.unreachable]
+    rows = convergence(list(inv["all"]["children"]["pull"]["hosts"]), records, tip, time.time(), down)
+    if as_json:
+        print(json.dumps({"tip": tip, "nodes": [asdict(r) for r in rows]}, indent=2))
+    else:
+        table = Table(title=f"{stack}: nodes at {tip[:12] if tip else 'an unknown commit'}")
+        for col in ("node", "state", "applied", "last pass", "since success", "message"):
+            table.add_column(col)
+        style = {"converged": "green", "behind": "yellow"}
+        for r in rows:
+            table.add_row(
+                r.node,
+                r.state,
+                r.applied_commit[:12],
+                f"{r.last_outcome} {r.last_pass_age_seconds:.0f} s ago" if r.last_pass_age_seconds else r.last_outcome,
+                f"{r.since_success_seconds:.0f} s" if r.since_success_seconds is not None else "never",
+                escape(r.message),
+                style=style.get(r.state, "red"),
+            )
+        out.print(table)
+    if any(r.state != "converged" for r in rows):
+        raise typer.Exit(EXIT_FAILED)
 
 
 @reconcile_app.command("hook")

@@ -1,0 +1,72 @@
+"""The convergence of the nodes that apply their own layers (gitops.pull_layers): what each node's last pass
+recorded (its state.json, read by playbooks/pull-status.yml), judged against the commit the site is at."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# A node's pass outcomes (role pull's aisite-pull).
+_OUTCOMES = ("applied", "refused", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConvergence:
+    node: str
+    # converged (its last pass applied the site's commit) | behind (applied an older one) | failing (its last pass
+    # was refused or failed) | never (no pass recorded) | unreachable
+    state: str
+    applied_commit: str
+    last_outcome: str
+    last_pass_age_seconds: float | None
+    # How long since a pass last applied a commit (None: never).
+    since_success_seconds: float | None
+    message: str
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+
+
+def _text(value: Any, limit: int = 400) -> str:
+    # A node's record is its own word: kept to a short printable string whatever it holds.
+    return "".join(c for c in str(value) if c.isprintable())[:limit] if isinstance(value, str) else ""
+
+
+def convergence(
+    nodes: Iterable[str], records: Mapping[str, Any], tip: str | None, now: float, unreachable: Iterable[str] = ()
+) -> list[NodeConvergence]:
+    """Each node's standing. `records`: node -> its state.json as read (None or absent where there was none);
+    `tip`: the commit the site is at (None: not known, so an applied pass counts as converged)."""
+    down = set(unreachable)
+    out = []
+    for node in nodes:
+        rec = records.get(node)
+        if node in down:
+            out.append(NodeConvergence(node, "unreachable", "", "", None, None, "the node did not answer"))
+            continue
+        if not isinstance(rec, Mapping):
+            out.append(NodeConvergence(node, "never", "", "", None, None, "no pass recorded on the node"))
+            continue
+        outcome = rec.get("status") if rec.get("status") in _OUTCOMES else "unknown"
+        applied = _text(rec.get("applied_commit"), 64)
+        ended, success = _number(rec.get("ended")), _number(rec.get("last_success"))
+        if outcome != "applied":
+            state = "failing"
+        elif tip is not None and applied != tip:
+            state = "behind"
+        else:
+            state = "converged"
+        out.append(
+            NodeConvergence(
+                node,
+                state,
+                applied,
+                str(outcome),
+                round(now - ended, 1) if ended else None,
+                round(now - success, 1) if success else None,
+                _text(rec.get("message")),
+            )
+        )
+    return out
