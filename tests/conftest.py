@@ -22,6 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 STACKS = stack_names()
 
 
+def pulling(stack_text: str, layers: str) -> str:
+    """A lab stack's text whose nodes pull these layers (gitops.pull_layers, e.g. "[hosts]")."""
+    line = "      interval_seconds: 120\n"
+    assert line in stack_text
+    return stack_text.replace(line, f"{line}      pull_layers: {layers}\n")
+
+
 def stack_data(stack: str) -> dict[str, Any]:
     return copy.deepcopy(read_site_config(resolve_stack(stack)))
 

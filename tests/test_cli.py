@@ -14,7 +14,7 @@ from aisite.cli.deploy import _runs
 from aisite.loader import load_site
 from aisite.plan import build_plan
 from aisite.render.inventory import inventory, inventory_text, inventory_yaml, load_inventory
-from tests.conftest import ROOT, run_cli, stack_data
+from tests.conftest import ROOT, pulling, run_cli, stack_data
 
 LAB_SECRET = "lab-secret-Zq9"
 
@@ -272,11 +272,8 @@ def test_the_layers_the_nodes_pull_are_left_to_them(tmp_path: Path) -> None:
     """gitops.pull_layers: a whole-site deploy, --check and --changed run every other layer, each alone, and not
     the pulled ones; `--layer hosts` still pushes it (a site bootstrapping its nodes). A site that pulls nothing
     deploys as before, the whole site in one run."""
-    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text()
     stack = tmp_path / "Pulumi.lab.yaml"
-    stack.write_text(
-        text.replace("      interval_seconds: 120\n", "      interval_seconds: 120\n      pull_layers: [hosts]\n")
-    )
+    stack.write_text(pulling((ROOT / "stacks" / "Pulumi.lab.yaml").read_text(), "[hosts]"))
     plan = build_plan(load_site(stack))
     inv = inventory(plan)
     states = layer_states(LAYERS, inv, {})

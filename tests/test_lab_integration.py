@@ -40,7 +40,7 @@ from aisite.loader import load_site, resolve_stack
 from aisite.plan import Plan, build_plan
 from aisite.reconcile import state as reconcile_state
 from aisite.render.inventory import inventory_yaml, lab_ssh_dir
-from tests.conftest import ROOT, commit_file, make_site_repo, run_cli, ssh_signer
+from tests.conftest import ROOT, commit_file, make_site_repo, pulling, run_cli, ssh_signer
 
 pytestmark = pytest.mark.lab
 REUSE = os.environ.get("AISITE_ITEST_REUSE_LAB") == "1"
@@ -976,8 +976,7 @@ def test_reconcile_nodes_reads_each_nodes_last_pass_over_ssh(
     """`aisite reconcile nodes` on the site with its hosts layer pulled: each node's state.json (written here as a
     node's pass would) read on the node over SSH and judged against the site's commit."""
     assert up.returncode == 0, up.stderr
-    line = "      interval_seconds: 120\n"
-    pulled = _write_stack(tmp_path, stack_file.read_text().replace(line, line + "      pull_layers: [hosts]\n"))
+    pulled = _write_stack(tmp_path, pulling(stack_file.read_text(), "[hosts]"))
     tip, old, now = "1" * 40, "2" * 40, time.time()
     gpu01, gpu02 = (n.name for n in plan.by_role("gpu"))
     cp01 = plan.by_role("control-plane")[0].name

@@ -18,7 +18,7 @@ from aisite.platform import jobs, objects
 from aisite.render.bundle import bundle
 from aisite.render.inventory import NODE_GROUPS, inventory, inventory_yaml, load_inventory
 from aisite.render.manifests import gitops_files, layer_files, manifest_files
-from tests.conftest import ROOT, STACKS
+from tests.conftest import ROOT, STACKS, pulling
 from tests.test_platform import CUSTOM_GROUPS
 
 
@@ -50,11 +50,7 @@ def test_inventory_groups_and_hosts(plan) -> None:  # type: ignore[no-untyped-de
 def test_a_site_that_pulls_layers_puts_every_node_in_the_pull_group(tmp_path: Path) -> None:
     """gitops.pull_layers: every node in group `pull` with the repository settings (playbooks/pull.yml's hosts);
     the nodes fetch from pull_repository, or the repository itself when none is named."""
-    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text()
-    assert "      interval_seconds: 120\n" in text
-    pulled = text.replace(
-        "      interval_seconds: 120\n", "      interval_seconds: 120\n      pull_layers: [hosts, cluster]\n"
-    )
+    pulled = pulling((ROOT / "stacks" / "Pulumi.lab.yaml").read_text(), "[hosts, cluster]")
     stack = tmp_path / "Pulumi.lab.yaml"
     stack.write_text(pulled)
     plan = build_plan(load_site(stack))
@@ -85,11 +81,8 @@ def test_the_nodes_inventory_gives_each_node_what_the_pushed_inventory_gives_it(
     from ansible.parsing.dataloader import DataLoader
     from ansible.vars.manager import VariableManager
 
-    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text()
     stack = tmp_path / "Pulumi.lab.yaml"
-    stack.write_text(
-        text.replace("      interval_seconds: 120\n", "      interval_seconds: 120\n      pull_layers: [hosts]\n")
-    )
+    stack.write_text(pulling((ROOT / "stacks" / "Pulumi.lab.yaml").read_text(), "[hosts]"))
     plan = build_plan(load_site(stack))
     files = {k: v for k, v in manifest_files(plan).items() if k.startswith("inventory/")}
     assert set(files) == {"inventory/hosts.yml", "inventory/group_vars/all.yml"} | {

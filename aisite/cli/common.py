@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -31,6 +31,11 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 StackArg = Annotated[str, typer.Argument(help="A stack name under stacks/ (e.g. lab) or a path to a stack file.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of tables.")]
+
+
+def group_sizes(inv: dict[str, Any]) -> dict[str, int]:
+    """Hosts per inventory group: how the progress bars know each play's host count."""
+    return {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
 
 
 def invalid(exc: SiteError, as_json: bool = False) -> typer.Exit:

@@ -24,6 +24,7 @@ from aisite.cli.common import (
     JsonOpt,
     StackArg,
     err,
+    group_sizes,
     invalid,
     load_plan,
     out,
@@ -218,7 +219,7 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         raise invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
     inv = inventory(p)
     text = inventory_text(inv)
-    groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
+    groups = group_sizes(inv)
     # The platform's charts and objects, rendered for the platform play (and part of its layer's state).
     platform = manifest_files(p)
     applies = layer_files(platform)
@@ -324,7 +325,7 @@ def cabling(stack: StackArg, as_json: JsonOpt = False) -> None:
     and list every miswire; changes nothing."""
     p = load_plan(stack, as_json)
     inv = inventory(p)
-    groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
+    groups = group_sizes(inv)
     # Reads LLDP on nodes and switches only: no BMC or switch credential is needed.
     result = progress_runner("playbooks/cabling.yml", inventory_text(inv), {}, limit=None, check=False, groups=groups)
     miswires = [str(m) for m in result.stats.get("cabling_miswires", [])]

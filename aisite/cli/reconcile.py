@@ -15,7 +15,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, LAYERS, JsonOpt, StackArg, err, load_plan, out
+from aisite.cli.common import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    LAYERS,
+    JsonOpt,
+    StackArg,
+    err,
+    group_sizes,
+    load_plan,
+    out,
+)
 from aisite.cli.deploy import progress_runner
 from aisite.diff import markdown, site_diff
 from aisite.loader import resolve_stack
@@ -219,7 +229,7 @@ def nodes(
         raise typer.Exit(EXIT_INVALID)
     tip = tip or load_status(stack, lambda msg: print(f"warning: {msg}", file=sys.stderr)).applied_commit or None
     inv = inventory(p)
-    groups = {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
+    groups = group_sizes(inv)
     result = progress_runner(
         "playbooks/pull-status.yml", inventory_text(inv), {}, limit=None, check=False, groups=groups
     )
