@@ -17,6 +17,7 @@ from typing import Any
 
 import ansible_runner
 
+from aisite.paths import deploys_dir
 from aisite.playbooks import ROOT
 
 EventHandler = Callable[[dict[str, Any]], None]
@@ -213,11 +214,7 @@ def record_run(site: str, name: str, doc: Mapping[str, Any]) -> Path:
 
     What a person or a later step (a test, CI) reads to know how the last run went; holds no secret (the recap,
     the failures and what was skipped)."""
-    return write_json(_deploys_dir(site) / f"{name}.json", doc)
-
-
-def _deploys_dir(site: str) -> Path:
-    return ROOT / ".aisite" / site / "deploys"
+    return write_json(deploys_dir(site) / f"{name}.json", doc)
 
 
 def write_json(path: Path, doc: Mapping[str, Any]) -> Path:
@@ -264,7 +261,7 @@ def merge(results: list[RunResult]) -> RunResult:
 def applied_hosts(site: str) -> dict[str, dict[str, str]]:
     """layer -> host -> the state (`aisite.changes`) its last successful run of the layer applied, from this
     machine: what `deploy --changed` and `reconcile` compare with."""
-    path = _deploys_dir(site) / "applied.json"
+    path = deploys_dir(site) / "applied.json"
     return {k: dict(v) for k, v in json.loads(path.read_text()).items()} if path.is_file() else {}
 
 
@@ -276,13 +273,13 @@ def record_applied(site: str, applied: Mapping[str, Mapping[str, str]], forget: 
     for layer, gone in forget.items():
         for host in gone:
             doc.get(layer, {}).pop(host, None)
-    write_json(_deploys_dir(site) / "applied.json", doc)
+    write_json(deploys_dir(site) / "applied.json", doc)
 
 
 def forget_applied(site: str, hosts: Iterable[str] | None = None) -> None:
     """Hosts that are new again (a lab container recreated, a node reprovisioned): nothing is applied to them any
     more, in any layer; None: the whole site (its lab taken down)."""
-    path = _deploys_dir(site) / "applied.json"
+    path = deploys_dir(site) / "applied.json"
     if hosts is None:
         path.unlink(missing_ok=True)
         return

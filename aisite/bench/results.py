@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from aisite.loader import ROOT
+from aisite.paths import results_dir
 from aisite.payloads.result import SCHEMA
 
 
@@ -63,10 +63,6 @@ def collect(text: str, what: str = "output") -> list[Result]:
         except (ValueError, ValidationError) as exc:
             raise CollectError(f"{what}:{n}: not a valid {SCHEMA} result: {exc}") from None
     return found
-
-
-def results_dir(site: str) -> Path:
-    return ROOT / ".aisite" / site / "results"
 
 
 def save(site: str, result: Result) -> Path:

@@ -12,9 +12,10 @@ from rich.table import Table
 
 from aisite.bench import lab as benchlab
 from aisite.bench.report import as_json, judge, plot
-from aisite.bench.results import load, results_dir, save
+from aisite.bench.results import load, save
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, load_plan, out
 from aisite.lab.podman import LabError
+from aisite.paths import results_dir
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmark workloads: run them on the lab, judge the results.")
 

@@ -10,11 +10,10 @@ import typer
 from rich.console import Console
 
 from aisite.errors import SiteError
-from aisite.loader import ROOT, load_site
+from aisite.loader import load_site
 from aisite.plan import Plan, build_plan
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
-CACHE = ROOT / ".aisite" / "cache"
 LAYERS = ("oob", "fabric", "hosts", "cluster", "platform", "workloads")
 # Playbooks run only when asked (`deploy --layer NAME`), not by a whole-site deploy or --changed.
 OPTIONAL_LAYERS = ("reconciler", "pull")

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from aisite.cli.common import CACHE, EXIT_FAILED, EXIT_INVALID, JsonOpt, err, invalid, load_plan, out
+from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, err, invalid, load_plan, out
 from aisite.deploy import forget_applied
 from aisite.errors import SiteError
 from aisite.fields import secret_env
@@ -18,6 +18,7 @@ from aisite.lab.bmc import emulator_problems
 from aisite.lab.podman import LabError, ensure_tools
 from aisite.lab.topology import LabTopology, lab_topology
 from aisite.loader import resolve_stack
+from aisite.paths import CACHE
 from aisite.secrets import resolve, username_of, uses
 
 lab_app = typer.Typer(no_args_is_help=True, help="The emulated lab: a site rehearsed on this machine with podman.")

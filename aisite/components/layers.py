@@ -14,9 +14,10 @@ from pulumi_command import local
 from aisite.changes import layer_state
 from aisite.components.bmc import BmcState, BmcStateArgs
 from aisite.fields import secret_env
+from aisite.paths import kubeconfig_path
 from aisite.plan import Plan
 from aisite.playbooks import ROOT
-from aisite.render.inventory import inventory, kubeconfig_path
+from aisite.render.inventory import inventory
 
 
 @dataclass(frozen=True)

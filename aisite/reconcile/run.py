@@ -18,8 +18,8 @@ from types import FrameType
 from typing import Any
 
 from aisite import repo
+from aisite.paths import STATE
 from aisite.reconcile.state import (
-    STATE,
     BusyError,
     PassRecord,
     load_status,

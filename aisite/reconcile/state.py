@@ -17,9 +17,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
 from aisite.deploy import write_json
-from aisite.loader import ROOT
+from aisite.paths import reconcile_dir
 
-STATE = ROOT / ".aisite"
 HISTORY = 50  # passes kept in the status file
 
 
@@ -65,7 +64,7 @@ class Status:
 
 
 def workdir(stack: str) -> Path:
-    return STATE / "reconcile" / stack.replace("/", "_")
+    return reconcile_dir(stack)
 
 
 def _parse_status(stack: str, doc: Any) -> Status:

@@ -1,0 +1,52 @@
+"""Every path under `.aisite/` (git-ignored: what this machine generated, fetched or recorded), in one place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aisite.loader import ROOT
+
+STATE = ROOT / ".aisite"
+# Images' build contexts and the rootfs debootstrap makes (the lab).
+CACHE = STATE / "cache"
+
+
+def site_dir(site: str) -> Path:
+    return STATE / site
+
+
+def lab_ssh_dir(site: str) -> Path:
+    """The lab's SSH key and the host keys of its containers (`aisite lab up` writes them). Resolved: a
+    reconciler's checkout links its .aisite to the machine's, and the inventory must not depend on the path."""
+    return STATE.resolve() / site / "ssh"
+
+
+def kubeconfig_path(site: str) -> Path:
+    """The admin kubeconfig the cluster layer fetches (0600): the next layer's Kubernetes provider."""
+    return site_dir(site) / "kubeconfig"
+
+
+def deploys_dir(site: str) -> Path:
+    """The outcome of the last `deploy` of each layer (or the site)."""
+    return site_dir(site) / "deploys"
+
+
+def results_dir(site: str) -> Path:
+    """Benchmark results collected from the site's jobs."""
+    return site_dir(site) / "results"
+
+
+def reconcile_dir(stack: str) -> Path:
+    """A reconciler's lock, status and metrics, per stack."""
+    return STATE / "reconcile" / stack.replace("/", "_")
+
+
+def pull_wheels_dir(site: str) -> Path:
+    """The wheels of the controller's ansible-core that `lab up` fetches for nodes that pull layers (the lab's
+    containers reach no package index). Resolved, as it reaches the inventory."""
+    return STATE.resolve() / site / "pull-wheels"
+
+
+def mirror_dir(site: str) -> Path:
+    """The lab's git mirror: the repositories its git daemon serves to the nodes, and its pid file."""
+    return site_dir(site) / "mirror"
