@@ -459,9 +459,10 @@ class Gitops(Strict):
     # `aisite deploy STACK --layer pull`); the reconciler keeps pushing the others.
     pull_layers: Annotated[list[Literal["hosts", "cluster"]], Field(max_length=2)] = []
     pull_interval_seconds: Annotated[int, Field(ge=60, le=86400)] = 900
-    # Where the nodes fetch the repository from (a mirror inside the site); None: `repository`.
+    # Where the nodes fetch the repository from (a mirror inside the site); None: `repository`. git:// (no
+    # transport authentication) is accepted: a node applies only commits its verifier accepts, whoever served them.
     pull_repository: (
-        Annotated[str, Field(pattern=r"^(ssh://|https://|git@|file:///)[A-Za-z0-9._~%+@:/=-]{1,2000}$")] | None
+        Annotated[str, Field(pattern=r"^(ssh://|https://|git://|git@|file:///)[A-Za-z0-9._~%+@:/=-]{1,2000}$")] | None
     ) = None
     pulumi_stack: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+){0,2}$")] | None = None
     pulumi_backend: Annotated[str, Field(pattern=_BACKEND)] | None = None

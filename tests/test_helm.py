@@ -77,9 +77,12 @@ def without_absent(c: Chart, values: dict[str, Any]) -> dict[str, Any]:
 
 
 def unchecked(c: Chart, path: tuple[Any, ...]) -> bool:
-    """A value under a subchart that is not rendered here."""
-    conditions = [cond.split(".") for cond in absent_subcharts(c).values() if cond]
-    return any(tuple(cond[:-1]) == path[: len(cond) - 1] for cond in conditions)
+    """A value under a subchart that is not rendered here: its switch's section, or its own values (its name)."""
+    absent = absent_subcharts(c)
+    conditions = [cond.split(".") for cond in absent.values() if cond]
+    return path[:1] in [(name,) for name in absent] or any(
+        tuple(cond[:-1]) == path[: len(cond) - 1] for cond in conditions
+    )
 
 
 @functools.cache
@@ -299,3 +302,19 @@ def test_kueue_webhooks_reach_tenant_namespaces_only(stack: str) -> None:
     assert tenants and all("aisite.io/tenant" in namespaces[n]["metadata"]["labels"] for n in tenants)
     # The releases' namespaces (operators, monitoring) stay out of the webhook's reach.
     assert all("aisite.io/tenant" not in o["metadata"]["labels"] for n, o in namespaces.items() if n not in tenants)
+
+
+def test_the_node_exporter_keeps_the_charts_args_and_reads_the_nodes_textfiles() -> None:
+    """Its subchart is not in ../shared, so Helm cannot show the value taking effect here: what can be held is that
+    the list the site sets (a list replaces the chart's) starts with kube-prometheus-stack's own, as its values.yaml
+    has them, and adds the textfile directory the pull role writes, under the host root the chart mounts
+    (prometheus-node-exporter 4.56.1: hostRootFsMount, /host/root, read-only)."""
+    plan = _plan("dc1")  # a site with the prometheus addon
+    (c,) = [c for c in charts(plan) if c.chart == "kube-prometheus-stack"]
+    defaults = yaml.safe_load((chart_dir(c) / "values.yaml").read_text())["prometheus-node-exporter"]["extraArgs"]
+    args = c.values["prometheus-node-exporter"]["extraArgs"]
+    assert args[: len(defaults)] == defaults
+    assert args[len(defaults) :] == [
+        f"--collector.textfile.directory=/host/root{plan.kubernetes.monitoring.node_textfile_dir}"
+    ]
+    assert plan.kubernetes.monitoring.node_textfile_dir == "/var/lib/node_exporter/textfile_collector"

@@ -32,15 +32,17 @@ import yaml
 
 from aisite import oob
 from aisite.components.bmc import BmcStateProvider
-from aisite.lab import images, lab
+from aisite.lab import images, lab, mirror
 from aisite.lab.bmc import system_uuid
 from aisite.lab.podman import CONF
 from aisite.lab.topology import lab_mac, lab_topology
 from aisite.loader import load_site, resolve_stack
+from aisite.paths import lab_ssh_dir
 from aisite.plan import Plan, build_plan
 from aisite.reconcile import state as reconcile_state
-from aisite.render.inventory import inventory_yaml, lab_ssh_dir
-from tests.conftest import ROOT, commit_file, make_site_repo, pulling, run_cli, ssh_signer
+from aisite.render.inventory import inventory_yaml
+from aisite.render.manifests import manifest_files
+from tests.conftest import ROOT, commit_file, git, make_site_repo, pulling, run_cli, ssh_signer
 
 pytestmark = pytest.mark.lab
 REUSE = os.environ.get("AISITE_ITEST_REUSE_LAB") == "1"
@@ -375,6 +377,12 @@ def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], s
 
 
 def test_hosts_have_the_baseline_rails_and_nfs(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
+    assert up.returncode == 0, up.stderr
+    check_hosts_baseline(plan)
+
+
+def check_hosts_baseline(plan: Plan) -> None:
+    """The hosts layer's result, read inside the nodes (pushed by the controller, or pulled by the nodes)."""
     gpu, stor = plan.by_role("gpu")[0], plan.by_role("storage")[0]
     c = f"aisite-{SITE}-{gpu.name}"
     assert podman("exec", c, "hostname").strip() == gpu.name
@@ -1262,6 +1270,142 @@ def test_a_reconcile_killed_outright_holds_off_the_next_until_its_deploy_ends(si
     assert not ansible_running()
     assert rc == 0 and rec["outcome"] in ("applied", "unchanged") and rec["commit"] == commit, rec
     assert "example.com/pool=d" in kubeadm_labels(gpu02)
+
+
+# ------------------------------------------------------------------ pull: the nodes converge their host layers
+PULLED = ["hosts", "cluster"]
+
+
+def commit_site(repo: Path, stack_text: str, key: Path | None, message: str) -> str:
+    """Commit the stack and what `aisite render` makes of it under manifests/<site>/ (the nodes' inventory among
+    it), as a team commits a change; signed when a key is given."""
+    stack = repo / "stacks" / f"Pulumi.{SITE}.yaml"
+    stack.write_text(stack_text)
+    site_dir = repo / "manifests" / SITE
+    shutil.rmtree(site_dir, ignore_errors=True)
+    for rel, text in manifest_files(build_plan(load_site(stack))).items():
+        (site_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site_dir / rel).write_text(text)
+    git(repo, "add", "-A")
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={key}", "commit", "-S"] if key else ["commit"]
+    git(repo, *sign, "--quiet", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def pull_passes(plan: Plan) -> dict[str, dict[str, Any]]:
+    """One pass on every node at once (the unit the timer starts), and each node's record of it."""
+    env = os.environ | {"CONTAINERS_CONF": str(CONF)}
+    procs = [
+        subprocess.Popen(
+            ["podman", "exec", f"aisite-{SITE}-{n.name}", "systemctl", "start", "aisite-pull.service"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for n in plan.nodes
+    ]
+    for proc in procs:
+        proc.wait(600)  # a refused or failed pass fails the unit: its record says why
+    return {
+        n.name: json.loads(podman("exec", f"aisite-{SITE}-{n.name}", "cat", "/var/lib/aisite-pull/state.json"))
+        for n in plan.nodes
+    }
+
+
+@pytest.fixture(scope="module")
+def pulled(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, Path, Path]]:
+    """The site with its hosts and cluster layers pulled by the nodes from the lab's git mirror (this machine's
+    address on the management bridge), commits signed by a key of the test's; the pull layer deployed by the
+    controller. Yields (stack, repository, signing key). Afterwards the site's own stack stops the nodes' timers."""
+    assert up.returncode == 0, up.stderr
+    tmp = tmp_path_factory.mktemp("pull")
+    key, line = ssh_signer(tmp, "itest@aisite-lab")
+    data = yaml.safe_load(stack_file.read_text())
+    data["config"]["aisite:site"]["gitops"] |= {
+        "pull_layers": PULLED,
+        "pull_repository": mirror.url(plan),
+        "pull_interval_seconds": 3600,  # no pass of the timer's own during the tests: they start each
+        "allowed_signers": [line],
+    }
+    text = yaml.safe_dump(data, sort_keys=False)
+    stack = _write_stack(tmp, text)
+    (tmp / "repo").mkdir()
+    repo = make_site_repo(tmp / "repo")
+    commit_site(repo, text, key, "The nodes pull their host layers")
+    # lab up fetches the wheels of ansible-core the nodes' virtualenv is made from.
+    r = run_cli("lab", "up", str(stack), env=BMC_ENV)
+    assert r.returncode == 0, r.stderr
+    with mirror.serving(plan, repo):
+        r = run_cli("deploy", str(stack), "--layer", "pull", "--json", env=BMC_ENV)
+        assert r.returncode == 0, r.stdout + r.stderr
+        yield stack, repo, key
+    r = run_cli("deploy", str(stack_file), "--layer", "pull", "--json", env=BMC_ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    env = os.environ | {"CONTAINERS_CONF": str(CONF)}
+    for n in plan.nodes:
+        cmd = ["podman", "exec", f"aisite-{SITE}-{n.name}", "systemctl", "is-enabled", "aisite-pull.timer"]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        assert r.stdout.strip() == "disabled", (n.name, r.stdout, r.stderr)
+
+
+def test_nodes_pull_their_host_layers_and_converge(pulled: tuple[Path, Path, Path], plan: Plan) -> None:
+    """Drift on every node (chrony stopped, NCCL's settings gone from the GPU nodes) is put back by the nodes'
+    own passes of the commit they verified, with the same checks as the controller's push; a second pass changes
+    nothing; the controller reads every node converged, and node exporter's textfile has the pass."""
+    stack, repo, _ = pulled
+    tip = git(repo, "rev-parse", "HEAD")
+    for n in plan.nodes:
+        podman("exec", f"aisite-{SITE}-{n.name}", "systemctl", "stop", "chrony")
+    for n in plan.by_role("gpu"):
+        podman("exec", f"aisite-{SITE}-{n.name}", "rm", "/etc/nccl.conf")
+    first = pull_passes(plan)
+    for rec in first.values():
+        assert rec["status"] == "applied" and rec["commit"] == rec["applied_commit"] == tip, rec
+        assert rec["changed"] > 0 and rec["failed"] == 0, rec
+        assert rec["layers"] == PULLED
+    check_hosts_baseline(plan)
+    second = pull_passes(plan)
+    assert {n: r["changed"] for n, r in second.items()} == {n.name: 0 for n in plan.nodes}
+    assert all(r["status"] == "applied" for r in second.values()), second
+    r = run_cli("reconcile", "nodes", "--stack", str(stack), "--tip", tip, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {row["node"]: row["state"] for row in json.loads(r.stdout)["nodes"]} == {
+        n.name: "converged" for n in plan.nodes
+    }
+    gpu = plan.by_role("gpu")[0].name
+    prom = podman("exec", f"aisite-{SITE}-{gpu}", "cat", "/var/lib/node_exporter/textfile_collector/aisite_pull.prom")
+    assert f'aisite_pull_last_pass_success{{node="{gpu}"}} 1' in prom
+    assert f'aisite_pull_applied_commit_info{{node="{gpu}",commit="{tip}"}} 1' in prom
+
+
+def test_a_pulled_commit_changes_only_the_node_it_names_and_an_unsigned_one_nothing(
+    pulled: tuple[Path, Path, Path], plan: Plan
+) -> None:
+    """A label on one GPU node, committed and signed: every node fetches and verifies it, the labelled node's
+    cluster layer changes and no other node's anything. An unsigned commit on top is refused by every node, which
+    keeps what it applied; the controller reads them all failing."""
+    stack, repo, key = pulled
+    gpu01, gpu02 = (n.name for n in plan.by_role("gpu"))
+    data = yaml.safe_load(stack.read_text())
+    data["config"]["aisite:site"]["gpu_nodes"][0]["nodes"][0]["labels"] = {"example.com/pool": "pulled"}
+    signed = commit_site(repo, yaml.safe_dump(data, sort_keys=False), key, "gpu01 joins pool pulled")
+    recs = pull_passes(plan)
+    assert all(r["status"] == "applied" and r["applied_commit"] == signed for r in recs.values()), recs
+    assert {n: r["changed"] > 0 for n, r in recs.items()} == {n.name: n.name == gpu01 for n in plan.nodes}
+    assert "example.com/pool=pulled" in kubeadm_labels(gpu01)
+    assert "example.com/pool=pulled" not in kubeadm_labels(gpu02)
+    data["config"]["aisite:site"]["gpu_nodes"][0]["nodes"][0]["labels"] = {"example.com/pool": "unsigned"}
+    unsigned = commit_site(repo, yaml.safe_dump(data, sort_keys=False), None, "Unsigned")
+    recs = pull_passes(plan)
+    for rec in recs.values():
+        assert rec["status"] == "refused" and rec["applied_commit"] == signed, rec
+        assert "not signed" in rec["message"], rec
+    assert "example.com/pool=unsigned" not in kubeadm_labels(gpu01)
+    r = run_cli("reconcile", "nodes", "--stack", str(stack), "--tip", unsigned, "--json")
+    assert r.returncode == 1
+    assert {row["state"] for row in json.loads(r.stdout)["nodes"]} == {"failing"}
 
 
 def test_down_leaves_nothing(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from aisite.lab import mirror
 from aisite.lab.topology import lab_topology
 from aisite.loader import load_site, parse_site
+from aisite.paths import mirror_dir
 from aisite.plan import build_plan
 from aisite.render.inventory import inventory
-from tests.conftest import STACKS
+from tests.conftest import STACKS, commit_file, git
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -92,3 +99,28 @@ def test_lab_ranges_stay_on_the_lab() -> None:
         o = build_plan(load_site(other)).networks
         for net in (o.oob, o.management, o.storage, *o.rails):
             assert not IPv4Network(net).overlaps(lab_net)
+
+
+def test_the_lab_mirror_serves_one_repository_and_stops(tmp_path: Path) -> None:
+    """The git mirror nodes pull from: serves the repository at url(plan) while the block runs, on the address it
+    is given (here loopback, in the lab the management bridge's); afterwards nothing of it runs. A pid file that
+    names another program is dropped, never acted on."""
+    plan = SimpleNamespace(site="mirrortest", networks=SimpleNamespace(gateway=lambda purpose: "127.0.0.1"))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commit = commit_file(repo, "a.txt", "a\n", "one")
+    try:
+        with mirror.serving(plan, repo) as url:  # type: ignore[arg-type]
+            assert url == "git://127.0.0.1/mirrortest.git"
+            out = subprocess.run(["git", "ls-remote", url, "main"], capture_output=True, text=True, check=True)
+            assert out.stdout.split() == [commit, "refs/heads/main"]
+            pid = int((mirror_dir("mirrortest") / "pid").read_text())
+            assert Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"git-daemon")
+        assert not (mirror_dir("mirrortest") / "pid").exists()
+        assert not Path(f"/proc/{pid}").exists()
+        (mirror_dir("mirrortest") / "pid").write_text(f"{os.getpid()}\n")
+        assert mirror.stop("mirrortest") is False  # this test's own process: not a git daemon, left alone
+        assert not (mirror_dir("mirrortest") / "pid").exists()
+    finally:
+        shutil.rmtree(mirror_dir("mirrortest").parent, ignore_errors=True)

@@ -4,17 +4,22 @@ schemas."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from aisite.errors import SiteError
 from aisite.loader import load_site
+from aisite.model import Gitops
 from aisite.plan import build_plan
 from aisite.platform import jobs, objects
+from aisite.playbooks import playbook_roles
 from aisite.render.bundle import bundle
 from aisite.render.inventory import NODE_GROUPS, inventory, inventory_yaml, load_inventory
 from aisite.render.manifests import gitops_files, layer_files, manifest_files
@@ -97,7 +102,14 @@ def test_the_nodes_inventory_gives_each_node_what_the_pushed_inventory_gives_it(
     loader = DataLoader()
     inv = InventoryManager(loader=loader, sources=[str(tmp_path / "m" / "inventory")])
     variables = VariableManager(loader=loader, inventory=inv)
-    connection = {"ansible_host", "ansible_connection", "ansible_ssh_private_key_file", "ansible_ssh_common_args"}
+    # How the controller reaches a node, and what it copies to one (the lab's wheels): not a node's own business.
+    connection = {
+        "ansible_host",
+        "ansible_connection",
+        "ansible_ssh_private_key_file",
+        "ansible_ssh_common_args",
+        "pull_wheels_src",
+    }
     for node in plan.nodes:
         group = NODE_GROUPS[node.role]
         expected = pushed["all"]["vars"] | pushed["all"]["children"][group]["hosts"][node.name]
@@ -230,3 +242,29 @@ def test_render_replaces_its_output_whole_or_not_at_all(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="was not written by aisite render"):
         render_into(mine, {"a.txt": "x"})
     assert (mine / "notes.txt").read_text() == "keep"
+
+
+def test_a_node_pulling_its_layers_has_every_collection_their_roles_use() -> None:
+    """A node's pass has ansible-core, the checkout (with aisite.site) and the collections role pull copies from
+    the controller (pull_collections): every module, lookup or filter of another collection that a pullable
+    layer's roles (and the roles they include) name must be among those."""
+    pull_vars = yaml.safe_load((ROOT / "roles" / "pull" / "vars" / "main.yml").read_text())
+    have = {"ansible.builtin", "ansible.legacy", "aisite.site", *pull_vars["pull_collections"]}
+    named = re.compile(
+        r"^\s*-?\s*([a-z_]+\.[a-z_]+)\.[a-z_]+:"  # a task's module
+        r"|lookup\(\s*'([a-z_]+\.[a-z_]+)\.[a-z_]+'"  # a lookup
+        r"|\|\s*([a-z_]+\.[a-z_]+)\.[a-z_]+"  # a filter
+        r"|\bis\s+([a-z_]+\.[a-z_]+)\.[a-z_]+",  # a test
+        re.M,
+    )
+    (literal,) = typing.get_args(Gitops.model_fields["pull_layers"].annotation)  # list[Literal[...]]
+    used: dict[str, set[str]] = {}
+    for layer in typing.get_args(literal):
+        for role in playbook_roles(ROOT / "playbooks" / f"{layer}.yml"):
+            for path in (ROOT / "roles" / role).glob("*/*"):
+                if path.parent.name in ("tasks", "handlers", "templates") and path.is_file():
+                    for m in named.finditer(path.read_text()):
+                        name = next(g for g in m.groups() if g)
+                        used.setdefault(name, set()).add(f"{role}/{path.parent.name}/{path.name}")
+    assert {"ansible.posix", "community.general"} <= set(used)  # the scan finds what is there
+    assert {name: sorted(where) for name, where in used.items() if name not in have} == {}

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 
 from aisite.lab.podman import CONF, LabError, podman
@@ -60,14 +61,15 @@ def _bmc_pins() -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
-def _fetch_wheels(dest: Path) -> None:
+def _fetch_wheels(dest: Path, pins: list[str], what: str, deps: bool = False) -> None:
+    """Wheels for the lab images' Python (Debian 12's 3.11, x86_64), fetched by this machine's pip."""
     args = [
         sys.executable,
         "-m",
         "pip",
         "download",
         "-q",
-        "--no-deps",
+        *([] if deps else ["--no-deps"]),
         "--only-binary=:all:",
         "--python-version",
         "3.11",
@@ -79,11 +81,24 @@ def _fetch_wheels(dest: Path) -> None:
         "manylinux_2_28_x86_64",
         "--dest",
         str(dest),
-        *_bmc_pins(),
+        *pins,
     ]
     r = subprocess.run(args, capture_output=True, text=True, check=False)
     if r.returncode:
-        raise LabError(f"fetching the BMC emulator wheels failed: {r.stderr.strip()[-800:]}")
+        raise LabError(f"fetching {what} failed: {r.stderr.strip()[-800:]}")
+
+
+def ensure_pull_wheels(dest: Path, say: Callable[[str], None]) -> None:
+    """ansible-core at this machine's version and its dependencies, for nodes that pull layers (role pull copies
+    them in: the lab's containers reach no package index). Fetched once per version."""
+    pin = f"ansible-core=={metadata.version('ansible-core')}"
+    stamp = dest / ".fetched"
+    if stamp.is_file() and stamp.read_text() == pin:
+        return
+    say(f"fetching the wheels of {pin} for the nodes' ansible-pull")
+    shutil.rmtree(dest, ignore_errors=True)
+    _fetch_wheels(dest, [pin], f"the wheels of {pin}", deps=True)
+    stamp.write_text(pin)
 
 
 def image_tag(kind: str) -> str:
@@ -134,7 +149,7 @@ def build_layer(kind: str, cache: Path) -> None:
     try:
         (ctx / "Containerfile").write_text(layer_containerfile(kind))
         if kind == "bmc":
-            _fetch_wheels(ctx / "wheels")
+            _fetch_wheels(ctx / "wheels", _bmc_pins(), "the BMC emulator wheels")
         podman(
             "build",
             "-q",

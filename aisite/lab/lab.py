@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aisite.lab import bmc, images
+from aisite.lab import bmc, images, mirror
 from aisite.lab.podman import LabError, ensure_tools, netns_links, podman, podman_json, run
 from aisite.lab.topology import HOST_LABEL, LABEL, ROLE_LABEL, SPEC_LABEL, LabBmc, LabContainer, LabTopology
-from aisite.render.inventory import lab_ssh_dir
+from aisite.paths import lab_ssh_dir, pull_wheels_dir
 
 Say = Callable[[str], None]
 # A bcrypt digest of the credentials an emulator was configured with: a changed password reconfigures it.
@@ -133,17 +133,57 @@ def _spec(c: LabContainer) -> str:
     return hashlib.sha256(repr((c.attachments, c.caps, c.sysctls, c.volumes)).encode()).hexdigest()[:12]
 
 
+def _bmc_spec(b: LabBmc) -> str:
+    """The same for a BMC emulator: where it answers and as what."""
+    return hashlib.sha256(repr((b.network, b.address, b.mac, b.protocol, b.port)).encode()).hexdigest()[:12]
+
+
+def _current(c: LabContainer, state: dict[str, Any] | None, tags: dict[str, str]) -> bool:
+    return (
+        state is not None
+        and _live(state)
+        and state.get("Image") == tags[c.image]
+        and (state.get("Labels") or {}).get(SPEC_LABEL) == _spec(c)
+    )
+
+
+def _bmc_current(b: LabBmc, state: dict[str, Any] | None, tag: str, credentials: Credentials) -> bool:
+    labels = (state or {}).get("Labels") or {}
+    return (
+        state is not None
+        and _live(state)
+        and state.get("Image") == tag
+        and labels.get(SPEC_LABEL) == _bmc_spec(b)
+        and bmc.credentials_match(labels.get(CREDENTIALS_LABEL, ""), *credentials[b.credentials])
+    )
+
+
+def _remove_stale(topo: LabTopology, tags: dict[str, str], credentials: Credentials, say: Say) -> None:
+    """Before anything is started: remove the site's containers the plan no longer has, or would start otherwise.
+    Addresses move when a plan grows (a storage node numbered after the GPU nodes): a new container must not find
+    its address still held by the old one."""
+    nodes = {c.name: c for c in topo.containers}
+    bmcs = {b.name: b for b in topo.bmcs}
+    have = _containers(topo.site)
+    stale = sorted(
+        name
+        for name, state in have.items()
+        if not (
+            (name in nodes and _current(nodes[name], state, tags))
+            or (name in bmcs and _bmc_current(bmcs[name], state, tags["bmc"], credentials))
+        )
+    )
+    if stale:
+        say(f"removing {len(stale)} containers the plan no longer has or starts otherwise: {', '.join(stale)}")
+        _remove(*stale, what="removing stale lab containers")
+        _wait_for_monitors([have[n]["Id"] for n in stale])
+
+
 def _ensure_containers(topo: LabTopology, tags: dict[str, str], report: UpReport, say: Say) -> None:
     have = _containers(topo.site)
     for c in topo.containers:
         state = have.get(c.name)
-        current = (
-            state is not None
-            and _live(state)
-            and state.get("Image") == tags[c.image]
-            and (state.get("Labels") or {}).get(SPEC_LABEL) == _spec(c)
-        )
-        if current:
+        if _current(c, state, tags):
             continue
         if state:
             # Stopped, built from an older image or started differently: start it afresh so it matches the plan.
@@ -309,6 +349,8 @@ def start_bmc(site: str, b: LabBmc, tag: str, credentials: Credentials) -> None:
         f"{ROLE_LABEL}=bmc",
         "--label",
         f"{HOST_LABEL}={b.node}",
+        "--label",
+        f"{SPEC_LABEL}={_bmc_spec(b)}",
         "--network",
         f"{b.network}:ip={b.address},mac={b.mac},interface_name=bmc0",
         tag,
@@ -331,7 +373,7 @@ def _ensure_bmcs(topo: LabTopology, tag: str, credentials: Credentials, report: 
         state = have.get(b.name)
         digest = (state or {}).get("Labels", {}).get(CREDENTIALS_LABEL, "")
         same_credentials = bmc.credentials_match(digest, *credentials[b.credentials])
-        if state and _live(state) and state.get("Image") == tag and same_credentials:
+        if _bmc_current(b, state, tag, credentials):
             continue
         if state:
             why = "its credentials changed" if not same_credentials else "stale"
@@ -377,12 +419,15 @@ def up(topo: LabTopology, cache: Path, say: Say, credentials: Credentials) -> Up
     start = time.monotonic()
     report = UpReport(installed=ensure_tools())
     tags = images.ensure_images(cache, say)
+    _remove_stale(topo, tags, credentials, say)
     _ensure_networks(topo, report, say)
     _ensure_containers(topo, tags, report, say)
     _restart_stopped(topo, tags, say)
     _ensure_links(topo, report, say)
     _ensure_ssh(topo, say)
     _ensure_bmcs(topo, tags["bmc"], credentials, report, say)
+    if topo.pulls:
+        images.ensure_pull_wheels(pull_wheels_dir(topo.site), say)
     report.seconds = round(time.monotonic() - start, 2)
     return report
 
@@ -465,6 +510,8 @@ def _wait_for_monitors(ids: list[str], timeout: float = 20.0) -> None:
 def down(site: str, say: Say) -> dict[str, list[str]]:
     """Remove the containers and networks labelled with this site, and nothing else."""
     removed: dict[str, list[str]] = {"containers": [], "networks": []}
+    if mirror.stop(site):  # a mirror its user left serving on the lab's bridge
+        say("stopped the lab's git mirror left running")
     have = _containers(site)
     names = sorted(have)
     if names:

@@ -103,6 +103,8 @@ class LabTopology:
     containers: tuple[LabContainer, ...]
     links: tuple[LabLink, ...]
     bmcs: tuple[LabBmc, ...] = ()
+    # The nodes pull layers (gitops.pull_layers): they need ansible-core's wheels from this machine.
+    pulls: bool = False
 
     def container(self, host: str) -> LabContainer:
         return next(c for c in self.containers if c.host == host)
@@ -194,4 +196,5 @@ def lab_topology(plan: Plan) -> LabTopology:
         )
         for n in plan.nodes
     )
-    return LabTopology(plan.site, (mgmt, storage, oob), tuple(containers), links, bmcs)
+    pulls = bool(plan.gitops and plan.gitops.pull_layers)
+    return LabTopology(plan.site, (mgmt, storage, oob), tuple(containers), links, bmcs, pulls)

@@ -183,6 +183,9 @@ class MonitoringPlan:
     prometheus_storage_gi: int = 100
     alertmanager_storage_gi: int = 2
     storage_class: str | None = None
+    # Where programs on the nodes leave metrics for node exporter's textfile collector (aisite-pull's pass): the
+    # pull role writes there, the chart's node exporter reads it through its mount of the host's root.
+    node_textfile_dir: str = "/var/lib/node_exporter/textfile_collector"
 
 
 @dataclass(frozen=True, slots=True)

@@ -159,6 +159,16 @@ def _kueue(plan: Plan, monitoring: bool) -> dict[str, Any]:
     }
 
 
+# kube-prometheus-stack's own values for its node exporter's extraArgs (kept when the site adds one).
+NODE_EXPORTER_DEFAULT_ARGS = (
+    "--collector.filesystem.mount-points-exclude=^/(dev|proc|sys|run/containerd/.+|var/lib/docker/.+"
+    "|var/lib/kubelet/.+)($|/)",
+    "--collector.filesystem.fs-types-exclude=^(autofs|binfmt_misc|bpf|cgroup2?|configfs|debugfs|devpts|devtmpfs"
+    "|fusectl|hugetlbfs|iso9660|mqueue|nsfs|overlay|proc|procfs|pstore|rpc_pipefs|securityfs|selinuxfs|squashfs"
+    "|sysfs|tracefs|erofs)$",
+)
+
+
 def charts(plan: Plan) -> list[Chart]:
     """The releases of the site's platform, in install order (operators before what runs on them)."""
     addons = set(plan.kubernetes.addons)
@@ -189,6 +199,14 @@ def charts(plan: Plan) -> list[Chart]:
                 "alertmanagerSpec": {"storage": _volume(m.alertmanager_storage_gi, m.storage_class)},
             },
             "grafana": {"sidecar": {"dashboards": {"enabled": True, "searchNamespace": "ALL"}}},
+            # A list replaces the chart's whole list: its two defaults (a test holds them to the chart's), then
+            # the textfile directory, read through the host root the chart mounts at /host/root (read-only).
+            "prometheus-node-exporter": {
+                "extraArgs": [
+                    *NODE_EXPORTER_DEFAULT_ARGS,
+                    f"--collector.textfile.directory=/host/root{m.node_textfile_dir}",
+                ]
+            },
         }
         out.append(
             # privileged: the node exporter reads the host's network, processes and file systems.

@@ -7,13 +7,13 @@ No task needs facts gathered from other hosts: what a host must know of the site
 from __future__ import annotations
 
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from aisite.fields import secret_env
 from aisite.loader import ROOT
+from aisite.paths import kubeconfig_path, lab_ssh_dir, pull_wheels_dir
 from aisite.plan import Node, Plan, Switch
 
 NODE_GROUPS = {"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}
@@ -45,17 +45,6 @@ def container_name(plan: Plan, host: str) -> str:
     return f"aisite-{plan.site}-{host}"
 
 
-def lab_ssh_dir(site: str) -> Path:
-    """The lab's SSH key and the host keys of its containers (`aisite lab up` writes them; git-ignored). Resolved:
-    a reconciler's checkout links its .aisite to the machine's, and the inventory must not depend on the path."""
-    return (ROOT / ".aisite").resolve() / site / "ssh"
-
-
-def kubeconfig_path(site: str) -> Path:
-    """The admin kubeconfig the cluster layer fetches (0600, git-ignored): the next layer's Kubernetes provider."""
-    return ROOT / ".aisite" / site / "kubeconfig"
-
-
 def _lab_ssh(plan: Plan) -> dict[str, Any]:
     """How Ansible reaches a lab's containers: as a real site's hosts, over SSH at their management addresses
     (pipelining and ControlPersist from ansible.cfg), with the lab's key and the host keys `lab up` collected."""
@@ -81,7 +70,9 @@ def _lab_site_vars(plan: Plan) -> dict[str, Any]:
 
 
 def _lab_vars(plan: Plan) -> dict[str, Any]:
-    return _lab_ssh(plan) | _lab_site_vars(plan)
+    # Nodes that pull layers get ansible-core's wheels from this machine (`lab up` fetched them).
+    pulls = {"pull_wheels_src": str(pull_wheels_dir(plan.site))} if plan.gitops and plan.gitops.pull_layers else {}
+    return _lab_ssh(plan) | _lab_site_vars(plan) | pulls
 
 
 def _node_vars(node: Node) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import ansible.release
 
@@ -29,6 +31,20 @@ def test_ansible_core_and_the_units_are_installed(host) -> None:  # type: ignore
     assert host.file("/usr/local/sbin/aisite-verify-commit").mode == 0o755
 
 
+def test_the_collections_are_the_controllers_own(host) -> None:  # type: ignore[no-untyped-def]
+    root = "/usr/share/ansible/collections/ansible_collections"
+    for name in ("ansible.posix", "community.general"):
+        ns, coll = name.split(".")
+        mine = json.loads(host.file(f"{root}/{ns}/{coll}/MANIFEST.json").content_string)["collection_info"]
+        here = importlib.util.find_spec(f"ansible_collections.{ns}.{coll}")
+        assert here is not None and here.submodule_search_locations
+        ctl = Path(next(iter(here.submodule_search_locations))) / "MANIFEST.json"
+        assert mine["version"] == json.loads(ctl.read_text())["collection_info"]["version"], name
+    # ansible-doc in the node's virtualenv finds a module of each: the node's ansible loads them.
+    for module in ("ansible.posix.authorized_key", "community.general.modprobe"):
+        assert host.run(f"/opt/aisite-pull/bin/ansible-doc -t module {module} >/dev/null").rc == 0, module
+
+
 def test_a_pass_applies_the_signed_tip_and_records_it(host) -> None:  # type: ignore[no-untyped-def]
     r = host.run("systemctl start aisite-pull.service")
     logs = "cat /var/lib/aisite-pull/last.log; journalctl -u aisite-pull --no-pager | tail -20"
@@ -37,11 +53,13 @@ def test_a_pass_applies_the_signed_tip_and_records_it(host) -> None:  # type: ig
     s = state(host)
     assert s["status"] == "applied" and s["commit"] == s["applied_commit"] == tip(host)
     assert s["changed"] >= 1 and s["failed"] == 0 and s["seconds"] > 0
+    assert 0 < s["cpu_seconds"] < 10 * s["seconds"]  # its own and its children's (git, ansible-pull's playbook)
     prom = host.file(PROM).content_string
     node = s["node"]
     assert f'aisite_pull_last_pass_success{{node="{node}"}} 1' in prom
     assert f'aisite_pull_applied_commit_info{{node="{node}",commit="{tip(host)}"}} 1' in prom
     assert f'aisite_pull_last_pass_changed_tasks{{node="{node}"}} {s["changed"]}' in prom
+    assert f'aisite_pull_last_pass_cpu_seconds{{node="{node}"}} {s["cpu_seconds"]}' in prom
 
 
 def test_a_second_pass_changes_nothing(host) -> None:  # type: ignore[no-untyped-def]
