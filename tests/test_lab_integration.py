@@ -1371,9 +1371,9 @@ def test_nodes_pull_their_host_layers_and_converge(pulled: tuple[Path, Path, Pat
     assert all(r["status"] == "applied" for r in second.values()), second
     r = run_cli("reconcile", "nodes", "--stack", str(stack), "--tip", tip, "--json")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert {row["node"]: row["state"] for row in json.loads(r.stdout)["nodes"]} == {
-        n.name: "converged" for n in plan.nodes
-    }
+    doc = json.loads(r.stdout)
+    assert {row["node"]: row["state"] for row in doc["nodes"]} == {n.name: "converged" for n in plan.nodes}
+    assert f'state="converged"}} {float(len(plan.nodes))}' in Path(doc["metrics"]).read_text()  # for Prometheus
     gpu = plan.by_role("gpu")[0].name
     prom = podman("exec", f"aisite-{SITE}-{gpu}", "cat", "/var/lib/node_exporter/textfile_collector/aisite_pull.prom")
     assert f'aisite_pull_last_pass_success{{node="{gpu}"}} 1' in prom

@@ -25,6 +25,7 @@ from aisite.plan import build_plan
 from aisite.reconcile import state
 from aisite.reconcile.hook import post_receive
 from aisite.reconcile.nodes import convergence
+from aisite.reconcile.nodes import write_metrics as write_nodes_metrics
 from aisite.render.inventory import inventory
 from tests.conftest import ROOT, commit_file, git, make_site_repo, run_cli, ssh_signer, stack_data
 
@@ -537,3 +538,30 @@ def test_the_nodes_convergence_is_judged_from_their_own_records() -> None:
     assert "\x1b" not in junk.message and "\n" not in junk.message and len(junk.message) <= 400
     # Without a known tip, an applied pass counts as converged.
     assert convergence(["n2"], records, None, now)[0].state == "converged"
+
+
+def test_the_nodes_convergence_is_kept_as_metrics(tmp_path: Path) -> None:
+    """What `reconcile nodes` found, for Prometheus next to the reconciler's metrics: a count per state, and each
+    node not converged by name with the seconds since its last success; read back with Prometheus's own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    tip, old = "a" * 40, "b" * 40
+    records = {
+        "n1": {"status": "applied", "applied_commit": tip, "ended": 90, "last_success": 90},
+        "n2": {"status": "applied", "applied_commit": old, "ended": 50, "last_success": 40},
+        "n3": {"status": "failed", "applied_commit": old, "ended": 95, "last_success": 0},
+    }
+    rows = convergence(["n1", "n2", "n3", "n4"], records, tip, 100.0, ["n4"])
+    path = write_nodes_metrics("dc1", rows, 100.0, tmp_path / "m.prom")
+    samples = {
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "stack"))): s.value
+        for family in text_string_to_metric_families(path.read_text())
+        for s in family.samples
+    }
+    counts = {dict(k[1])["state"]: v for k, v in samples.items() if k[0] == "aisite_reconcile_nodes"}
+    assert counts == {"converged": 1, "behind": 1, "failing": 1, "never": 0, "unreachable": 1}
+    off = {dict(k[1])["node"]: dict(k[1])["state"] for k in samples if k[0] == "aisite_reconcile_node_not_converged"}
+    assert off == {"n2": "behind", "n3": "failing", "n4": "unreachable"}
+    since = {dict(k[1])["node"]: v for k, v in samples.items() if k[0] == "aisite_reconcile_node_since_success_seconds"}
+    assert since == {"n2": 60.0}  # n3 never succeeded, n4 said nothing
+    assert samples[("aisite_reconcile_nodes_checked_timestamp_seconds", ())] == 100.0

@@ -31,6 +31,7 @@ from aisite.diff import markdown, site_diff
 from aisite.loader import resolve_stack
 from aisite.reconcile.hook import post_receive
 from aisite.reconcile.nodes import convergence
+from aisite.reconcile.nodes import write_metrics as write_nodes_metrics
 from aisite.reconcile.run import Config, reconcile_pass, watch
 from aisite.reconcile.state import BusyError, PassRecord, load_status, workdir
 from aisite.render.inventory import inventory, inventory_text
@@ -235,9 +236,11 @@ def nodes(
     )
     records = dict(result.stats.get("pull_states") or {})
     down = [h for h, r in result.recap.items() if r.unreachable]
-    rows = convergence(list(inv["all"]["children"]["pull"]["hosts"]), records, tip, time.time(), down)
+    now = time.time()
+    rows = convergence(list(inv["all"]["children"]["pull"]["hosts"]), records, tip, now, down)
+    metrics = write_nodes_metrics(stack, rows, now, workdir(stack) / "aisite_reconcile_nodes.prom")
     if as_json:
-        print(json.dumps({"tip": tip, "nodes": [asdict(r) for r in rows]}, indent=2))
+        print(json.dumps({"tip": tip, "nodes": [asdict(r) for r in rows], "metrics": str(metrics)}, indent=2))
     else:
         table = Table(title=f"{stack}: nodes at {tip[:12] if tip else 'an unknown commit'}")
         for col in ("node", "state", "applied", "last pass", "since success", "message"):

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
 # A node's pass outcomes (role pull's aisite-pull).
 _OUTCOMES = ("applied", "refused", "failed")
@@ -70,3 +73,43 @@ def convergence(
             )
         )
     return out
+
+
+STATES = ("converged", "behind", "failing", "never", "unreachable")
+
+
+def write_metrics(stack: str, rows: Iterable[NodeConvergence], now: float, path: Path) -> Path:
+    """The nodes' standing for node exporter's textfile collector, next to the reconciler's own metrics: a count
+    per state, and for each node that is not converged its state and the seconds since its last success (each
+    node's own aisite_pull_* metrics say the rest)."""
+    rows = list(rows)
+    reg = CollectorRegistry()
+    count = Gauge(
+        "aisite_reconcile_nodes", "Pulling nodes per state at the last check.", ["stack", "state"], registry=reg
+    )
+    for state in STATES:
+        count.labels(stack, state).set(sum(1 for r in rows if r.state == state))
+    off = Gauge(
+        "aisite_reconcile_node_not_converged",
+        "A pulling node not converged, by state.",
+        ["stack", "node", "state"],
+        registry=reg,
+    )
+    since = Gauge(
+        "aisite_reconcile_node_since_success_seconds",
+        "Seconds since a node not converged last applied a commit (absent: never).",
+        ["stack", "node"],
+        registry=reg,
+    )
+    for r in rows:
+        if r.state != "converged":
+            off.labels(stack, r.node, r.state).set(1)
+            if r.since_success_seconds is not None:
+                since.labels(stack, r.node).set(r.since_success_seconds)
+    checked = Gauge(
+        "aisite_reconcile_nodes_checked_timestamp_seconds", "When the nodes were last read.", ["stack"], registry=reg
+    )
+    checked.labels(stack).set(now)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_to_textfile(str(path), reg)
+    return path
