@@ -135,3 +135,13 @@ def descends(clone: Path, ancestor: str, commit: str) -> bool:
 
 def commit_subject(clone: Path, commit: str) -> str:
     return git(clone, "log", "-1", "--format=%s", commit).stdout.strip()
+
+
+def copy_checkout(top: Path, dest: Path) -> None:
+    """The files of the work tree at `top` (tracked, and untracked but not ignored) as they are now, into `dest`:
+    a site repository made of this checkout (the tests' and benchmarks' sites)."""
+    for rel in git(top, "ls-files", "-co", "--exclude-standard").stdout.splitlines():
+        src = top / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).write_bytes(src.read_bytes())

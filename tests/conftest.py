@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 
 from aisite.loader import read_site_config, resolve_stack, stack_names
+from aisite.repo import copy_checkout
 
 # CI replays the same examples every run (reproducible); a developer's run explores new ones.
 settings.register_profile("ci", max_examples=60, derandomize=True, print_blob=True)
@@ -76,12 +77,7 @@ def git(repo: Path, *args: str) -> str:
 def make_site_repo(dest: Path, stacks: dict[str, str] | None = None) -> Path:
     """A site repository as a team has one: this project (the working tree's files, as they are now) on branch
     main, plus `stacks` (file name under stacks/ -> text), committed."""
-    files = git(ROOT, "ls-files", "-co", "--exclude-standard").splitlines()
-    for rel in files:
-        src = ROOT / rel
-        if src.is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            (dest / rel).write_bytes(src.read_bytes())
+    copy_checkout(ROOT, dest)
     for name, text in (stacks or {}).items():
         (dest / "stacks" / name).write_text(text)
     git(dest, "init", "--quiet", "--initial-branch=main")
