@@ -1,5 +1,5 @@
 # The README's two commands: `make lab` and `make test`. Each sets itself up first.
-.PHONY: setup lab test bench bench-lab bench-lab-cold bench-fabric bench-deploy bench-reconcile manifests clean
+.PHONY: setup lab test bench bench-lab bench-lab-cold bench-fabric bench-deploy bench-reconcile bench-scale manifests clean
 
 setup:
 	@bash scripts/setup.sh
@@ -39,3 +39,7 @@ bench-deploy: setup
 # Reconcile timings on a lab of its own: a pass with nothing to change, commit-to-converged of a one-host change.
 bench-reconcile: setup
 	@.venv/bin/python benchmarks/reconcile_bench.py
+
+# The host layers' pass, pushed and pulled, on labs of 4, 8, 16 and 32 GPU nodes (about an hour on 2 cores).
+bench-scale: setup
+	@.venv/bin/python benchmarks/scale_bench.py
