@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from aisite.lab import lab as lablab
 from aisite.lab import mirror
+from aisite.lab.podman import LabError
 from aisite.lab.topology import lab_topology
 from aisite.loader import load_site, parse_site
 from aisite.paths import mirror_dir
@@ -124,3 +126,23 @@ def test_the_lab_mirror_serves_one_repository_and_stops(tmp_path: Path) -> None:
         assert not (mirror_dir("mirrortest") / "pid").exists()
     finally:
         shutil.rmtree(mirror_dir("mirrortest").parent, ignore_errors=True)
+
+
+def test_a_lab_too_big_for_the_machines_inotify_limit_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lab: dict[str, Any]
+) -> None:
+    """Past fs.inotify.max_user_instances, the next containers' systemd exits at once: `lab up` says what to raise
+    instead of starting a lab that half runs."""
+    limit = tmp_path / "max_user_instances"
+    limit.write_text("128\n")
+    monkeypatch.setattr(lablab, "INOTIFY_LIMIT", limit)
+    small = lab_topology(build_plan(parse_site(lab, "lab")))
+    lablab._check_inotify(small)  # the lab stack: well inside Debian's default
+    lab["gpu_nodes"][0] |= {"count": 32, "nodes": []}
+    lab["fabric"]["scalable_unit"] = 32
+    lab["switches"]["leaves"]["ports"] = 64
+    big = lab_topology(build_plan(parse_site(lab, "lab")))
+    with pytest.raises(LabError, match=r"38 systemd containers need about 260 inotify instances.*is 128"):
+        lablab._check_inotify(big)
+    limit.write_text("260\n")
+    lablab._check_inotify(big)
