@@ -1318,7 +1318,7 @@ def pulled(
 ) -> Iterator[tuple[Path, Path, Path]]:
     """The site with its hosts and cluster layers pulled by the nodes from the lab's git mirror (this machine's
     address on the management bridge), commits signed by a key of the test's; the pull layer deployed by the
-    controller. Yields (stack, repository, signing key). Afterwards the site's own stack stops the nodes' timers."""
+    controller. Yields (stack, repository, signing key); the mirror stops with the module."""
     assert up.returncode == 0, up.stderr
     tmp = tmp_path_factory.mktemp("pull")
     key, line = ssh_signer(tmp, "itest@aisite-lab")
@@ -1341,13 +1341,6 @@ def pulled(
         r = run_cli("deploy", str(stack), "--layer", "pull", "--json", env=BMC_ENV)
         assert r.returncode == 0, r.stdout + r.stderr
         yield stack, repo, key
-    r = run_cli("deploy", str(stack_file), "--layer", "pull", "--json", env=BMC_ENV)
-    assert r.returncode == 0, r.stdout + r.stderr
-    env = os.environ | {"CONTAINERS_CONF": str(CONF)}
-    for n in plan.nodes:
-        cmd = ["podman", "exec", f"aisite-{SITE}-{n.name}", "systemctl", "is-enabled", "aisite-pull.timer"]
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-        assert r.stdout.strip() == "disabled", (n.name, r.stdout, r.stderr)
 
 
 def test_nodes_pull_their_host_layers_and_converge(pulled: tuple[Path, Path, Path], plan: Plan) -> None:
@@ -1406,6 +1399,26 @@ def test_a_pulled_commit_changes_only_the_node_it_names_and_an_unsigned_one_noth
     r = run_cli("reconcile", "nodes", "--stack", str(stack), "--tip", unsigned, "--json")
     assert r.returncode == 1
     assert {row["state"] for row in json.loads(r.stdout)["nodes"]} == {"failing"}
+
+
+def test_a_site_that_stops_pulling_stops_every_nodes_timer(
+    pulled: tuple[Path, Path, Path], stack_file: Path, plan: Plan
+) -> None:
+    """The lab's own stack pulls nothing: its pull layer stops and disables the timer on every node (and leaves the
+    lab as the other tests found it)."""
+    env = os.environ | {"CONTAINERS_CONF": str(CONF)}
+
+    def timers() -> dict[str, str]:
+        out = {}
+        for n in plan.nodes:
+            cmd = ["podman", "exec", f"aisite-{SITE}-{n.name}", "systemctl", "is-enabled", "aisite-pull.timer"]
+            out[n.name] = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False).stdout.strip()
+        return out
+
+    assert set(timers().values()) == {"enabled"}
+    r = run_cli("deploy", str(stack_file), "--layer", "pull", "--json", env=BMC_ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert set(timers().values()) == {"disabled"}
 
 
 def test_down_leaves_nothing(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
