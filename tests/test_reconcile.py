@@ -351,12 +351,17 @@ def _applied(commit: str) -> None:
     state.save_status(state.Status(STACK, applied_commit=commit))
 
 
-def test_an_openpgp_signature_is_refused_even_when_its_key_is_in_the_keyring(site_repo: Path, tmp_path: Path) -> None:
+def test_an_openpgp_signature_is_refused_even_when_its_key_is_in_the_keyring(
+    site_repo: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     if not shutil.which("gpg"):
         pytest.skip("gpg is not installed (scripts/setup.sh installs gnupg): cannot make an OpenPGP-signed commit")
     home = tmp_path / "gnupg"
     home.mkdir(mode=0o700)
     env = os.environ | {"GNUPGHOME": str(home)}
+    # gpg starts an agent for this home: stopped with the test, not left running.
+    kill = ["gpgconf", "--kill", "gpg-agent"]
+    request.addfinalizer(lambda: subprocess.run(kill, env=env, check=False, capture_output=True) and None)
     subprocess.run(
         ["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "admin@example.com", "ed25519", "sign", "never"],
         env=env,
