@@ -46,7 +46,7 @@ from aisite.lab.topology import lab_topology  # noqa: E402
 from aisite.loader import load_site  # noqa: E402
 from aisite.paths import mirror_dir  # noqa: E402
 from aisite.plan import Plan, build_plan  # noqa: E402
-from aisite.render.manifests import manifest_files  # noqa: E402
+from aisite.render import commit as render_commit  # noqa: E402
 from aisite.repo import copy_checkout  # noqa: E402
 
 CONF = ROOT / "aisite" / "lab" / "containers.conf"
@@ -107,11 +107,7 @@ def git(repo: Path, *args: str) -> str:
 def commit(repo: Path, text: str, key: Path, message: str) -> str:
     """The stack and its rendered manifests/<site>/ (the nodes' inventory), committed and signed."""
     stack = write_stack(repo / "stacks", text)
-    site_dir = repo / "manifests" / SITE
-    subprocess.run(["rm", "-rf", str(site_dir)], check=True)
-    for rel, body in manifest_files(build_plan(load_site(stack))).items():
-        (site_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site_dir / rel).write_text(body)
+    render_commit.write(repo, render_commit.rendered(build_plan(load_site(stack))))  # as `make manifests`
     git(repo, "add", "-A")
     git(repo, "-c", "gpg.format=ssh", "-c", f"user.signingkey={key}", "commit", "-q", "-S", "-m", message)
     return git(repo, "rev-parse", "HEAD")

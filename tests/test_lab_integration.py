@@ -40,8 +40,8 @@ from aisite.loader import load_site, resolve_stack
 from aisite.paths import lab_ssh_dir
 from aisite.plan import Plan, build_plan
 from aisite.reconcile import state as reconcile_state
+from aisite.render import commit as render_commit
 from aisite.render.inventory import inventory_yaml
-from aisite.render.manifests import manifest_files
 from tests.conftest import ROOT, commit_file, git, make_site_repo, pulling, run_cli, ssh_signer
 
 pytestmark = pytest.mark.lab
@@ -1281,11 +1281,7 @@ def commit_site(repo: Path, stack_text: str, key: Path | None, message: str) -> 
     it), as a team commits a change; signed when a key is given."""
     stack = repo / "stacks" / f"Pulumi.{SITE}.yaml"
     stack.write_text(stack_text)
-    site_dir = repo / "manifests" / SITE
-    shutil.rmtree(site_dir, ignore_errors=True)
-    for rel, text in manifest_files(build_plan(load_site(stack))).items():
-        (site_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site_dir / rel).write_text(text)
+    render_commit.write(repo, render_commit.rendered(build_plan(load_site(stack))))  # as `make manifests`
     git(repo, "add", "-A")
     sign = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={key}", "commit", "-S"] if key else ["commit"]
     git(repo, *sign, "--quiet", "-m", message)

@@ -226,7 +226,7 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     # One definition of "changed" with reconcile, diff and the Pulumi layers: each host's state per layer.
     names = (*LAYERS, layer) if layer in OPTIONAL_LAYERS else LAYERS
     states = layer_states(names, inv, {name: contents_text(files) for name, files in applies.items()})
-    pulled = p.gitops.pull_layers if p.gitops else ()
+    pulled = p.pulled_layers
     runs = _runs(states, inv, layer, limit, changed, check, applied_hosts(p.site), as_json, pulled)
     playbooks = [f"playbooks/{names[0] if len(names) == 1 else 'site'}.yml" for names, _ in runs]
     started = time.time()

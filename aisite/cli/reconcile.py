@@ -222,7 +222,7 @@ def nodes(
     (state.json), as converged, behind (an older commit applied), failing (refused or failed, and for how long),
     never (no pass) or unreachable. Exit 1 when any is not converged."""
     p = load_plan(stack, as_json)
-    if not (p.gitops and p.gitops.pull_layers):
+    if not p.pulled_layers:
         print(f"{stack}: the site pulls no layer (gitops.pull_layers is empty)", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID)
     if tip is not None and not re.fullmatch(r"[0-9a-f]{40}", tip):
@@ -237,7 +237,7 @@ def nodes(
     records = dict(result.stats.get("pull_states") or {})
     down = [h for h, r in result.recap.items() if r.unreachable]
     now = time.time()
-    rows = convergence(list(inv["all"]["children"]["pull"]["hosts"]), records, tip, now, down)
+    rows = convergence([n.name for n in p.nodes], records, tip, now, down)  # every node pulls
     metrics = write_nodes_metrics(stack, rows, now, workdir(stack) / "aisite_reconcile_nodes.prom")
     if as_json:
         print(json.dumps({"tip": tip, "nodes": [asdict(r) for r in rows], "metrics": str(metrics)}, indent=2))

@@ -196,5 +196,5 @@ def lab_topology(plan: Plan) -> LabTopology:
         )
         for n in plan.nodes
     )
-    pulls = bool(plan.gitops and plan.gitops.pull_layers)
+    pulls = bool(plan.pulled_layers)
     return LabTopology(plan.site, (mgmt, storage, oob), tuple(containers), links, bmcs, pulls)

@@ -334,6 +334,11 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def pulled_layers(self) -> tuple[str, ...]:
+        """The layers the nodes converge themselves (gitops.pull_layers); none without GitOps."""
+        return self.gitops.pull_layers if self.gitops else ()
+
     def by_role(self, role: str) -> tuple[Node, ...]:
         return tuple(n for n in self.nodes if n.role == role)
 

@@ -3,26 +3,38 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from aisite.loader import ROOT, load_site, stack_names
-from aisite.plan import build_plan
+from aisite.plan import Plan, build_plan
 from aisite.render.bundle import write_bundle
 from aisite.render.manifests import gitops_files, manifest_files
 
 
+def rendered(plan: Plan) -> dict[str, dict[str, str]]:
+    """A site's directories under manifests/ and their files."""
+    return {plan.site: manifest_files(plan), f"gitops/{plan.site}": gitops_files(plan)}
+
+
+def write(root: Path, dirs: dict[str, dict[str, str]]) -> dict[str, int]:
+    """Replace those directories under root/manifests/ (the repository's own, or a test's or bench's site); the
+    files written in each."""
+    counts = {}
+    for site, files in dirs.items():
+        site_dir = root / "manifests" / site
+        shutil.rmtree(site_dir, ignore_errors=True)
+        counts[site] = len(write_bundle(files, site_dir)) if files else 0
+    return counts
+
+
 def main() -> None:
     # Every stack rendered first: a stack that fails to render leaves every committed directory as it was.
-    rendered = {}
+    dirs: dict[str, dict[str, str]] = {}
     for stack in stack_names():
-        plan = build_plan(load_site(stack))
-        rendered[plan.site] = manifest_files(plan)
-        rendered[f"gitops/{plan.site}"] = gitops_files(plan)
-    for site, files in rendered.items():
-        site_dir = ROOT / "manifests" / site
-        shutil.rmtree(site_dir, ignore_errors=True)
-        if files:
-            written = write_bundle(files, site_dir)
-            print(f"manifests/{site}: {len(written)} file(s)")
+        dirs |= rendered(build_plan(load_site(stack)))
+    for site, count in write(ROOT, dirs).items():
+        if count:
+            print(f"manifests/{site}: {count} file(s)")
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def _lab_site_vars(plan: Plan) -> dict[str, Any]:
 
 def _lab_vars(plan: Plan) -> dict[str, Any]:
     # Nodes that pull layers get ansible-core's wheels from this machine (`lab up` fetched them).
-    pulls = {"pull_wheels_src": str(pull_wheels_dir(plan.site))} if plan.gitops and plan.gitops.pull_layers else {}
+    pulls = {"pull_wheels_src": str(pull_wheels_dir(plan.site))} if plan.pulled_layers else {}
     return _lab_ssh(plan) | _lab_site_vars(plan) | pulls
 
 
@@ -239,7 +239,7 @@ def pull_inventory_files(plan: Plan) -> dict[str, str]:
     (group_vars/all.yml) and each node's own (host_vars/<node>.yml), so a node's pass reads its own file and the
     site's, and a commit that changes one node changes one file. No connection settings: a node's pass runs over
     the local connection."""
-    if not (plan.gitops and plan.gitops.pull_layers):
+    if not plan.pulled_layers:
         return {}
     groups: dict[str, Any] = {g: {"hosts": {}} for g in NODE_GROUPS.values()}
     files = {
