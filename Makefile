@@ -11,7 +11,10 @@ lab: setup
 test: setup
 	@bash scripts/test.sh
 
+# validate, plan --json and render of generated 1,024- to 32,768-GPU sites (whole processes), then the in-process
+# plan, render and layer-state timings of DGX H100 sites of 64 to 4,096 GPUs.
 bench: setup
+	@.venv/bin/python benchmarks/site_scale_bench.py
 	@.venv/bin/python benchmarks/plan_bench.py
 
 clean:

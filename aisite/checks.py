@@ -5,6 +5,7 @@ Each check appends `Problem(path, message)` and carries on, so a user sees every
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
@@ -22,7 +23,7 @@ from aisite.model import (
     SwitchGroupBase,
     group_hardware,
 )
-from aisite.plan import FabricLayout, fabric_layout, group_rails, rail_block_prefix
+from aisite.plan import FabricLayout, fabric_capacity, fabric_layout, group_rails, rail_block_prefix
 from aisite.plan.kubernetes import (
     CNI_MANIFESTS,
     PINNED,
@@ -50,6 +51,7 @@ def check_site(site: Site) -> list[Problem]:
     _check_admin_users(site, out)
     layout = fabric_layout(site)
     _check_fabric(site, layout, out)
+    _check_tiers(site, layout, out)
     _check_capacity(site, layout, out)
     _check_kubernetes(site, out)
     _check_tenants(site, out)
@@ -92,6 +94,8 @@ def _switch_groups(site: Site) -> Iterator[tuple[str, SwitchGroupBase]]:
     sw = site.switches
     yield "site.switches.leaves", sw.leaves
     yield "site.switches.spines", sw.spines
+    if sw.super_spines:
+        yield "site.switches.super_spines", sw.super_spines
     if sw.management:
         yield "site.switches.management", sw.management
     if sw.oob:
@@ -386,7 +390,7 @@ def _check_fabric(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
                 f"({layout.scalable_units} scalable unit(s) x {layout.leaves_per_su} leaves)",
             )
         )
-    problem = _asn_problem(fab.asn_base, fab.asn_base + sw.leaves.count)
+    problem = _asn_problem(fab.asn_base, fab.asn_base + (layout.pods if layout.three_tier else 0) + sw.leaves.count)
     if problem:
         out.append(Problem("site.fabric.asn_base", problem))
     if fab.host_mtu > fab.switch_mtu:
@@ -418,10 +422,21 @@ ONYX_UNSET = (
 )
 
 
-def _check_switch_os(site: Site, out: list[Problem]) -> None:
+def _fabric_groups(site: Site) -> list[tuple[str, SwitchGroup]]:
+    """The fabric's tiers that have switches, bottom first, with their keys under site.switches."""
     sw = site.switches
-    for path, group in (("leaves", sw.leaves), ("spines", sw.spines)):
-        if group.os != "cumulus" or (path == "spines" and not group.count):
+    groups = [("leaves", sw.leaves)]
+    if sw.spines.count:
+        groups.append(("spines", sw.spines))
+    if sw.super_spines and sw.super_spines.count:
+        groups.append(("super_spines", sw.super_spines))
+    return groups
+
+
+def _check_switch_os(site: Site, out: list[Problem]) -> None:
+    groups = _fabric_groups(site)
+    for path, group in groups:
+        if group.os != "cumulus":
             continue
         low, high = CUMULUS_RELEASES
         supported = f"{low[0]}.{low[1]} to {high[0]}.{high[1]}"
@@ -436,15 +451,17 @@ def _check_switch_os(site: Site, out: list[Problem]) -> None:
             out.append(
                 Problem(f"site.switches.{path}.os_version", f"{group.os_version}: aisite renders NVUE for {supported}")
             )
-    if sw.spines.count and (sw.leaves.os in UNNUMBERED_OS) != (sw.spines.os in UNNUMBERED_OS):
-        out.append(
-            Problem(
-                "site.switches.spines.os",
-                f"{sw.spines.os} spines cannot peer with {sw.leaves.os} leaves: aisite configures "
-                f"{', '.join(sorted(UNNUMBERED_OS))} with BGP unnumbered and the others with /31 addresses",
+    for (below_path, below), (path, group) in itertools.pairwise(groups):
+        if (below.os in UNNUMBERED_OS) != (group.os in UNNUMBERED_OS):
+            out.append(
+                Problem(
+                    f"site.switches.{path}.os",
+                    f"{group.os} {path.replace('_', '-')} cannot peer with {below.os} {below_path}: aisite configures "
+                    f"{', '.join(sorted(UNNUMBERED_OS))} with BGP unnumbered and the others with /31 addresses",
+                )
             )
-        )
-    if site.fabric.bfd and "sonic" in (sw.leaves.os, sw.spines.os if sw.spines.count else None):
+    oses = {group.os for _, group in groups}
+    if site.fabric.bfd and "sonic" in oses:
         # bgpcfgd's BGP_NEIGHBOR (what aisite writes) has no BFD field in SONiC's YANG; only frrcfgd's
         # vrf-keyed table does, a different management mode aisite does not render.
         out.append(
@@ -454,7 +471,7 @@ def _check_switch_os(site: Site, out: list[Problem]) -> None:
                 "site.fabric.bfd: false for a SONiC fabric (sessions then fail over on the BGP hold time, 9 s)",
             )
         )
-    if "onyx" in (sw.leaves.os, sw.spines.os if sw.spines.count else None):
+    if "onyx" in oses:
         r = site.fabric.roce
         for key in ONYX_UNSET:
             if key in r.model_fields_set:
@@ -464,6 +481,66 @@ def _check_switch_os(site: Site, out: list[Problem]) -> None:
         for key, want in ONYX_ROCE.items():
             if getattr(r, key) != want:
                 out.append(Problem(f"site.fabric.roce.{key}", f"{getattr(r, key)}: Onyx's `roce lossless` uses {want}"))
+
+
+def _check_tiers(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
+    """A third tier's shape (pods, planes), each tier's oversubscription and the bisection bandwidth."""
+    sw, fab = site.switches, site.fabric
+    supers = sw.super_spines.count if sw.super_spines else 0
+    if supers and fab.pod_size is None:
+        out.append(
+            Problem("site.fabric.pod_size", "super-spines need pods: set how many scalable units each pod holds")
+        )
+    if fab.pod_size is not None and not supers:
+        out.append(Problem("site.switches.super_spines", f"pods of {fab.pod_size} scalable unit(s) need super-spines"))
+    if fab.pod_size is not None and not sw.spines.count:
+        out.append(Problem("site.switches.spines.count", "pods need spines: 0 declared"))
+    if layout.three_tier:
+        if sw.spines.count % layout.pods:
+            out.append(
+                Problem(
+                    "site.switches.spines.count",
+                    f"{sw.spines.count} spines do not split evenly over {layout.pods} pod(s) "
+                    f"({max(sw.leaves.count, layout.leaves_needed)} leaves, {layout.leaves_per_pod} per pod)",
+                )
+            )
+        planes = fab.super_spine_planes
+        if supers % planes:
+            out.append(
+                Problem("site.switches.super_spines.count", f"{supers} super-spines do not split into {planes} planes")
+            )
+        if layout.spines_per_pod % planes:
+            out.append(
+                Problem(
+                    "site.fabric.super_spine_planes",
+                    f"{planes} planes for {layout.spines_per_pod} spines per pod: each pod needs the same number "
+                    "of spines in every plane",
+                )
+            )
+    capacity = fabric_capacity(site, layout)
+    if capacity is None:
+        return
+    limits = {"leaves": fab.oversubscription.leaves, "spines": fab.oversubscription.spines}
+    # A leaf mesh (no spines) has no tier above the leaves to oversubscribe: its bisection is what counts.
+    for tier in capacity.tiers if sw.spines.count else ():
+        limit = limits[tier.name]
+        if tier.oversubscription > limit:
+            out.append(
+                Problem(
+                    f"site.fabric.oversubscription.{tier.name}",
+                    f"the {tier.name} are {tier.oversubscription:.3g}:1 oversubscribed ({tier.down_gbps} Gbps down, "
+                    f"{tier.up_gbps} Gbps up each) but at most {limit:g}:1 is allowed",
+                )
+            )
+    floor = fab.min_bisection_gbps_per_gpu
+    if floor is not None and capacity.bisection_gbps_per_gpu < floor:
+        out.append(
+            Problem(
+                "site.fabric.min_bisection_gbps_per_gpu",
+                f"the fabric's bisection bandwidth is {capacity.bisection_gbps_per_gpu:.4g} Gbps per GPU, below "
+                f"{floor:g}",
+            )
+        )
 
 
 def _port_budget(path: str, group: SwitchGroup, need: int, what: str, out: list[Problem]) -> None:
@@ -480,7 +557,7 @@ def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> Non
     sw, nets = site.switches, site.networks
     n_nodes = sum(g.size for _, g in _node_groups(site))
     with_storage = sum(g.size for g in site.gpu_nodes) + (site.storage_nodes.size if site.storage_nodes else 0)
-    fabric_switches = sw.leaves.count + sw.spines.count
+    fabric_switches = sum(group.count for _, group in _fabric_groups(site))
     managed = fabric_switches + (sw.management.count if sw.management else 0)  # switches cabled to OOB ports
     oob_addresses = managed + (sw.oob.count if sw.oob else 0)
 
@@ -498,12 +575,29 @@ def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> Non
                     )
                 )
                 break
-    if sw.spines.count:
+    up = site.fabric.uplinks_per_spine
+    if layout.three_tier and sw.super_spines:
+        pod_leaves, supers_up = layout.leaves_per_pod, layout.spine_uplinks
         _port_budget(
             "site.switches.spines.ports",
             sw.spines,
-            sw.leaves.count * site.fabric.uplinks_per_spine,
-            f"{sw.leaves.count} leaves x {site.fabric.uplinks_per_spine} uplinks",
+            layout.spine_downlinks + supers_up,
+            f"{pod_leaves} leaves of a pod x {up} uplinks + {supers_up} to the super-spines of its plane",
+            out,
+        )
+        _port_budget(
+            "site.switches.super_spines.ports",
+            sw.super_spines,
+            layout.super_spine_downlinks,
+            f"{layout.pods} pods x {layout.super_spine_downlinks // layout.pods} links from the spines of its plane",
+            out,
+        )
+    elif sw.spines.count:
+        _port_budget(
+            "site.switches.spines.ports",
+            sw.spines,
+            sw.leaves.count * up,
+            f"{sw.leaves.count} leaves x {up} uplinks",
             out,
         )
     _access_budget(
@@ -525,7 +619,11 @@ def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> Non
     def fits(path: str, net: IPv4Network, need: int, what: str) -> None:
         hosts = net.num_addresses - (3 if net.prefixlen < 31 else 0)
         if need > hosts:
-            out.append(Problem(path, f"{net} has {hosts} usable addresses but {need} are needed ({what})"))
+            out.append(
+                Problem(
+                    path, f"{net} has {hosts} usable addresses but {need} are needed ({what}): {need - hosts} missing"
+                )
+            )
 
     fits("site.networks.management", nets.management, n_nodes + 1, f"{n_nodes} nodes + the API VIP")
     fits(
@@ -535,13 +633,16 @@ def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> Non
         f"{n_nodes} BMCs + {oob_addresses} switches",
     )
     fits("site.networks.storage", nets.storage, with_storage, f"{with_storage} nodes on the storage network")
-    if nets.loopbacks.num_addresses < fabric_switches:
-        out.append(Problem("site.networks.loopbacks", f"{nets.loopbacks} holds fewer than {fabric_switches} loopbacks"))
-    links = (
-        sw.leaves.count * sw.spines.count if sw.spines.count else sw.leaves.count * (sw.leaves.count - 1) // 2
-    ) * site.fabric.uplinks_per_spine
+    fits(
+        "site.networks.loopbacks",
+        nets.loopbacks,
+        fabric_switches,
+        f"a loopback for each of {fabric_switches} fabric switches",
+    )
+    links = layout.links
     if nets.p2p.num_addresses < 2 * links:
-        out.append(Problem("site.networks.p2p", f"{nets.p2p} holds fewer than {links} /31 links"))
+        missing = links - nets.p2p.num_addresses // 2
+        out.append(Problem("site.networks.p2p", f"{nets.p2p} holds fewer than {links} /31 links: {missing} missing"))
     if layout.rails:
         block = rail_block_prefix(site.fabric.scalable_unit, site.fabric.rail_pod_addresses)
         need_prefix = block - math.ceil(math.log2(max(layout.scalable_units, 1)))

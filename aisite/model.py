@@ -217,6 +217,9 @@ class AccessSwitchGroup(SwitchGroupBase):
 class Switches(Strict):
     leaves: SwitchGroup
     spines: SwitchGroup
+    # The third tier: with fabric.pod_size, each pod's leaves cable to that pod's spines alone and every spine to
+    # the super-spines (of its plane: fabric.super_spine_planes).
+    super_spines: SwitchGroup | None = None
     management: AccessSwitchGroup | None = None
     oob: AccessSwitchGroup | None = None
 
@@ -254,6 +257,16 @@ class RoceProfile(Strict):
     gid_index: Annotated[int, Field(ge=0, le=255)] = 3
 
 
+Ratio = Annotated[float, Field(ge=1, le=64)]
+
+
+class Oversubscription(Strict):
+    """The most a tier may be oversubscribed: bandwidth down to what it serves over bandwidth up, as N for N:1."""
+
+    leaves: Ratio = 1
+    spines: Ratio = 1  # three tiers only: a pod's spines, down to its leaves and up to the super-spines
+
+
 class Fabric(Strict):
     topology: Literal["rail-optimised"] = "rail-optimised"
     asn_base: Annotated[int, Field(ge=64512, le=4294967294)] = 4200000000
@@ -264,6 +277,15 @@ class Fabric(Strict):
     # Leaves per scalable unit; rails are spread evenly over them (one leaf per rail by default).
     leaves_per_su: Annotated[int, Field(ge=1, le=1024)] | None = None
     uplinks_per_spine: Annotated[int, Field(ge=1, le=16)] = 1
+    # Three tiers: scalable units per pod (with switches.super_spines); spines.count is split evenly over the pods.
+    pod_size: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    uplinks_per_super_spine: Annotated[int, Field(ge=1, le=16)] = 1
+    # Super-spines in planes: spine i of every pod cables to each super-spine of plane i mod planes (1: every
+    # spine to every super-spine). A fat tree of fixed-radix switches has one plane per spine of a pod.
+    super_spine_planes: Annotated[int, Field(ge=1, le=1024)] = 1
+    oversubscription: Oversubscription = Oversubscription()
+    # Refuse a fabric whose bisection bandwidth per GPU (as `aisite plan` prints it) is below this.
+    min_bisection_gbps_per_gpu: Annotated[float, Field(gt=0, le=3200)] | None = None
     # Addresses per GPU node, in each leaf's block of each rail, for pods' rail interfaces (macvlan pods are the
     # leaf's neighbours, so they must be in its block). 0: no pod rail networks; the block holds the hosts alone.
     rail_pod_addresses: Annotated[int, Field(ge=0, le=64)] = 0

@@ -380,3 +380,90 @@ def test_switch_os_release_bfd_and_tenant_pod_security(lab: dict[str, Any]) -> N
     assert has(problems(lab), "site.fabric.bfd", "SONiC's BGP_NEIGHBOR table (bgpcfgd) cannot enable BFD")
     lab["fabric"]["bfd"] = False
     assert not any(p.startswith("site.fabric.bfd") for p in problems(lab))
+
+
+# ------------------------------------------------------------------------------------------------ three tiers
+def test_a_third_tier_needs_pods_and_pods_need_super_spines() -> None:
+    site = stack_data("lab3")
+    del site["fabric"]["pod_size"]
+    assert has(problems(site), "site.fabric.pod_size", "super-spines need pods")
+    site = stack_data("lab3")
+    del site["switches"]["super_spines"]
+    assert has(problems(site), "site.switches.super_spines", "pods of 1 scalable unit(s) need super-spines")
+
+
+def test_pods_take_the_same_spines_and_planes_the_same_super_spines() -> None:
+    site = stack_data("lab3")
+    site["switches"]["spines"]["count"] = 3
+    site["switches"]["super_spines"]["count"] = 3
+    site["fabric"]["super_spine_planes"] = 2
+    found = problems(site)
+    assert has(found, "site.switches.spines.count", "3 spines do not split evenly over 2 pod(s)")
+    assert has(found, "site.switches.super_spines.count", "3 super-spines do not split into 2 planes")
+
+
+def test_each_tiers_ports_are_counted_against_its_switches() -> None:
+    site = stack_data("lab3")
+    site["fabric"]["uplinks_per_super_spine"] = 4  # each spine: 2 leaves + 2 x 4 to the super-spines
+    site["switches"]["spines"]["ports"] = 8
+    site["switches"]["super_spines"]["ports"] = 8
+    site["fabric"]["oversubscription"] = {"spines": 64}
+    found = problems(site)
+    assert has(found, "site.switches.spines.ports", "needs 10 ports", "2 leaves of a pod x 1 uplinks + 8")
+    assert has(found, "site.switches.super_spines.ports", "needs 16 ports", "2 pods x 8 links")
+
+
+def test_oversubscription_beyond_what_the_site_allows_is_refused() -> None:
+    site = stack_data("lab3")
+    site["switches"]["super_spines"]["count"] = 1  # each spine: 2 x 100 down, 1 x 100 up
+    found = problems(site)
+    assert has(found, "site.fabric.oversubscription.spines", "2:1 oversubscribed", "200 Gbps down, 100 Gbps up")
+    site["fabric"]["oversubscription"] = {"spines": 2}
+    parse_site(site, "test")  # stated, it is allowed
+
+
+def test_a_floor_on_bisection_bandwidth_per_gpu() -> None:
+    site = stack_data("lab3")
+    site["fabric"]["min_bisection_gbps_per_gpu"] = 400
+    assert has(problems(site), "site.fabric.min_bisection_gbps_per_gpu", "200 Gbps per GPU, below 400")
+    site["fabric"]["min_bisection_gbps_per_gpu"] = 200
+    parse_site(site, "test")
+
+
+def test_address_blocks_and_asns_of_every_tier_say_what_is_missing() -> None:
+    site = stack_data("lab3")
+    site["networks"]["loopbacks"] = "10.248.3.0/29"  # 5 usable, 10 fabric switches
+    site["networks"]["p2p"] = "10.248.3.64/28"  # 8 /31s, 16 links
+    site["fabric"]["asn_base"] = 65530  # 2 pods + 4 leaves past 65534
+    found = problems(site)
+    assert has(found, "site.networks.loopbacks", "5 usable addresses but 10 are needed", "5 missing")
+    assert has(found, "site.networks.p2p", "fewer than 16 /31 links: 8 missing")
+    assert has(found, "site.fabric.asn_base", "ASNs 65530-65536 run past the private range 64512-65534")
+
+
+def test_super_spines_peer_the_way_the_spines_do() -> None:
+    site = stack_data("lab3")
+    site["switches"]["super_spines"]["os"] = "sonic"
+    site["fabric"]["bfd"] = False
+    assert has(problems(site), "site.switches.super_spines.os", "sonic super-spines cannot peer with frr spines")
+
+
+def test_loopbacks_are_counted_as_the_pool_hands_them_out() -> None:
+    """A /26 holds 61 loopbacks (network, gateway and broadcast are not handed out): a site of 64 fabric switches
+    was once called valid and then failed to plan with a traceback."""
+    site = dgx_h100_site(128)
+    site["networks"]["loopbacks"] = "10.0.48.0/26"
+    site["switches"]["spines"]["count"] = 32  # 32 leaves + 32 spines
+    site["switches"]["spines"]["ports"] = 64
+    site["fabric"]["uplinks_per_spine"] = 1
+    assert has(problems(site), "site.networks.loopbacks", "61 usable addresses but 64 are needed", "3 missing")
+
+
+@pytest.mark.parametrize("gpus", [1024, 32768])
+def test_the_generated_scale_sites_are_valid(gpus: int) -> None:
+    """The benchmark's sites (make bench-sites) are real three-tier fabrics: 1:1 at every tier, 64-port switches."""
+    from aisite.examples import scale_site
+
+    site = parse_site(scale_site(gpus), "test")
+    assert site.switches.super_spines is not None
+    assert max(g.ports for g in (site.switches.leaves, site.switches.spines, site.switches.super_spines)) == 64

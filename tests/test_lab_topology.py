@@ -17,7 +17,7 @@ from aisite.lab.podman import LabError
 from aisite.lab.topology import lab_topology
 from aisite.loader import load_site, parse_site
 from aisite.paths import mirror_dir
-from aisite.plan import build_plan
+from aisite.plan import FABRIC_ROLES, build_plan
 from aisite.render.inventory import inventory
 from tests.conftest import STACKS, commit_file, git
 
@@ -26,7 +26,7 @@ from tests.conftest import STACKS, commit_file, git
 def test_topology_follows_the_plan(stack: str) -> None:
     plan = build_plan(load_site(stack))
     topo = lab_topology(plan)
-    fabric = [s for s in plan.switches if s.role in ("leaf", "spine")]
+    fabric = [s for s in plan.switches if s.role in FABRIC_ROLES]
     assert [c.host for c in topo.containers] == [n.name for n in plan.nodes] + [s.name for s in fabric]
     cables = [c for c in plan.cables if c.kind in ("rail", "fabric")]
     assert len(topo.links) == len(cables)
@@ -141,6 +141,7 @@ def test_a_lab_too_big_for_the_machines_inotify_limit_is_refused_before_anything
     lab["gpu_nodes"][0] |= {"count": 32, "nodes": []}
     lab["fabric"]["scalable_unit"] = 32
     lab["switches"]["leaves"]["ports"] = 64
+    lab["fabric"]["oversubscription"] = {"leaves": 16}  # 32 nodes' rails on two uplinks
     big = lab_topology(build_plan(parse_site(lab, "lab")))
     with pytest.raises(LabError, match=r"38 systemd containers need about 260 inotify instances.*is 128"):
         lablab._check_inotify(big)

@@ -86,7 +86,12 @@ def sites(draw: st.DrawFn) -> dict[str, Any]:
             },
         },
         # BFD off where SONiC is drawn: bgpcfgd cannot enable it (the checks refuse it).
-        "fabric": {"scalable_unit": su, "uplinks_per_spine": uplinks, "bfd": "sonic" not in (leaf_os, spine_os)},
+        "fabric": {
+            "scalable_unit": su,
+            "uplinks_per_spine": uplinks,
+            "bfd": "sonic" not in (leaf_os, spine_os),
+            "oversubscription": {"leaves": 64},
+        },
     }
     if with_access:
         data["switches"]["management"] = {"count": 4, "name_pattern": "mgmt{n}", "ports": 48, "speed_gbps": 25}
@@ -102,7 +107,37 @@ def sites(draw: st.DrawFn) -> dict[str, Any]:
         data["switches"]["spines"]["count"] = 2  # a spineless mesh only makes sense for a handful of leaves
     if layout.leaves_needed * uplinks > 1024:
         data["fabric"]["uplinks_per_spine"] = 1  # keep within the spines' 1,024 ports
+    if layout.leaves_needed and draw(st.booleans()):
+        _three_tiers(draw, data, layout.leaves_needed // layout.scalable_units, spine_os)
     return data
+
+
+def _three_tiers(draw: st.DrawFn, data: dict[str, Any], leaves_per_su: int, os: str) -> None:
+    """Make a drawn site three-tier: pods of 1-3 scalable units, 1-2 planes of 1-2 super-spines, 1-2 spines per
+    plane in each pod."""
+    leaves = data["switches"]["leaves"]["count"]
+    pod_size = draw(st.integers(1, 3))
+    pods = -(-leaves // (pod_size * leaves_per_su))
+    planes = draw(st.integers(1, 2))
+    per_pod = planes * draw(st.integers(1, 2))
+    data["switches"]["spines"]["count"] = pods * per_pod
+    data["switches"]["super_spines"] = {
+        "count": planes * draw(st.integers(1, 2)),
+        "name_pattern": "super{n:02d}",
+        "os": os,
+        "os_version": "5.15",
+        "ports": 1024,
+        "speed_gbps": 400,
+    }
+    if "oob" in data["switches"]:
+        data["switches"]["oob"]["count"] = 64  # room for every spine's and super-spine's management port
+    data["fabric"] |= {
+        "pod_size": pod_size,
+        "super_spine_planes": planes,
+        "uplinks_per_super_spine": draw(st.integers(1, 2)),
+        # Drawn sites are not sized for bandwidth, only for ports and addresses.
+        "oversubscription": {"leaves": 64, "spines": 64},
+    }
 
 
 def parse_site_shape(data: dict[str, Any]) -> Any:
@@ -206,3 +241,40 @@ def test_the_same_site_always_gives_the_same_plan(data: dict[str, Any]) -> None:
     again = build_plan(parse_site(json.loads(json.dumps(copy.deepcopy(data)))))
     assert first == again
     assert json.dumps(first.to_dict()) == json.dumps(again.to_dict())
+
+
+@PROPS
+@given(sites())
+def test_each_tier_peers_only_up_and_down_with_valley_free_asns(data: dict[str, Any]) -> None:
+    """Leaves peer with spines (their pod's alone in three tiers), spines with leaves and super-spines, super-spines
+    with spines; a leaf has an ASN of its own, the spines of a pod share one, the super-spines share one."""
+    site = parse_site(data)
+    plan = build_plan(site)
+    layout = fabric_layout(site)
+    role = {s.name: s.role for s in plan.switches}
+    pod = {s.name: i // layout.leaves_per_pod for i, s in enumerate(plan.switches_by_role("leaf"))}
+    per_pod = layout.spines_per_pod or 1
+    pod |= {s.name: i // per_pod for i, s in enumerate(plan.switches_by_role("spine"))}
+    above = {"leaf": "spine", "spine": "super-spine"}
+    for s in plan.switches_by_role("leaf") + plan.switches_by_role("spine") + plan.switches_by_role("super-spine"):
+        peers = [nb.peer for nb in s.neighbors]
+        for peer in peers:
+            if layout.spines:
+                assert role[peer] in (above.get(s.role), {v: k for k, v in above.items()}.get(s.role)), (s.name, peer)
+            if layout.three_tier and {s.role, role[peer]} == {"leaf", "spine"}:
+                assert pod[s.name] == pod[peer], f"{s.name} (pod {pod[s.name]}) peers with {peer} (pod {pod[peer]})"
+        if s.role == "leaf" and layout.spines:
+            # ECMP up: every spine of its pod, uplinks_per_spine times.
+            assert len(peers) == per_pod * site.fabric.uplinks_per_spine and len(set(peers)) == per_pod
+        if s.role == "spine" and layout.three_tier:
+            ups = [p for p in peers if role[p] == "super-spine"]
+            assert len(ups) == layout.spine_uplinks and len(set(ups)) == layout.super_spines_per_plane
+    asns: dict[str, set[int]] = {}
+    for s in plan.switches:
+        if s.asn is not None:
+            asns.setdefault(s.role, set()).add(s.asn)
+    assert len(asns.get("leaf", ())) == len(plan.switches_by_role("leaf"))  # one each
+    assert len(asns.get("super-spine", set())) <= 1
+    if layout.three_tier:
+        assert len(asns["spine"]) == layout.pods
+        assert not asns["spine"] & asns["leaf"] and not asns["super-spine"] & (asns["spine"] | asns["leaf"])

@@ -17,7 +17,7 @@ import yaml
 from aisite.errors import SiteError
 from aisite.loader import load_site
 from aisite.model import Gitops
-from aisite.plan import build_plan
+from aisite.plan import FABRIC_ROLES, build_plan
 from aisite.platform import jobs, objects
 from aisite.playbooks import playbook_roles
 from aisite.render.bundle import bundle
@@ -36,7 +36,8 @@ def test_inventory_groups_and_hosts(plan) -> None:  # type: ignore[no-untyped-de
     inv = inventory(plan)
     groups = inv["all"]["children"]
     reconciler = {"reconciler"} if plan.gitops else set()
-    assert set(groups) == {"control_plane", "gpu_nodes", "storage_nodes", "leaf", "spine", "oob"} | reconciler
+    switches = {"leaf", "spine", "super_spine"}
+    assert set(groups) == {"control_plane", "gpu_nodes", "storage_nodes", "oob"} | switches | reconciler
     if plan.gitops:  # the reconciler's host, with the site's repository settings as its group's variables
         assert list(groups["reconciler"]["hosts"]) == [plan.gitops.reconciler_host]
         assert groups["reconciler"]["vars"]["aisite_gitops"]["repository"] == plan.gitops.repository
@@ -45,6 +46,7 @@ def test_inventory_groups_and_hosts(plan) -> None:  # type: ignore[no-untyped-de
     assert len(groups["gpu_nodes"]["hosts"]) == len(plan.by_role("gpu"))
     assert len(groups["oob"]["hosts"]) == len(plan.nodes)
     assert len(groups["leaf"]["hosts"]) == len(plan.switches_by_role("leaf"))
+    assert len(groups["super_spine"]["hosts"]) == len(plan.switches_by_role("super-spine"))
     for node in plan.nodes:
         hv = groups[{"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}[node.role]]
         host = hv["hosts"][node.name]
@@ -63,7 +65,7 @@ def test_a_site_that_pulls_layers_puts_every_node_in_the_pull_group(tmp_path: Pa
     assert plan.gitops.pull_repository == plan.gitops.repository and plan.gitops.pull_interval_seconds == 900
     group = inventory(plan)["all"]["children"]["pull"]
     assert set(group["hosts"]) == {n.name for n in plan.nodes}
-    assert group["vars"]["aisite_gitops"]["pull_layers"] == ("hosts", "cluster")
+    assert group["vars"]["aisite_gitops"]["pull_layers"] == ["hosts", "cluster"]
     stack.write_text(
         pulled.replace(
             "pull_layers: [hosts, cluster]", "pull_layers: [hosts]\n      pull_repository: file:///srv/site.git"
@@ -126,7 +128,7 @@ def test_the_nodes_inventory_gives_each_node_what_the_pushed_inventory_gives_it(
 def test_inventory_has_no_secret_values(plan) -> None:  # type: ignore[no-untyped-def]
     text = inventory_yaml(plan)
     for name in plan.secrets:
-        assert f"{name}:" in text  # referenced by name ...
+        assert f'"{name}"' in text  # referenced by name ...
     assert "password" not in text.lower()  # ... never by value
 
 
@@ -163,7 +165,7 @@ def test_ansible_inventory_parses_the_rendering(plan, tmp_path: Path) -> None:  
     )
     data = json.loads(result.stdout)
     hostvars = data["_meta"]["hostvars"]
-    assert len(hostvars) == 2 * len(plan.nodes) + len([s for s in plan.switches if s.role in ("leaf", "spine")])
+    assert len(hostvars) == 2 * len(plan.nodes) + len([s for s in plan.switches if s.role in FABRIC_ROLES])
     first_gpu = plan.by_role("gpu")[0]
     assert hostvars[first_gpu.name]["roce_qos"]["traffic_class"] == 106
     assert data.get("spine", {}).get("hosts", []) == [s.name for s in plan.switches_by_role("spine")]

@@ -21,7 +21,7 @@ import jinja2
 import pytest
 
 from aisite.loader import load_site, resolve_stack
-from aisite.plan import build_plan
+from aisite.plan import FABRIC_ROLES, build_plan
 from tests.conftest import run_cli
 from tests.test_platform import SHARED
 
@@ -33,6 +33,8 @@ HWSKU = {
 # stack -> (replacements that put its fabric on SONiC, the HWSKU of its switches)
 CASES: dict[str, tuple[str, list[tuple[str, str]], str]] = {
     "lab": ("lab", [("os: frr", "os: sonic")], "SN2700"),
+    # Three tiers: the super-spines are SpineRouters (T2) in DEVICE_METADATA.
+    "lab3": ("lab3", [("os: frr", "os: sonic")], "SN2700"),
     "dc1": ("dc1", [("os: onyx", "os: sonic")], "SN2700"),
     "h100pod-400g": ("h100pod", [("os: cumulus, model: SN5600", "os: sonic, model: SN5600")], "SN5600"),
     "h100pod-800g": (
@@ -120,7 +122,7 @@ def rendered(case: str, tmp: Path) -> dict[str, dict[str, Any]]:
     r = run_cli("render", str(path), "--out", str(tmp / "out"), "--switch-configs")
     assert r.returncode == 0, r.stdout + r.stderr
     plan = build_plan(load_site(path))
-    fabric = [s.name for s in plan.switches if s.role in ("leaf", "spine")]
+    fabric = [s.name for s in plan.switches if s.role in FABRIC_ROLES]
     assert fabric and all(s.os == "sonic" for s in plan.switches if s.name in fabric)
     return {name: json.loads((tmp / "out" / "switches" / f"{name}.config_db.json").read_text()) for name in fabric}
 

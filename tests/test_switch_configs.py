@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from aisite.loader import load_site, resolve_stack
-from aisite.plan import Plan, RoceQos, Switch, build_plan
+from aisite.plan import FABRIC_ROLES, Plan, RoceQos, Switch, build_plan
 from tests.conftest import ROOT, run_cli
 
 OSES = ("frr", "cumulus", "sonic", "onyx")
@@ -60,7 +60,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Plan, 
 
 
 def fabric(plan: Plan) -> list[Switch]:
-    return [s for s in plan.switches if s.role in ("leaf", "spine")]
+    return [s for s in plan.switches if s.role in FABRIC_ROLES]
 
 
 def host_side(roce: RoceQos) -> dict[str, int]:
@@ -295,12 +295,12 @@ def _sessions(os_name: str, path: Path) -> tuple[dict[str, str], bool]:
     return sessions, bool(bfd)
 
 
-@pytest.mark.parametrize("stack", ["lab", "dc1", "h100pod"])
+@pytest.mark.parametrize("stack", ["lab", "dc1", "h100pod", "lab3"])
 def test_sessions_pair_up_and_bfd_agrees_on_every_os(stack: str, tmp_path: Path) -> None:
-    """Each shipped stack (multiple uplinks in h100pod, leaf-to-leaf links in dc1) on each switch OS: every fabric
-    cable carries one session, seen from both ends (unnumbered: on the cabled port; numbered: the neighbour
-    address is the peer's own on that link, with the peer's ASN), and BFD runs on every session exactly where the
-    plan says (fabric.bfd, off here for FRR; SONiC cannot, so its stacks turn it off)."""
+    """Each shipped stack (multiple uplinks in h100pod, leaf-to-leaf links in dc1, three tiers in lab3) on each
+    switch OS: every fabric cable carries one session, seen from both ends (unnumbered: on the cabled port;
+    numbered: the neighbour address is the peer's own on that link, with the peer's ASN), and BFD runs on every
+    session exactly where the plan says (fabric.bfd, off here for FRR; SONiC cannot, so its stacks turn it off)."""
     for os_name in OSES:
         # BFD off for FRR too: the plan's value must reach the role.
         bfd_off = {"bfd": False} if os_name == "frr" else None
@@ -550,7 +550,7 @@ def nv_paths(doc: dict[str, Any]) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("stack", ["lab", "h100pod"])
+@pytest.mark.parametrize("stack", ["lab", "h100pod", "lab3"])
 def test_every_nvue_path_is_documented_for_the_release_it_is_rendered_for(stack: str, tmp_path: Path) -> None:
     """Rendered for Cumulus Linux 5.11, 5.14 and 5.15, every `nv set` path is in NVUE_PATHS for that release (the
     renamed ones on the side of 5.15's change list the release is on), and every row of the table is emitted."""
@@ -621,7 +621,7 @@ ONYX_FORMS: dict[str, str] = {
 }
 
 
-@pytest.mark.parametrize("stack", ["lab", "dc1"])
+@pytest.mark.parametrize("stack", ["lab", "dc1", "lab3"])
 def test_every_onyx_line_has_a_known_form(stack: str, tmp_path: Path) -> None:
     """Every rendered Onyx line matches exactly one form of ONYX_FORMS, and every form is rendered (dc1's direct
     leaf links included)."""

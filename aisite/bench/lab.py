@@ -20,7 +20,7 @@ from aisite.bench.results import Result, collect
 from aisite.lab.podman import CONF, LabError, podman, run
 from aisite.loader import ROOT
 from aisite.payloads import command_args, tools
-from aisite.plan import Node, Plan, Rail, WorkloadPlan
+from aisite.plan import FABRIC_ROLES, Node, Plan, Rail, WorkloadPlan
 from aisite.render.inventory import container_name
 
 Say = Callable[[str], None]
@@ -53,7 +53,7 @@ def fabric_bytes(plan: Plan) -> dict[str, int]:
     """tx bytes per switch, summed over its ports (read inside each switch's namespace)."""
     out = {}
     for sw in plan.switches:
-        if sw.role not in ("leaf", "spine"):
+        if sw.role not in FABRIC_ROLES:
             continue
         links = json.loads(run(["nsenter", "-t", str(_pid(plan, sw.name)), "-n", "ip", "-j", "-s", "link", "show"]))
         out[sw.name] = sum(

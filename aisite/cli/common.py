@@ -11,6 +11,7 @@ from rich.console import Console
 
 from aisite.errors import SiteError
 from aisite.loader import load_site
+from aisite.model import Site
 from aisite.plan import Plan, build_plan
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
@@ -53,7 +54,12 @@ def invalid(exc: SiteError, as_json: bool = False) -> typer.Exit:
 
 
 def load_plan(stack: str, as_json: bool = False) -> Plan:
+    return load_site_plan(stack, as_json)[1]
+
+
+def load_site_plan(stack: str, as_json: bool = False) -> tuple[Site, Plan]:
     try:
-        return build_plan(load_site(stack))
+        site = load_site(stack)
     except SiteError as exc:
         raise invalid(exc, as_json) from None
+    return site, build_plan(site)

@@ -11,10 +11,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, load_plan, out
+from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, load_plan, load_site_plan, out
 from aisite.deploy import run_playbook
 from aisite.loader import resolve_stack
-from aisite.plan import Plan
+from aisite.plan import FabricCapacity, Plan, fabric_capacity, fabric_layout
 from aisite.platform.images import site_images
 from aisite.render.bundle import OutputError, bundle, check_output, render_into
 from aisite.render.inventory import inventory_yaml
@@ -54,9 +54,9 @@ def validate(stack: StackArg, as_json: JsonOpt = False) -> None:
 
 def plan(stack: StackArg, as_json: JsonOpt = False) -> None:
     """Expand a site into its plan: nodes, switches, addresses, cabling, BGP, RoCE QoS."""
-    p = load_plan(stack, as_json)
+    site, p = load_site_plan(stack, as_json)
     if as_json:
-        print(json.dumps(p.to_dict(), indent=2))
+        print(p.to_json())
         return
     s = _summary(p)
     out.print(
@@ -93,6 +93,18 @@ def plan(stack: StackArg, as_json: JsonOpt = False) -> None:
         f"{q.roce_tc} (ToS {q.traffic_class}), CNP DSCP {q.cnp_dscp} -> priority {q.cnp_priority}, ECN "
         f"{q.ecn_min_bytes}-{q.ecn_max_bytes} B, ETS {q.ets_roce_percent}/{q.ets_default_percent}, MTU "
         f"{q.switch_mtu}/{q.host_mtu}"
+    )
+    capacity = fabric_capacity(site, fabric_layout(site))
+    if capacity:
+        out.print(_fabric_line(capacity))
+
+
+def _fabric_line(c: FabricCapacity) -> str:
+    tiers = ", ".join(f"{t.name} {t.oversubscription:.3g}:1 ({t.down_gbps} Gbps down, {t.up_gbps} up)" for t in c.tiers)
+    return (
+        f"Fabric: {c.switch_tiers} tier{'s' if c.switch_tiers > 1 else ''}; bisection bandwidth "
+        f"{c.bisection_gbps_per_gpu:.4g} Gbps per GPU (NIC {c.nic_gbps_per_gpu:.4g})"
+        + (f"; oversubscription: {tiers}" if tiers else "")
     )
 
 

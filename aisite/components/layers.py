@@ -15,7 +15,7 @@ from aisite.changes import layer_state
 from aisite.components.bmc import BmcState, BmcStateArgs
 from aisite.fields import secret_env
 from aisite.paths import kubeconfig_path
-from aisite.plan import Plan
+from aisite.plan import FABRIC_ROLES, Plan
 from aisite.playbooks import ROOT
 from aisite.render.inventory import inventory
 
@@ -100,7 +100,7 @@ class Fabric(AnsibleLayer):
             "switches": {
                 s.name: {"role": s.role, "asn": s.asn, "loopback": s.loopback}
                 for s in plan.switches
-                if s.role in ("leaf", "spine")
+                if s.role in FABRIC_ROLES
             }
         }
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from aisite.plan import Plan
+from aisite.plan import FABRIC_ROLES, Plan
 from aisite.render.inventory import container_name
 
 LABEL = "io.aisite.lab"  # value: the site name; the lab removes exactly what carries its label
@@ -51,7 +51,7 @@ class Attachment:
 class LabContainer:
     name: str
     host: str
-    role: str  # control-plane | gpu | storage | leaf | spine
+    role: str  # control-plane | gpu | storage | leaf | spine | super-spine
     image: str  # node | frr
     attachments: tuple[Attachment, ...]
     caps: tuple[str, ...]
@@ -157,7 +157,7 @@ def lab_topology(plan: Plan) -> LabTopology:
             )
         )
     for sw in plan.switches:
-        if sw.role in ("leaf", "spine"):
+        if sw.role in FABRIC_ROLES:
             att = [Attachment(oob.name, sw.management_address, "eth0", lab_mac(plan.site, sw.name, "eth0"))]
             containers.append(
                 LabContainer(

@@ -6,8 +6,18 @@ Modules: `types` (the dataclasses), `pools` (addresses), `fabric` (rails, ports,
 """
 
 from aisite.plan.build import build_plan, exports
-from aisite.plan.fabric import FabricLayout, fabric_layout, group_rails, port_name, rail_block_prefix, roce_qos
+from aisite.plan.fabric import (
+    FabricCapacity,
+    FabricLayout,
+    fabric_capacity,
+    fabric_layout,
+    group_rails,
+    port_name,
+    rail_block_prefix,
+    roce_qos,
+)
 from aisite.plan.types import (
+    FABRIC_ROLES,
     GPU_TAINT,
     LABEL_PREFIX,
     RAIL_TABLE_BASE,
@@ -31,9 +41,11 @@ from aisite.plan.types import (
     Switch,
     TenantPlan,
     WorkloadPlan,
+    plain,
 )
 
 __all__ = [
+    "FABRIC_ROLES",
     "GPU_TAINT",
     "LABEL_PREFIX",
     "RAIL_TABLE_BASE",
@@ -42,6 +54,7 @@ __all__ = [
     "Bmc",
     "Cable",
     "ExportPlan",
+    "FabricCapacity",
     "FabricLayout",
     "GitopsPlan",
     "Gpu",
@@ -60,8 +73,10 @@ __all__ = [
     "WorkloadPlan",
     "build_plan",
     "exports",
+    "fabric_capacity",
     "fabric_layout",
     "group_rails",
+    "plain",
     "port_name",
     "rail_block_prefix",
     "roce_qos",

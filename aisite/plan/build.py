@@ -29,6 +29,7 @@ from aisite.plan.fabric import (
 from aisite.plan.kubernetes import kubernetes_plan, tenant_plans, workload_plans
 from aisite.plan.pools import Pool, explicit_addresses
 from aisite.plan.types import (
+    FABRIC_ROLES,
     GPU_TAINT,
     LABEL_PREFIX,
     RAIL_TABLE_BASE,
@@ -287,8 +288,14 @@ class _Builder:
         self.cables.append(Cable("fabric", a[0], a[1], b[0], b[1], speed))
 
     def fabric_links(self) -> dict[str, int]:
-        """Cable the leaves to the spines (or to each other without spines); returns each switch's ASN."""
+        """Cable the fabric's tiers; returns each switch's ASN.
+
+        ASNs as RFC 7938 lays them out: one per leaf, one shared by the spines of each pod and one by the
+        super-spines (in two tiers, by all spines), so that BGP's loop check forbids paths down and up again
+        through one tier (valley-free routing) while ECMP spreads flows over every switch of the tier above."""
         sw, fab, layout = self.site.switches, self.site.fabric, self.layout
+        if layout.three_tier:
+            return self.three_tier_links()
         leaves, spines = sw.leaves, sw.spines
         spine_names = spines.switch_names()
         asn = {name: fab.asn_base + 1 + i for i, name in enumerate(self.leaf_names)}
@@ -313,6 +320,45 @@ class _Builder:
                     for u in range(up):
                         a = (leaf, leaf_port((lj - 1) * up + u), asn[leaf])
                         self.link(a, (other, leaf_port(li * up + u), asn[other]), speed)
+        return asn
+
+    def three_tier_links(self) -> dict[str, int]:
+        """Leaves to their pod's spines (ports from the top of the leaf, from the bottom of the spine), then each
+        spine to the super-spines of its plane (from the top of the spine, the bottom of the super-spine)."""
+        sw, fab, layout = self.site.switches, self.site.fabric, self.layout
+        leaves, spines, supers = sw.leaves, sw.spines, sw.super_spines
+        assert supers is not None
+        spine_names, super_names = spines.switch_names(), supers.switch_names()
+        per_pod = layout.spines_per_pod
+        asn = dict.fromkeys(super_names, fab.asn_base)
+        asn |= {name: fab.asn_base + 1 + i // per_pod for i, name in enumerate(spine_names)}
+        asn |= {name: fab.asn_base + 1 + layout.pods + i for i, name in enumerate(self.leaf_names)}
+        up = fab.uplinks_per_spine
+        leaf_speed = min(leaves.speed_gbps, spines.speed_gbps)
+        first_uplink = leaves.ports - layout.uplinks(len(self.leaf_names)) + 1
+        for li, leaf in enumerate(self.leaf_names):
+            pod, local = divmod(li, layout.leaves_per_pod)
+            for si in range(per_pod):
+                spine = spine_names[pod * per_pod + si]
+                for u in range(up):
+                    leaf_port = port_name(leaves.os, first_uplink + si * up + u, leaves.speed_gbps)
+                    spine_port = port_name(spines.os, local * up + u + 1, spines.speed_gbps)
+                    self.link((leaf, leaf_port, asn[leaf]), (spine, spine_port, asn[spine]), leaf_speed)
+        ups = fab.uplinks_per_super_spine
+        speed = min(spines.speed_gbps, supers.speed_gbps)
+        first_spine_uplink = spines.ports - layout.spine_uplinks + 1
+        per_plane = layout.super_spines_per_plane
+        spines_in_plane = -(-per_pod // layout.planes)  # per pod, each super-spine's neighbours
+        for gi, spine in enumerate(spine_names):
+            pod, local = divmod(gi, per_pod)
+            plane = layout.spine_plane(local)
+            for k in range(per_plane):
+                super_spine = super_names[k * layout.planes + plane]
+                for u in range(ups):
+                    spine_port = port_name(spines.os, first_spine_uplink + k * ups + u, spines.speed_gbps)
+                    slot = (pod * spines_in_plane + local // layout.planes) * ups + u + 1
+                    super_port = port_name(supers.os, slot, supers.speed_gbps)
+                    self.link((spine, spine_port, asn[spine]), (super_spine, super_port, asn[super_spine]), speed)
         return asn
 
     def switch(self, group: SwitchGroupBase, role: str, index: int, name: str, asn: int | None) -> Switch:
@@ -341,18 +387,22 @@ class _Builder:
             management_address=str(address),
             management_prefix=self.site.networks.oob.prefixlen,
             asn=asn,
-            loopback=f"{self.loopbacks.take()}/32" if role in ("leaf", "spine") else None,
+            loopback=f"{self.loopbacks.take()}/32" if role in FABRIC_ROLES else None,
             scalable_unit=su,
             neighbors=tuple(self.neighbors.get(name, ())),
             host_subnets=tuple(subnets),
             os_version=group.os_version or "",
-            bfd=self.site.fabric.bfd and role in ("leaf", "spine"),
+            bfd=self.site.fabric.bfd and role in FABRIC_ROLES,
         )
 
     def switches(self) -> tuple[Switch, ...]:
         sw = self.site.switches
         asn = self.fabric_links()
-        out = [self.switch(sw.spines, "spine", i, n, asn[n]) for i, n in enumerate(sw.spines.switch_names())]
+        out: list[Switch] = []
+        if self.layout.three_tier and sw.super_spines:
+            names = sw.super_spines.switch_names()
+            out += [self.switch(sw.super_spines, "super-spine", i, n, asn[n]) for i, n in enumerate(names)]
+        out += [self.switch(sw.spines, "spine", i, n, asn[n]) for i, n in enumerate(sw.spines.switch_names())]
         out += [self.switch(sw.leaves, "leaf", i, n, asn[n]) for i, n in enumerate(self.leaf_names)]
         for group, role in ((sw.management, "management"), (sw.oob, "oob")):
             if group:

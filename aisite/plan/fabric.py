@@ -12,7 +12,11 @@ from aisite.plan.types import RoceQos
 
 @dataclass(frozen=True, slots=True)
 class FabricLayout:
-    """The shape of the compute fabric, shared by the checks (port budgets) and the plan (cabling)."""
+    """The shape of the compute fabric, shared by the checks (port budgets) and the plan (cabling).
+
+    Two tiers: every leaf cables to every spine (or, without spines, to every other leaf). Three tiers
+    (pod_size > 0): the leaves of pod p (pod_size scalable units) cable to pod p's spines alone, and spine j of
+    every pod to each super-spine of plane j mod planes."""
 
     rails: int  # rails of the fabric: the most any GPU group uses
     leaves_per_su: int
@@ -20,10 +24,36 @@ class FabricLayout:
     gpu_nodes: int
     spines: int
     uplinks_per_spine: int
+    leaves: int = 0  # leaves declared (at least scalable_units x leaves_per_su)
+    pod_size: int = 0  # scalable units per pod; 0: two tiers
+    super_spines: int = 0
+    uplinks_per_super_spine: int = 1
+    planes: int = 1
 
     @property
     def leaves_needed(self) -> int:
         return self.scalable_units * self.leaves_per_su
+
+    @property
+    def three_tier(self) -> bool:
+        return self.pod_size > 0
+
+    @property
+    def leaves_per_pod(self) -> int:
+        return self.pod_size * self.leaves_per_su if self.three_tier else max(self.leaves, self.leaves_needed)
+
+    @property
+    def pods(self) -> int:
+        if not self.three_tier:
+            return 1
+        return max(1, -(-max(self.leaves, self.leaves_needed) // self.leaves_per_pod))
+
+    @property
+    def spines_per_pod(self) -> int:
+        return self.spines // self.pods
+
+    def pod_of_leaf(self, leaf: int) -> int:
+        return leaf // self.leaves_per_pod if self.three_tier else 0
 
     def leaf_of_rail(self, rail: int) -> int:
         """Index within a scalable unit of the leaf that carries `rail`."""
@@ -39,12 +69,45 @@ class FabricLayout:
         return -(-self.rails // self.leaves_per_su) if self.rails else 0
 
     def uplinks(self, leaves: int) -> int:
-        """Fabric-facing ports per leaf: to every spine, or to every other leaf when there are no spines."""
+        """Fabric-facing ports per leaf: to every spine (of its pod), or to every other leaf without spines."""
+        if self.three_tier:
+            return self.spines_per_pod * self.uplinks_per_spine
         return self.spines * self.uplinks_per_spine if self.spines else (leaves - 1) * self.uplinks_per_spine
 
     def downlinks(self, su: int, su_size: int) -> int:
         in_su = min(su_size, self.gpu_nodes - su * su_size)
         return in_su * self.max_rails_per_leaf
+
+    @property
+    def spine_downlinks(self) -> int:
+        """Ports of a spine to the leaves (of its pod)."""
+        return self.leaves_per_pod * self.uplinks_per_spine
+
+    @property
+    def super_spines_per_plane(self) -> int:
+        return self.super_spines // self.planes
+
+    @property
+    def spine_uplinks(self) -> int:
+        """Ports of a spine to the super-spines of its plane (none in two tiers)."""
+        return self.super_spines_per_plane * self.uplinks_per_super_spine if self.three_tier else 0
+
+    @property
+    def super_spine_downlinks(self) -> int:
+        """Ports of a super-spine: to every spine of its plane in every pod."""
+        return self.pods * -(-self.spines_per_pod // self.planes) * self.uplinks_per_super_spine
+
+    def spine_plane(self, spine_in_pod: int) -> int:
+        return spine_in_pod % self.planes
+
+    @property
+    def links(self) -> int:
+        """Fabric links (/31s): leaf to spine (or leaf to leaf), and spine to super-spine."""
+        if not self.spines:
+            return self.leaves * (self.leaves - 1) // 2 * self.uplinks_per_spine
+        if not self.three_tier:
+            return self.leaves * self.spines * self.uplinks_per_spine
+        return self.leaves * self.uplinks(self.leaves) + self.spines * self.spine_uplinks
 
 
 def group_rails(group: GpuGroup) -> int:
@@ -57,14 +120,83 @@ def fabric_layout(site: Site) -> FabricLayout:
     gpu_nodes = sum(g.size for g in site.gpu_nodes if group_rails(g))
     su = site.fabric.scalable_unit
     per_su = site.fabric.leaves_per_su or rails or 1
+    fab, sw = site.fabric, site.switches
+    supers = sw.super_spines.count if sw.super_spines else 0
     return FabricLayout(
         rails=rails,
         leaves_per_su=min(per_su, rails) if rails else per_su,
         scalable_units=math.ceil(gpu_nodes / su) if gpu_nodes else 0,
         gpu_nodes=gpu_nodes,
-        spines=site.switches.spines.count,
-        uplinks_per_spine=site.fabric.uplinks_per_spine,
+        spines=sw.spines.count,
+        uplinks_per_spine=fab.uplinks_per_spine,
+        leaves=sw.leaves.count,
+        pod_size=fab.pod_size if fab.pod_size and supers and sw.spines.count else 0,
+        super_spines=supers,
+        uplinks_per_super_spine=fab.uplinks_per_super_spine,
+        planes=fab.super_spine_planes,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """One tier's switches, what they serve below and reach above, as the plan cables them."""
+
+    name: str  # leaves | spines
+    down_gbps: int  # per switch of the tier (its busiest)
+    up_gbps: int
+    gpus_below: float  # GPUs under one switch (leaf) or one pod (spines); a GPU with two NICs is half under each
+    up_gbps_below: int  # what those GPUs reach above the tier: the leaf's uplinks, or the whole pod's spines'
+
+    @property
+    def oversubscription(self) -> float:
+        return self.down_gbps / self.up_gbps if self.up_gbps else math.inf
+
+    @property
+    def gbps_per_gpu(self) -> float:
+        return self.up_gbps_below / self.gpus_below if self.gpus_below else math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class FabricCapacity:
+    switch_tiers: int  # 1: leaves alone (meshed), 2: leaves and spines, 3: with super-spines
+    nic_gbps_per_gpu: float
+    tiers: tuple[Tier, ...]  # those with a tier above them (a leaf mesh: the leaves, their links to each other)
+
+    @property
+    def bisection_gbps_per_gpu(self) -> float:
+        """The narrowest of a GPU's NIC and each tier's bandwidth up per GPU below it: what every GPU can send across
+        the fabric at once when the traffic crosses its top (half the GPUs to the other half)."""
+        return min((self.nic_gbps_per_gpu, *(t.gbps_per_gpu for t in self.tiers)))
+
+
+def fabric_capacity(site: Site, layout: FabricLayout) -> FabricCapacity | None:
+    """The fabric's bandwidth per tier from its shape and speeds; None without rails. The busiest leaf (a full
+    scalable unit's rails) and the fullest pod stand for their tier."""
+    sw = site.switches
+    # Groups without GPUs or rails carry no GPU traffic (and a generic group without `gpus` is reported elsewhere).
+    groups = [g for g in site.gpu_nodes if g.size and group_rails(g) and group_hardware(g)[1]]
+    if not layout.rails or not groups:
+        return None
+    hw = [group_hardware(g) for g in groups]
+    rails = [group_rails(g) for g in groups]
+    host_gbps = min(max(speed for _, _, _, speed, _ in hw), sw.leaves.speed_gbps)
+    gpus_per_port = max(gpus / r for (_, gpus, _, _, _), r in zip(hw, rails, strict=True))
+    nic_per_gpu = min(
+        min(speed, sw.leaves.speed_gbps) * r / gpus for (_, gpus, _, speed, _), r in zip(hw, rails, strict=True)
+    )
+    down_ports = max(layout.downlinks(su, site.fabric.scalable_unit) for su in range(layout.scalable_units))
+    tiers: list[Tier] = []
+    if layout.spines or layout.leaves > 1:
+        link = min(sw.leaves.speed_gbps, sw.spines.speed_gbps) if layout.spines else sw.leaves.speed_gbps
+        up = layout.uplinks(layout.leaves) * link
+        tiers.append(Tier("leaves", down_ports * host_gbps, up, down_ports * gpus_per_port, up))
+    if layout.three_tier and sw.super_spines:
+        down_link = min(sw.leaves.speed_gbps, sw.spines.speed_gbps)
+        up_link = min(sw.spines.speed_gbps, sw.super_spines.speed_gbps)
+        down, up = layout.spine_downlinks * down_link, layout.spine_uplinks * up_link
+        pod_gpus = min(layout.pod_size * site.fabric.scalable_unit, layout.gpu_nodes) * layout.rails * gpus_per_port
+        tiers.append(Tier("spines", down, up, pod_gpus, layout.spines_per_pod * up))
+    return FabricCapacity(1 + bool(layout.spines) + layout.three_tier, nic_per_gpu, tuple(tiers))
 
 
 def rail_block_prefix(scalable_unit: int, pod_addresses: int = 0) -> int:

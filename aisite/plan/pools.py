@@ -57,7 +57,7 @@ def _node_groups(site: Site) -> list[NodeGroup]:
 
 def _switch_groups(site: Site) -> list[SwitchGroupBase]:
     groups: list[SwitchGroupBase] = [site.switches.spines, site.switches.leaves]
-    for extra in (site.switches.management, site.switches.oob):
+    for extra in (site.switches.super_spines, site.switches.management, site.switches.oob):
         if extra:
             groups.append(extra)
     return groups

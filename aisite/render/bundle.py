@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -19,7 +18,7 @@ def bundle(plan: Plan) -> dict[str, str]:
     """Relative path -> content."""
     files = {
         "inventory.yml": inventory_yaml(plan),
-        "plan.json": json.dumps(plan.to_dict(), indent=2) + "\n",
+        "plan.json": plan.to_json() + "\n",
     }
     files.update({f"manifests/{name}": text for name, text in manifest_files(plan).items()})
     files.update({f"gitops/{name}": text for name, text in gitops_files(plan).items()})
