@@ -84,7 +84,7 @@ def profile(gpus: int, tiers: int, top: int) -> None:
     prof = cProfile.Profile()
     prof.enable()
     plan = build_plan(parse_site(data))
-    json.dumps(plan.to_dict(), indent=2)
+    plan.to_json()  # what `aisite plan --json` prints
     bundle(plan)
     prof.disable()
     text = io.StringIO()
