@@ -405,6 +405,9 @@ def _check_fabric(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
     _check_switch_os(site, out)
 
 
+# BGP maximum-paths as the switch roles render it (fabric_frr_max_paths, fabric_cumulus_max_paths,
+# fabric_onyx_max_paths; SONiC's bgpcfgd templates use 64): the widest ECMP a route gets.
+ECMP_MAX_PATHS = 64
 # How each switch OS peers on a fabric link (its role's template): BGP unnumbered over IPv6 link-local, or /31s.
 UNNUMBERED_OS = frozenset({"frr", "cumulus"})
 # The Cumulus Linux releases whose NVUE syntax aisite renders (5.11-5.14, and from 5.15 on with its renames):
@@ -515,6 +518,19 @@ def _check_tiers(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
                     "site.fabric.super_spine_planes",
                     f"{planes} planes for {layout.spines_per_pod} spines per pod: each pod needs the same number "
                     "of spines in every plane",
+                )
+            )
+    # ECMP: a route up has a next hop per uplink; the roles install at most ECMP_MAX_PATHS of them.
+    widths = [("site.fabric.uplinks_per_spine", "a leaf", layout.uplinks(sw.leaves.count) if sw.spines.count else 0)]
+    if layout.three_tier:
+        widths.append(("site.fabric.uplinks_per_super_spine", "a spine", layout.spine_uplinks))
+    for path, who, width in widths:
+        if width > ECMP_MAX_PATHS:
+            out.append(
+                Problem(
+                    path,
+                    f"{who}'s routes up would have {width} equal-cost next hops; the switch roles install at most "
+                    f"{ECMP_MAX_PATHS} (BGP maximum-paths): fewer, faster links",
                 )
             )
     capacity = fabric_capacity(site, layout)

@@ -467,3 +467,11 @@ def test_the_generated_scale_sites_are_valid(gpus: int) -> None:
     site = parse_site(scale_site(gpus), "test")
     assert site.switches.super_spines is not None
     assert max(g.ports for g in (site.switches.leaves, site.switches.spines, site.switches.super_spines)) == 64
+
+
+def test_ecmp_wider_than_the_roles_install_is_refused() -> None:
+    site = stack_data("lab3")
+    site["fabric"]["uplinks_per_super_spine"] = 16  # 5 super-spines x 16 links from each spine
+    site["switches"]["super_spines"]["count"] = 5
+    site["switches"]["spines"]["ports"] = 128
+    assert has(problems(site), "site.fabric.uplinks_per_super_spine", "80 equal-cost next hops", "at most 64")
