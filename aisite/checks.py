@@ -668,7 +668,7 @@ def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> Non
                     Problem(
                         f"site.networks.rails[{i}]",
                         f"{net} is too small: {layout.scalable_units} scalable unit(s) of /{block} need a "
-                        f"/{need_prefix} or larger",
+                        f"/{need_prefix} or larger; it holds {1 << max(0, block - net.prefixlen)}",
                     )
                 )
 

@@ -475,3 +475,15 @@ def test_ecmp_wider_than_the_roles_install_is_refused() -> None:
     site["switches"]["super_spines"]["count"] = 5
     site["switches"]["spines"]["ports"] = 128
     assert has(problems(site), "site.fabric.uplinks_per_super_spine", "80 equal-cost next hops", "at most 64")
+
+
+def test_rail_subnets_too_small_for_the_units_say_how_many_they_hold() -> None:
+    site = scale_site_data(4096)
+    site["networks"]["rails"][3] = "10.103.0.0/24"  # 4 blocks of /26 for 16 scalable units
+    assert has(problems(site), "site.networks.rails[3]", "16 scalable unit(s) of /26 need a /22 or larger; it holds 4")
+
+
+def scale_site_data(gpus: int) -> dict[str, Any]:
+    from aisite.examples import scale_site
+
+    return scale_site(gpus)
