@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from typing import Any
 
 REPEAT = 5
 SIZES = (64, 512, 4096)  # GPUs; 8 per DGX H100
@@ -85,10 +86,16 @@ def main() -> None:
         "traced_peak_mb",
         "max_rss_mb",
     ]
-    print(f"aisite plan benchmark (DGX H100 sites, best of {REPEAT}; render = inventory + plan.json + manifests)")
-    print("  ".join(f"{c:>14}" for c in cols))
+    title = f"aisite plan benchmark (DGX H100 sites, best of {REPEAT}; render = inventory + plan.json + manifests)"
+    print_table(title, cols, rows)
+
+
+def print_table(title: str, cols: list[str], rows: list[dict[str, Any]], width: int = 14) -> None:
+    """A benchmark's rows as right-aligned columns under a title (the benchmarks' common form)."""
+    print(title)
+    print("  ".join(f"{c:>{width}}" for c in cols))
     for row in rows:
-        print("  ".join(f"{row[c]:>14}" for c in cols))
+        print("  ".join(f"{row[c]:>{width}}" for c in cols))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from aisite.lab.podman import CONF
 from aisite.lab.topology import lab_mac, lab_topology
 from aisite.loader import load_site, resolve_stack
 from aisite.paths import lab_ssh_dir
-from aisite.plan import FABRIC_ROLES, Plan, build_plan
+from aisite.plan import FABRIC_ROLES, Plan, Switch, build_plan
 from aisite.reconcile import state as reconcile_state
 from aisite.render import commit as render_commit
 from aisite.render.inventory import inventory_yaml
@@ -328,6 +328,21 @@ def test_second_up_changes_nothing(up: subprocess.CompletedProcess[str], stack_f
     report = json.loads(again.stdout)
     assert report["networks_created"] == [] and report["containers_started"] == [] and report["links_created"] == 0
     assert report["bmcs_started"] == []
+
+
+def wait_established(plan: Plan, site: str, timeout: float = 60) -> list[Switch]:
+    """Every fabric switch with exactly its planned sessions, all Established; returns the fabric switches."""
+    fabric = [s for s in plan.switches if s.role in FABRIC_ROLES]
+    deadline = time.monotonic() + timeout
+    for sw in fabric:
+        expected = {nb.interface for nb in sw.neighbors}
+        while True:
+            peers = bgp_peers(f"aisite-{site}-{sw.name}")
+            if set(peers) == expected and set(peers.values()) == {"Established"}:
+                break
+            assert time.monotonic() < deadline, f"{sw.name}: sessions {peers}, expected {sorted(expected)} Established"
+            time.sleep(1)
+    return fabric
 
 
 def bgp_peers(container: str) -> dict[str, str]:
@@ -752,16 +767,7 @@ def test_fabric_converges_and_a_second_run_changes_nothing(
     assert up.returncode == 0, up.stderr
     first = run_cli("deploy", str(stack_file), "--layer", "fabric", "--json", env=BMC_ENV)
     assert first.returncode == 0, first.stdout + first.stderr
-    fabric = [s for s in plan.switches if s.role in ("leaf", "spine")]
-    deadline = time.monotonic() + 60
-    for sw in fabric:
-        expected = {nb.interface for nb in sw.neighbors}
-        while True:
-            peers = bgp_peers(f"aisite-{SITE}-{sw.name}")
-            if set(peers) == expected and set(peers.values()) == {"Established"}:
-                break
-            assert time.monotonic() < deadline, f"{sw.name}: sessions {peers}, expected {sorted(expected)} Established"
-            time.sleep(1)
+    fabric = wait_established(plan, SITE)
     again = json.loads(run_cli("deploy", str(stack_file), "--layer", "fabric", "--json", env=BMC_ENV).stdout)
     assert again["status"] == "successful"
     assert {h: r["changed"] for h, r in again["recap"].items()} == {s.name: 0 for s in fabric}
@@ -1467,17 +1473,8 @@ def lab3(lab3_stack: Path) -> Iterator[Plan]:
 
 
 def test_three_tiers_every_session_of_every_tier_is_established(lab3: Plan) -> None:
-    fabric = [s for s in lab3.switches if s.role in FABRIC_ROLES]
+    fabric = wait_established(lab3, SITE3)
     assert {s.role for s in fabric} == {"leaf", "spine", "super-spine"}
-    deadline = time.monotonic() + 60
-    for sw in fabric:
-        expected = {nb.interface for nb in sw.neighbors}
-        while True:
-            peers = bgp_peers(f"aisite-{SITE3}-{sw.name}")
-            if set(peers) == expected and set(peers.values()) == {"Established"}:
-                break
-            assert time.monotonic() < deadline, f"{sw.name}: sessions {peers}, expected {sorted(expected)} Established"
-            time.sleep(1)
 
 
 @pytest.fixture(scope="module")
