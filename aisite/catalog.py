@@ -59,3 +59,30 @@ SERVER_MODELS: dict[str, ServerModel] = {
 
 GENERIC_MODEL = "generic"
 KNOWN_MODELS = (*SERVER_MODELS, GENERIC_MODEL)
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchHardware:
+    """A fabric switch's front panel: cages at their native speed, and the most ports its ASIC splits them into."""
+
+    name: str
+    cages: int
+    cage_gbps: int
+    max_ports: int
+
+    def ports_at(self, gbps: int) -> int:
+        """The most ports at `gbps`: each cage split into native/gbps ports, up to the ASIC's port count."""
+        return min(self.max_ports, self.cages * max(1, self.cage_gbps // gbps))
+
+
+# NVIDIA Spectrum fabric switches (datasheets): Spectrum-4 SN5600, 64 x 800G OSFP, 51.2 Tb/s, up to 256 ports
+# (128 x 400G, 256 x 200G and below); Spectrum-3 SN4700, 32 x 400G QSFP-DD, up to 128 ports; Spectrum SN2700,
+# 32 x 100G QSFP28, up to 64 ports. A site naming one of these is held to it; other models are taken at their word.
+SWITCH_MODELS: dict[str, SwitchHardware] = {
+    m.name: m
+    for m in (
+        SwitchHardware("SN5600", 64, 800, 256),
+        SwitchHardware("SN4700", 32, 400, 128),
+        SwitchHardware("SN2700", 32, 100, 64),
+    )
+}

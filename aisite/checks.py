@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 
-from aisite.catalog import GENERIC_MODEL, GPU_TYPES
+from aisite.catalog import GENERIC_MODEL, GPU_TYPES, SWITCH_MODELS
 from aisite.errors import Problem
 from aisite.fields import DNS_LABEL, secret_env
 from aisite.model import (
@@ -436,7 +436,31 @@ def _fabric_groups(site: Site) -> list[tuple[str, SwitchGroup]]:
     return groups
 
 
+def _check_switch_models(site: Site, out: list[Problem]) -> None:
+    """Each tier's ports and speed against its model's front panel, where the catalog knows the model."""
+    for path, group in _fabric_groups(site):
+        model = SWITCH_MODELS.get(group.model)
+        if model is None:
+            continue
+        if group.speed_gbps > model.cage_gbps:
+            out.append(
+                Problem(
+                    f"site.switches.{path}.speed_gbps",
+                    f"{group.speed_gbps}: an {model.name}'s ports run at most {model.cage_gbps} Gbps",
+                )
+            )
+        elif group.ports > model.ports_at(group.speed_gbps):
+            out.append(
+                Problem(
+                    f"site.switches.{path}.ports",
+                    f"{group.ports}: an {model.name} ({model.cages} x {model.cage_gbps}G) has at most "
+                    f"{model.ports_at(group.speed_gbps)} ports at {group.speed_gbps} Gbps",
+                )
+            )
+
+
 def _check_switch_os(site: Site, out: list[Problem]) -> None:
+    _check_switch_models(site, out)
     groups = _fabric_groups(site)
     for path, group in groups:
         if group.os != "cumulus":

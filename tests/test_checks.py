@@ -487,3 +487,19 @@ def scale_site_data(gpus: int) -> dict[str, Any]:
     from aisite.examples import scale_site
 
     return scale_site(gpus)
+
+
+def test_a_known_switch_model_holds_its_tier_to_its_front_panel() -> None:
+    site = stack_data("lab3")
+    site["switches"]["spines"] |= {"model": "SN2700", "ports": 48, "speed_gbps": 100}  # 32 cages of 100G
+    site["switches"]["super_spines"] |= {"model": "SN5600", "ports": 16, "speed_gbps": 1600}
+    site["switches"]["leaves"] |= {"model": "SN5600", "ports": 200, "speed_gbps": 400}  # 64 x 800G split in two
+    found = problems(site)
+    assert has(found, "site.switches.spines.ports", "48: an SN2700 (32 x 100G) has at most 32 ports at 100 Gbps")
+    assert has(found, "site.switches.super_spines.speed_gbps", "ports run at most 800 Gbps")
+    assert has(found, "site.switches.leaves.ports", "at most 128 ports at 400 Gbps")
+    site = stack_data("lab3")
+    site["switches"]["spines"] |= {"model": "SN2700", "ports": 64, "speed_gbps": 50}  # each cage split in two
+    site["switches"]["leaves"]["speed_gbps"] = 50
+    site["switches"]["super_spines"]["speed_gbps"] = 50
+    parse_site(site, "test")

@@ -74,7 +74,7 @@ def test_planes_split_the_super_spines_between_the_spines_of_a_pod(planes: int) 
     data = scale_site(4096)  # 4 pods of 32 spines; 32 planes by default
     data["fabric"]["super_spine_planes"] = planes
     data["switches"]["super_spines"]["count"] = 2 * planes
-    data["switches"]["super_spines"]["ports"] = 256
+    data["switches"]["super_spines"] |= {"ports": 256, "model": ""}  # a chassis: more than an SN5600 holds
     data["fabric"]["uplinks_per_super_spine"] = 1
     data["fabric"]["oversubscription"] = {"spines": 64}
     plan = build_plan(parse_site(data))
