@@ -52,6 +52,7 @@ def check_site(site: Site) -> list[Problem]:
     layout = fabric_layout(site)
     _check_fabric(site, layout, out)
     _check_tiers(site, layout, out)
+    _check_switch_models(site, out)
     _check_capacity(site, layout, out)
     _check_kubernetes(site, out)
     _check_tenants(site, out)
@@ -390,7 +391,7 @@ def _check_fabric(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
                 f"({layout.scalable_units} scalable unit(s) x {layout.leaves_per_su} leaves)",
             )
         )
-    problem = _asn_problem(fab.asn_base, fab.asn_base + (layout.pods if layout.three_tier else 0) + sw.leaves.count)
+    problem = _asn_problem(fab.asn_base, fab.asn_base + layout.first_leaf_asn - 1 + sw.leaves.count)
     if problem:
         out.append(Problem("site.fabric.asn_base", problem))
     if fab.host_mtu > fab.switch_mtu:
@@ -460,7 +461,6 @@ def _check_switch_models(site: Site, out: list[Problem]) -> None:
 
 
 def _check_switch_os(site: Site, out: list[Problem]) -> None:
-    _check_switch_models(site, out)
     groups = _fabric_groups(site)
     for path, group in groups:
         if group.os != "cumulus":

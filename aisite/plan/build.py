@@ -302,7 +302,7 @@ class _Builder:
             return self.three_tier_links()
         leaves, spines = sw.leaves, sw.spines
         spine_names = spines.switch_names()
-        asn = {name: fab.asn_base + 1 + i for i, name in enumerate(self.leaf_names)}
+        asn = {name: fab.asn_base + layout.first_leaf_asn + i for i, name in enumerate(self.leaf_names)}
         asn |= dict.fromkeys(spine_names, fab.asn_base)
         speed = min(leaves.speed_gbps, spines.speed_gbps) if spines.count else leaves.speed_gbps
         up = fab.uplinks_per_spine
@@ -336,7 +336,7 @@ class _Builder:
         per_pod = layout.spines_per_pod
         asn = dict.fromkeys(super_names, fab.asn_base)
         asn |= {name: fab.asn_base + 1 + i // per_pod for i, name in enumerate(spine_names)}
-        asn |= {name: fab.asn_base + 1 + layout.pods + i for i, name in enumerate(self.leaf_names)}
+        asn |= {name: fab.asn_base + layout.first_leaf_asn + i for i, name in enumerate(self.leaf_names)}
         up = fab.uplinks_per_spine
         leaf_speed = min(leaves.speed_gbps, spines.speed_gbps)
         first_uplink = leaves.ports - layout.uplinks(len(self.leaf_names)) + 1

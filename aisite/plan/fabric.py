@@ -52,8 +52,10 @@ class FabricLayout:
     def spines_per_pod(self) -> int:
         return self.spines // self.pods
 
-    def pod_of_leaf(self, leaf: int) -> int:
-        return leaf // self.leaves_per_pod if self.three_tier else 0
+    @property
+    def first_leaf_asn(self) -> int:
+        """Leaf i's ASN is asn_base + this + i: after the spines' one (two tiers) or the pods' spines' (three)."""
+        return 1 + (self.pods if self.three_tier else 0)
 
     def leaf_of_rail(self, rail: int) -> int:
         """Index within a scalable unit of the leaf that carries `rail`."""

@@ -5,10 +5,36 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from aisite.plan import Plan
 from aisite.platform import charts, jobs, objects, remote_manifests
 from aisite.platform.gitops import gitops_objects
-from aisite.render.inventory import PULL_INVENTORY_DIR, pull_inventory_files, to_yaml
+from aisite.render.inventory import PULL_INVENTORY_DIR, pull_inventory_files
+
+# libyaml's emitter writes the same bytes as PyYAML's about 3x faster.
+_BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_BaseDumper):  # type: ignore[valid-type,misc]
+    """Plain block YAML without anchors: rendered manifests are read by people in reviews."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    # Text of several lines (an embedded configuration, a CA) as a literal block, the way a person writes it.
+    style = "|" if "\n" in data and not any(c in data for c in "\t\r") and not data.endswith(" ") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def to_yaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+
 
 WORKLOADS_DIR = "workloads/"  # the Workloads layer's files; the rest is the Platform layer's
 
