@@ -17,6 +17,7 @@ from aisite.model import (
     AccessSwitchGroup,
     BmcSpec,
     GpuGroup,
+    Install,
     NodeGroup,
     Site,
     SwitchGroup,
@@ -58,7 +59,54 @@ def check_site(site: Site) -> list[Problem]:
     _check_tenants(site, out)
     _check_exports(site, out)
     _check_gitops(site, groups, out)
+    _check_provisioning(site, groups, out)
     return out
+
+
+def _check_provisioning(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
+    installing = [(path, g) for path, g in groups if g.install]
+    if installing and site.provisioning is None:
+        out.extend(
+            Problem(f"{path}.install", "needs site.provisioning: the boot server that installs the nodes")
+            for path, _ in installing
+        )
+    for path, group in installing:
+        assert group.install is not None
+        _check_partitions(f"{path}.install", group.install, out)
+        names = group.node_names()
+        macs = [(spec.management.mac if spec.management else None) for spec in group.nodes[: group.size]]
+        missing = [name for i, name in enumerate(names) if i >= len(macs) or macs[i] is None]
+        if missing:
+            shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+            out.append(
+                Problem(
+                    f"{path}.nodes",
+                    f"{len(missing)} node(s) to install have no boot MAC ({shown}): declare nodes[i].management.mac, "
+                    "or run `aisite oob discover STACK`, which proposes them from the BMCs",
+                )
+            )
+
+
+def _check_partitions(path: str, install: Install, out: list[Problem]) -> None:
+    mounts: dict[str, int] = {}
+    last = len(install.partitions) - 1
+    reserved = "/boot/efi" if install.boot_mode == "uefi" else None
+    for i, p in enumerate(install.partitions):
+        where = f"{path}.partitions[{i}]"
+        if p.fs == "swap" and p.mount is not None:
+            out.append(Problem(f"{where}.mount", "swap is not mounted: leave mount out"))
+        if p.fs != "swap" and p.mount is None:
+            out.append(Problem(f"{where}.mount", f"a {p.fs} partition needs a mount point"))
+        if p.size_gb is None and i != last:
+            out.append(Problem(f"{where}.size_gb", "only the last partition may take the rest of the disk"))
+        if p.mount is not None:
+            if p.mount in mounts:
+                out.append(Problem(f"{where}.mount", f"{p.mount} is already partitions[{mounts[p.mount]}]"))
+            mounts.setdefault(p.mount, i)
+            if p.mount == reserved:
+                out.append(Problem(f"{where}.mount", f"{p.mount} is the EFI system partition aisite adds in uefi mode"))
+    if "/" not in mounts:
+        out.append(Problem(f"{path}.partitions", "no partition is mounted at /"))
 
 
 def _check_gitops(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
@@ -248,6 +296,8 @@ def _node_addresses(path: str, group: NodeGroup) -> Iterator[tuple[str, str, IPv
 
 def _check_addresses(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
     entries: list[tuple[str, str, IPv4Address]] = [("site.control_plane.vip", "management", site.control_plane.vip)]
+    if site.provisioning:
+        entries.append(("site.provisioning.boot_server", "management", site.provisioning.boot_server))
     for path, group in groups:
         if group.bmc and group.bmc.address and group.size > 1:
             out.append(Problem(f"{path}.bmc.address", "a group-wide BMC address would be shared by every node"))
@@ -665,7 +715,13 @@ def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> Non
                 )
             )
 
-    fits("site.networks.management", nets.management, n_nodes + 1, f"{n_nodes} nodes + the API VIP")
+    boot = 1 if site.provisioning else 0
+    fits(
+        "site.networks.management",
+        nets.management,
+        n_nodes + 1 + boot,
+        f"{n_nodes} nodes + the API VIP" + (" + the boot server" if boot else ""),
+    )
     fits(
         "site.networks.oob",
         nets.oob,

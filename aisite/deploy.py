@@ -83,7 +83,7 @@ def run_playbook(
     on_event: EventHandler | None = None,
     limit: str | None = None,
     check: bool = False,
-    extravars: Mapping[str, str] | None = None,
+    extravars: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """Run `playbook` (relative to the project) against `inventory` (YAML text).
 

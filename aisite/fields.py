@@ -50,6 +50,12 @@ GROUP = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@/-]{0,127}")
 SWITCH_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+/-]{0,63}")
 APT_SOURCE = re.compile(rf"deb (\[[A-Za-z0-9=/._, -]+\] )?https?://{_URL_CHARS}+( [A-Za-z0-9._/-]+)+")
 MAC = re.compile(r"([0-9a-f]{2}:){5}[0-9a-f]{2}")
+# A whole disk as the installer finds it: a kernel name (/dev/nvme0n1, /dev/sda) or a stable udev link.
+DISK = re.compile(r"/dev/([a-z][a-z0-9]{1,31}|disk/by-(id|path)/[A-Za-z0-9:._+-]{1,200})")
+# A Debian package name (Debian Policy 5.6.1).
+DEB_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,62}")
+# A kernel command-line argument: `word` or `key=value`, no spaces, quotes or shell characters.
+KERNEL_ARG = re.compile(r"[A-Za-z0-9_.-]{1,64}(=[A-Za-z0-9_.,:/+-]{1,200})?")
 # A name pattern's literal text and its {n} field's format: what a DNS label can hold, a width of at most 9.
 _PATTERN_TEXT = re.compile(r"[a-z0-9-]*")
 _PATTERN_SPEC = re.compile(r"(0?[1-9])?d?")
@@ -145,11 +151,21 @@ label_value = _matching(
 
 def _path(value: str) -> str:
     parts = value.split("/")
-    if len(value) > 1024 or parts[0] != "" or not all(PATH_SEGMENT.fullmatch(p) for p in parts[1:]):
+    if len(value) > 1024 or parts[0] != "" or len(parts) < 2 or not all(PATH_SEGMENT.fullmatch(p) for p in parts[1:]):
         raise ValueError(
             f"{value!r} is not an absolute path of plain segments (letters, digits, '.', '_', '+', '-'; "
             "no '..', no empty segment, at most 1024 characters)"
         )
+    return value
+
+
+def _mount(value: str) -> str:
+    if value == "/":
+        return value
+    _path(value)
+    top = value.split("/")[1]
+    if top in ("proc", "sys", "dev", "run") or top.startswith("."):
+        raise ValueError(f"{value!r} is not a mount point for a partition (it is under /{top}, which the OS owns)")
     return value
 
 
@@ -186,6 +202,7 @@ SecretName = Annotated[
 ]
 PulumiKey = Annotated[str, AfterValidator(_matching(PULUMI_KEY, "a Pulumi config key ([namespace:]name)"))]
 AbsPath = Annotated[str, AfterValidator(_path)]
+MountPoint = Annotated[str, AfterValidator(_mount)]
 GitBranch = Annotated[str, AfterValidator(_branch)]
 Group = Annotated[str, AfterValidator(_matching(GROUP, "a group name (letters, digits, '.', '_', ':', '@', '/', '-')"))]
 SwitchModel = Annotated[str, AfterValidator(_matching(SWITCH_MODEL, "a switch model (letters, digits, ' ._+/-')"))]
@@ -193,5 +210,10 @@ AptSource = Annotated[str, AfterValidator(_matching(APT_SOURCE, "an APT source l
 PemCerts = Annotated[str, AfterValidator(_matching(PEM_CERTS, "PEM certificates (BEGIN/END CERTIFICATE blocks)"))]
 Text = Annotated[str, Field(max_length=1024)]
 Mac = Annotated[str, AfterValidator(_mac)]
+DebPackage = Annotated[str, AfterValidator(_matching(DEB_PACKAGE, "a Debian package name ([a-z0-9][a-z0-9+.-]+)"))]
+DiskPath = Annotated[str, AfterValidator(_matching(DISK, "a whole disk (/dev/NAME or /dev/disk/by-id|by-path/LINK)"))]
+KernelArg = Annotated[
+    str, AfterValidator(_matching(KERNEL_ARG, "a kernel argument (word or key=value; no spaces, quotes or $;&|)"))
+]
 NamePattern = Annotated[str, AfterValidator(_pattern)]
 IfName = Annotated[str, AfterValidator(_ifname)]

@@ -16,6 +16,8 @@ from aisite.fields import (
     AbsPath,
     Account,
     AptSource,
+    DebPackage,
+    DiskPath,
     DnsLabel,
     DnsSubdomain,
     EnvName,
@@ -24,9 +26,11 @@ from aisite.fields import (
     Hostname,
     IfName,
     Image,
+    KernelArg,
     LabelKey,
     LabelValue,
     Mac,
+    MountPoint,
     NamePattern,
     NtpServer,
     PemCerts,
@@ -39,6 +43,9 @@ from aisite.fields import (
     UnixUser,
     Url,
 )
+
+_SSH_KEY = r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$"
+SshKey = Annotated[str, Field(pattern=_SSH_KEY)]
 
 
 def _model(value: str) -> str:
@@ -115,12 +122,36 @@ class InterfaceNames(Strict):
     rails: list[IfName] | None = None
 
 
+class Partition(Strict):
+    """A partition of the install disk, after the firmware's own (BIOS boot or EFI system) that aisite adds."""
+
+    mount: MountPoint | None = None  # None for swap
+    fs: Literal["ext4", "xfs", "swap"] = "ext4"
+    size_gb: Annotated[int, Field(ge=1, le=1_000_000)] | None = None  # None: the rest of the disk (last only)
+
+
+class Install(Strict):
+    """How `aisite provision` installs the group's nodes: network boot from the site's boot server, the OS image
+    written to `disk` (wiped), booted from it in `boot_mode`."""
+
+    # Debian 12 from an image aisite builds with debootstrap (the site's provisioning.mirror). Ubuntu 24.04's
+    # autoinstall is not supported yet.
+    os: Literal["debian-12"] = "debian-12"
+    boot_mode: Literal["uefi", "legacy"] = "uefi"
+    disk: DiskPath = "/dev/nvme0n1"
+    partitions: Annotated[list[Partition], Field(min_length=1, max_length=32)] = [Partition(mount="/")]
+    # The installed system's kernel command line (a serial console for the BMC's serial-over-LAN by default).
+    kernel_args: Annotated[list[KernelArg], Field(max_length=32)] = ["console=tty0", "console=ttyS0,115200n8"]
+
+
 class NodeGroup(Strict):
     count: Count | None = None
     name_pattern: NamePattern
     interfaces: InterfaceNames = InterfaceNames()
     nodes: list[NodeSpec] = []
     bmc: BmcSpec | None = None
+    # Installed by `aisite provision` (nodes boot from their management NIC: management.mac is the boot MAC).
+    install: Install | None = None
     labels: dict[LabelKey, LabelValue] = {}
     taints: list[Taint] = []
 
@@ -443,14 +474,11 @@ class Nvidia(Strict):
     repository: Url = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
 
 
-_SSH_KEY = r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$"
-
-
 class AdminUser(Strict):
     """A site administrator: a local account on every node, SSH keys only, sudo when asked."""
 
     name: UnixUser
-    ssh_keys: list[Annotated[str, Field(pattern=_SSH_KEY)]]
+    ssh_keys: list[SshKey]
     sudo: bool = True
 
 
@@ -498,6 +526,30 @@ class Gitops(Strict):
     credentials_secret: DnsSubdomain | None = None
 
 
+class Provisioning(Strict):
+    """The boot server `aisite provision` configures and installs nodes from: DHCP (static leases per boot MAC, or
+    proxy-DHCP beside the site's own), TFTP for iPXE and HTTP for the boot files, on the management network."""
+
+    # Its address on the management network; Ansible reaches it there (SSH), as it reaches the nodes.
+    boot_server: IPv4Address
+    dhcp: Literal["static", "proxy"] = "static"
+    http_port: Annotated[int, Field(ge=1, le=65535)] = 8080
+    # Nodes installed at once, and how often a node is retried (BMC power cycle and boot again) after a failure.
+    wave_size: Annotated[int, Field(ge=1, le=1000)] = 8
+    retries: Annotated[int, Field(ge=0, le=10)] = 2
+    # From power-on to the install's report, and from the report to SSH on the installed system.
+    install_timeout_s: Annotated[int, Field(ge=60, le=86400)] = 3600
+    boot_timeout_s: Annotated[int, Field(ge=30, le=86400)] = 1200
+    # The Debian mirror the image is built from and the installed nodes use.
+    mirror: Url = "http://deb.debian.org/debian"
+    # Public keys installed for the deploy user (ansible.user) at install: how Ansible logs in afterwards. The lab
+    # adds its own key.
+    deploy_keys: list[SshKey] = []
+    # Debian packages baked into the image besides its base (kernel, GRUB, systemd, sshd, Python): what the hosts
+    # layer would install on every node anyway, so a new node does not fetch and install them itself.
+    image_packages: Annotated[list[DebPackage], Field(max_length=256)] = []
+
+
 class Site(Strict):
     name: Name
     description: Text = ""
@@ -518,6 +570,7 @@ class Site(Strict):
     kubernetes: Kubernetes = Kubernetes()
     workloads: list[Workload] = []
     gitops: Gitops | None = None
+    provisioning: Provisioning | None = None
 
 
 def group_hardware(group: GpuGroup) -> tuple[str, int, int, int, bool]:

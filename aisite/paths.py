@@ -9,6 +9,8 @@ from aisite.loader import ROOT
 STATE = ROOT / ".aisite"
 # Images' build contexts and the rootfs debootstrap makes (the lab).
 CACHE = STATE / "cache"
+# The OS images `aisite provision` installs (one folder per OS and recipe: aisite.provision.image).
+IMAGES = STATE / "images"
 
 
 def site_dir(site: str) -> Path:
@@ -50,3 +52,9 @@ def pull_wheels_dir(site: str) -> Path:
 def mirror_dir(site: str) -> Path:
     """The lab's git mirror: the repositories its git daemon serves to the nodes, and its pid file."""
     return site_dir(site) / "mirror"
+
+
+def provision_dir(site: str) -> Path:
+    """What `aisite provision` recorded per node (<node>.json: status, version, host keys, step times), the last
+    run (last.json) and the installed nodes' host keys (known_hosts). Resolved: the inventory names known_hosts."""
+    return STATE.resolve() / site / "provision"

@@ -13,6 +13,8 @@ export AISITE_LAB_BMC_PASSWORD
 aisite validate lab
 aisite render lab --out .aisite/lab/render
 aisite lab up lab
+# The lab's VM node (infer01) is installed over the network from the boot server, as a real site's nodes are.
+aisite provision lab
 aisite deploy lab
 aisite lab status lab
 echo "The lab runs: 'aisite lab status' lists it, 'aisite lab down' removes it (images stay cached)."

@@ -116,7 +116,7 @@ def test_too_small_subnets(lab: dict[str, Any]) -> None:
     lab["control_plane"]["vip"] = "10.250.1.2"
     lab["networks"]["rails"][0] = "10.250.16.0/30"
     found = problems(lab)
-    assert has(found, "site.networks.management", "usable addresses but 5 are needed")
+    assert has(found, "site.networks.management", "usable addresses but 7 are needed (5 nodes + the API VIP + the boot")
     assert has(found, "site.networks.rails[0]", "too small")
 
 
@@ -234,7 +234,7 @@ def test_workload_beyond_tenant_quota(lab: dict[str, Any]) -> None:
 
 def test_workloads_are_held_to_their_gpu_type_nodes_operator_and_image(lab: dict[str, Any]) -> None:
     lab["workloads"] += [
-        {"name": "three", "kind": "resnet50-train", "tenant": "team-a", "nodes": 3, "gpus_per_node": 0},
+        {"name": "four", "kind": "resnet50-train", "tenant": "team-a", "nodes": 4, "gpus_per_node": 0},
         {"name": "lonely", "kind": "ib-write-bw", "tenant": "team-a", "nodes": 1, "gpus_per_node": 0},
         {"name": "noimage", "kind": "fio", "tenant": "team-a", "nodes": 1, "gpus_per_node": 0},
         {"name": "v100", "kind": "fio", "tenant": "team-a", "gpu_type": "v100", "image": "x/fio:1"},
@@ -243,7 +243,7 @@ def test_workloads_are_held_to_their_gpu_type_nodes_operator_and_image(lab: dict
     found = problems(lab)
     assert has(found, "site.workloads[0].kind", "nccl-allreduce runs as a job of the mpi-operator addon")
     assert has(found, "site.workloads[1].kind", "resnet50-train runs as a job of the training-operator addon")
-    assert has(found, "site.workloads[3].nodes", "3 nodes but the site has 2 t4 nodes")
+    assert has(found, "site.workloads[3].nodes", "4 nodes but the site has 3 t4 nodes")
     assert has(found, "site.workloads[4].nodes", "ib-write-bw measures between nodes")
     assert has(found, "site.workloads[5].image", "fio has no pinned upstream image")
     assert has(found, "site.workloads[6].gpu_type", "the site has no v100 nodes (it has: t4)")

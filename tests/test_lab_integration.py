@@ -36,10 +36,10 @@ from aisite.components.bmc import BmcStateProvider
 from aisite.lab import images, lab, mirror
 from aisite.lab.bmc import system_uuid
 from aisite.lab.podman import CONF
-from aisite.lab.topology import lab_mac, lab_topology
+from aisite.lab.topology import lab_mac, lab_topology, vm_nodes
 from aisite.loader import load_site, resolve_stack
-from aisite.paths import lab_ssh_dir
-from aisite.plan import FABRIC_ROLES, Plan, Switch, build_plan
+from aisite.paths import lab_ssh_dir, provision_dir, pull_wheels_dir
+from aisite.plan import FABRIC_ROLES, Node, Plan, Switch, build_plan
 from aisite.reconcile import state as reconcile_state
 from aisite.render import commit as render_commit
 from aisite.render.inventory import inventory_yaml
@@ -97,6 +97,12 @@ def plan(stack_file: Path) -> Plan:
     return build_plan(load_site(stack_file))
 
 
+def containers(plan: Plan) -> list[Node]:
+    """The nodes the lab runs as containers; the others are VMs `aisite provision` installs."""
+    vms = vm_nodes(plan)
+    return [n for n in plan.nodes if n.name not in vms]
+
+
 def podman(*args: str) -> str:
     env = os.environ | {"CONTAINERS_CONF": str(CONF)}
     return subprocess.run(["podman", *args], env=env, capture_output=True, text=True, check=True).stdout
@@ -117,6 +123,10 @@ def addresses(container: str) -> dict[str, dict[str, object]]:
 @pytest.fixture(scope="module")
 def up(stack_file: Path, plan: Plan) -> Iterator[subprocess.CompletedProcess[str]]:
     result = run_cli("lab", "up", str(stack_file), env=BMC_ENV)
+    if result.returncode == 0 and plan.provisioning and not REUSE:
+        # Its VM node is installed over the network before anything reaches it (as `make lab` does).
+        provisioned = run_cli("provision", str(stack_file), env=BMC_ENV)
+        assert provisioned.returncode == 0, provisioned.stdout + provisioned.stderr
     try:
         yield result
     finally:
@@ -129,7 +139,9 @@ def test_up_builds_every_container_and_cable(up: subprocess.CompletedProcess[str
     assert up.returncode == 0, up.stderr
     topo = lab_topology(plan)
     rows = {r["name"]: r for r in lab.status(topo)}
-    assert set(rows) == {c.host for c in topo.containers} | {f"{n.name}-bmc" for n in plan.nodes}
+    assert set(rows) == (
+        {c.host for c in topo.containers} | {f"{n.name}-bmc" for n in containers(plan)} | {v.node for v in topo.vms}
+    )
     for r in rows.values():
         assert r["state"] == "running", r
         assert r["ports_present"] == r["ports_planned"], r
@@ -139,7 +151,7 @@ def test_up_builds_every_container_and_cable(up: subprocess.CompletedProcess[str
 
 def test_interfaces_addresses_and_mtu_inside(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
     assert up.returncode == 0, up.stderr
-    for node in plan.nodes:
+    for node in containers(plan):  # a VM's interfaces: test_the_vm_node_was_installed_from_power_off
         ifs = addresses(f"aisite-{SITE}-{node.name}")
         assert ifs[node.management.name]["v4"] == [node.management.address]
         if node.storage:
@@ -284,7 +296,8 @@ def ipmitool(address: str, *args: str, password: str = BMC_PASSWORD) -> subproce
 
 def test_ipmi_bmcs_keep_power_and_boot_device(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
     assert up.returncode == 0, up.stderr
-    nodes = [n for n in plan.nodes if n.bmc.protocol == "ipmi"]
+    # (A VM's BMC powers a real machine off: provisioning drives it, test_the_vm_node_was_installed_from_power_off.)
+    nodes = [n for n in containers(plan) if n.bmc.protocol == "ipmi"]
     assert nodes, "the lab stack declares IPMI BMCs"
     for node in nodes:
         addr = node.bmc.address
@@ -302,16 +315,22 @@ def test_status_lists_the_bmc_emulators(up: subprocess.CompletedProcess[str], st
     assert up.returncode == 0, up.stderr
     doc = json.loads(run_cli("lab", "status", str(stack_file), "--json").stdout)
     bmcs = {m["name"]: m for m in doc["members"] if m["kind"] == "bmc"}
-    assert set(bmcs) == {f"{n.name}-bmc" for n in plan.nodes}
-    for n in plan.nodes:
+    assert set(bmcs) == {f"{n.name}-bmc" for n in containers(plan)}
+    for n in containers(plan):
         row = bmcs[f"{n.name}-bmc"]
         assert row["state"] == "running" and row["addresses"] == {"bmc0": n.bmc.address}
         assert row["role"] == f"{n.bmc.protocol}:{n.bmc.port}"
+    vms = {m["name"]: m for m in doc["members"] if m["kind"] == "vm"}
+    assert set(vms) == vm_nodes(plan)
+    for name, row in vms.items():
+        node = next(n for n in plan.nodes if n.name == name)
+        assert row["state"] == "running" and row["addresses"] == {"bmc0": node.bmc.address}, row
 
 
 def test_no_bmc_password_in_plain_text_on_disk_or_in_podman(up: subprocess.CompletedProcess[str]) -> None:
     assert up.returncode == 0, up.stderr
     ids = podman("ps", "-aq", "--filter", f"label=io.aisite.lab={SITE}", "--filter", "label=io.aisite.role=bmc").split()
+    ids += podman("ps", "-aq", "--filter", f"label=io.aisite.lab={SITE}", "--filter", "label=io.aisite.role=vm").split()
     assert BMC_PASSWORD not in podman("inspect", *ids)  # not in any container's command, env or labels
     for path in (ROOT / ".aisite").rglob("*"):
         if path == LAB_SECRET_FILE and REUSE:
@@ -327,7 +346,7 @@ def test_second_up_changes_nothing(up: subprocess.CompletedProcess[str], stack_f
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
     assert report["networks_created"] == [] and report["containers_started"] == [] and report["links_created"] == 0
-    assert report["bmcs_started"] == []
+    assert report["bmcs_started"] == [] and report["vms_started"] == []
 
 
 def wait_established(plan: Plan, site: str, timeout: float = 60) -> list[Switch]:
@@ -384,12 +403,55 @@ def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], s
         )
     assert "no NVIDIA GPU found" in doc["skipped"][gpu]["containerd"][0]
     assert "no Kubernetes API server" in doc["skipped"]["localhost"]["platform"][0]
+    for vm in vm_nodes(plan):  # a real kernel: what a container's hosts layer only writes is applied on a VM
+        said = json.dumps(doc["skipped"].get(vm, {}))
+        assert "read-only here" not in said and "no kernel NFS client" not in said and "no /lib/modules" not in said
     # A second run changes nothing anywhere.
     again = run_cli("deploy", str(stack_file), "--json", env=BMC_ENV)
     assert again.returncode == 0, again.stdout + again.stderr
     assert BMC_PASSWORD not in again.stdout + again.stderr
     changed = {h: x["changed"] for h, x in json.loads(again.stdout)["recap"].items() if x["changed"]}
     assert changed == {}, changed
+
+
+def vm_ssh(plan: Plan, node: str, command: str) -> str:
+    """A command on a lab VM, reached as Ansible reaches it: the lab's key, the host keys its install recorded."""
+    address = next(n.management.address for n in plan.nodes if n.name == node)
+    opts = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=10"]
+    opts += ["-o", f"UserKnownHostsFile={provision_dir(SITE) / 'known_hosts'}"]
+    cmd = ["ssh", *opts, "-i", str(lab_ssh_dir(SITE) / "id_ed25519"), f"root@{address}", command]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=60).stdout
+
+
+def test_the_vm_node_was_installed_from_power_off(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    """The lab's VM was network-booted through its BMC, installed from the boot server and reached over SSH with the
+    host keys its install reported; the site deploy converged it with a real kernel (NFS mounts, modules, sysctls
+    applied, which containers only write). A second provision leaves it alone."""
+    assert up.returncode == 0, up.stderr
+    (vm,) = vm_nodes(plan)
+    node = next(n for n in plan.nodes if n.name == vm)
+    rec = json.loads((provision_dir(SITE) / f"{vm}.json").read_text())
+    installed = rec["installed"]
+    assert installed and installed["host_keys"], rec
+    known = (provision_dir(SITE) / "known_hosts").read_text().splitlines()
+    assert sorted(known) == sorted(f"{node.management.address} {k}" for k in installed["host_keys"])
+    marker = json.loads(vm_ssh(plan, vm, "cat /etc/aisite/installed.json"))
+    assert marker == {"node": vm, "profile": node.group, "os": "debian-12", "version": installed["version"]}
+    links = {i["ifname"]: i for i in json.loads(vm_ssh(plan, vm, "ip -j addr"))}
+    for iface in (node.management, node.storage):
+        assert iface is not None
+        got = links[iface.name]
+        assert got["address"] == iface.mac and iface.address in [a["local"] for a in got["addr_info"]], got
+    mounts = json.loads(vm_ssh(plan, vm, "findmnt -J -t nfs4 -o TARGET,SOURCE"))["filesystems"]
+    assert sorted(m["source"] for m in mounts) == sorted(f"{e.address}:{e.path}" for e in plan.exports)
+    assert "br_netfilter" in vm_ssh(plan, vm, "cat /proc/modules")
+    assert vm_ssh(plan, vm, "sysctl -n net.ipv4.ip_forward").strip() == "1"
+    again = run_cli("provision", str(stack_file), "--json", env=BMC_ENV)
+    assert again.returncode == 0, again.stdout + again.stderr
+    (row,) = json.loads(again.stdout)["nodes"]
+    assert row["node"] == vm and row["status"] == "unchanged" and row["version"] == installed["version"]
 
 
 def test_hosts_have_the_baseline_rails_and_nfs(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
@@ -993,7 +1055,7 @@ def test_reconcile_nodes_reads_each_nodes_last_pass_over_ssh(
     assert up.returncode == 0, up.stderr
     pulled = _write_stack(tmp_path, pulling(stack_file.read_text(), "[hosts]"))
     tip, old, now = "1" * 40, "2" * 40, time.time()
-    gpu01, gpu02 = (n.name for n in plan.by_role("gpu"))
+    gpu01, gpu02 = [n.name for n in plan.by_role("gpu")][:2]
     cp01 = plan.by_role("control-plane")[0].name
     records = {
         gpu01: {"status": "applied", "applied_commit": tip, "ended": now - 5, "last_success": now - 5},
@@ -1131,7 +1193,7 @@ def label_commit(repo: Path, index: int, value: str, message: str) -> str:
 
 
 def test_a_commit_changing_one_host_is_applied_to_that_host_only(site_repo: Path, plan: Plan) -> None:
-    gpu01, gpu02 = (n.name for n in plan.by_role("gpu"))
+    gpu01, gpu02 = [n.name for n in plan.by_role("gpu")][:2]
     before = kubeadm_labels(gpu02)
     commit = label_commit(site_repo, 0, "a", "gpu01 joins pool a")
     rc, rec = reconcile(site_repo)
@@ -1315,6 +1377,15 @@ def pull_passes(plan: Plan) -> dict[str, dict[str, Any]]:
     }
 
 
+def without_vms(data: dict[str, Any]) -> dict[str, Any]:
+    """The stack without its nodes to install (the lab's VMs): an ansible-pull pass on a VM emulated in software
+    takes minutes, so the pull tests are about the container nodes; the VMs stay as they are."""
+    site = data["config"]["aisite:site"]
+    site["gpu_nodes"] = [g for g in site["gpu_nodes"] if "install" not in g]
+    site.pop("provisioning", None)
+    return data
+
+
 @pytest.fixture(scope="module")
 def pulled(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan, tmp_path_factory: pytest.TempPathFactory
@@ -1325,7 +1396,7 @@ def pulled(
     assert up.returncode == 0, up.stderr
     tmp = tmp_path_factory.mktemp("pull")
     key, line = ssh_signer(tmp, "itest@aisite-lab")
-    data = yaml.safe_load(stack_file.read_text())
+    data = without_vms(yaml.safe_load(stack_file.read_text()))
     data["config"]["aisite:site"]["gitops"] |= {
         "pull_layers": PULLED,
         "pull_repository": mirror.url(plan),
@@ -1337,9 +1408,9 @@ def pulled(
     (tmp / "repo").mkdir()
     repo = make_site_repo(tmp / "repo")
     commit_site(repo, text, key, "The nodes pull their host layers")
-    # lab up fetches the wheels of ansible-core the nodes' virtualenv is made from.
-    r = run_cli("lab", "up", str(stack), env=BMC_ENV)
-    assert r.returncode == 0, r.stderr
+    # The wheels of ansible-core the nodes' virtualenv is made from (what `lab up` fetches for a pulling site; not
+    # `lab up` itself: that stack has no VM, and up would remove the lab's).
+    images.ensure_pull_wheels(pull_wheels_dir(SITE), print)
     with mirror.serving(plan, repo):
         r = run_cli("deploy", str(stack), "--layer", "pull", "--json", env=BMC_ENV)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -1351,6 +1422,7 @@ def test_nodes_pull_their_host_layers_and_converge(pulled: tuple[Path, Path, Pat
     own passes of the commit they verified, with the same checks as the controller's push; a second pass changes
     nothing; the controller reads every node converged, and node exporter's textfile has the pass."""
     stack, repo, _ = pulled
+    plan = build_plan(load_site(stack))  # the pulled site: its container nodes (without_vms)
     tip = git(repo, "rev-parse", "HEAD")
     for n in plan.nodes:
         podman("exec", f"aisite-{SITE}-{n.name}", "systemctl", "stop", "chrony")
@@ -1383,7 +1455,8 @@ def test_a_pulled_commit_changes_only_the_node_it_names_and_an_unsigned_one_noth
     cluster layer changes and no other node's anything. An unsigned commit on top is refused by every node, which
     keeps what it applied; the controller reads them all failing."""
     stack, repo, key = pulled
-    gpu01, gpu02 = (n.name for n in plan.by_role("gpu"))
+    plan = build_plan(load_site(stack))  # the pulled site: its container nodes (without_vms)
+    gpu01, gpu02 = [n.name for n in plan.by_role("gpu")][:2]
     data = yaml.safe_load(stack.read_text())
     data["config"]["aisite:site"]["gpu_nodes"][0]["nodes"][0]["labels"] = {"example.com/pool": "pulled"}
     signed = commit_site(repo, yaml.safe_dump(data, sort_keys=False), key, "gpu01 joins pool pulled")
@@ -1413,7 +1486,7 @@ def test_a_site_that_stops_pulling_stops_every_nodes_timer(
 
     def timers() -> dict[str, str]:
         out = {}
-        for n in plan.nodes:
+        for n in containers(plan):
             cmd = ["podman", "exec", f"aisite-{SITE}-{n.name}", "systemctl", "is-enabled", "aisite-pull.timer"]
             out[n.name] = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False).stdout.strip()
         return out
@@ -1432,7 +1505,9 @@ def test_down_leaves_nothing(up: subprocess.CompletedProcess[str], stack_file: P
     down = run_cli("lab", "down", str(stack_file), "--json")
     assert down.returncode == 0, down.stderr
     fabric = [s for s in plan.switches if s.role in ("leaf", "spine")]
-    assert len(json.loads(down.stdout)["containers"]) == len(ids) == 2 * len(plan.nodes) + len(fabric)  # a BMC per node
+    # A container and a BMC per node, but a VM node's one container is both; and the boot server.
+    expected = 2 * len(containers(plan)) + len(vm_nodes(plan)) + (1 if plan.provisioning else 0) + len(fabric)
+    assert len(json.loads(down.stdout)["containers"]) == len(ids) == expected
     assert podman("ps", "-aq", "--filter", f"label=io.aisite.lab={SITE}") == ""
     assert podman("network", "ls", "-q", "--filter", f"label=io.aisite.lab={SITE}") == ""
     for bridge in bridges:

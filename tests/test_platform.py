@@ -308,7 +308,7 @@ def test_rail_networks_and_devices_follow_the_plan(plan: Plan) -> None:
     for t in plan.tenants:
         mine = [n for n in nets if n["spec"]["networkNamespace"] == t.namespace]
         assert sorted(n["spec"]["master"] for n in mine) == sorted(
-            list(names.values()) * len({n.scalable_unit for n in plan.nodes if n.gpu})
+            list(names.values()) * len({n.scalable_unit for n in plan.nodes if n.rails})
         )
         assert all(n["spec"]["mtu"] == plan.roce.host_mtu for n in mine)
         quota = next(o for o in files[f"tenant-{t.name}.yaml"] if o["metadata"]["name"] == "rail-quota")

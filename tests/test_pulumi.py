@@ -296,7 +296,7 @@ def test_rail_networks_wait_for_the_network_operator(stack: str) -> None:
     rails = by_name[f"{stack}-objects-rails"]
     assert any(d.endswith(f"::{stack}-network-operator") for d in rails.dependencies), rails.dependencies
     objs = mocks.inputs[rails.name]["objs"]
-    units = {n.scalable_unit for n in plan.nodes if n.gpu}
+    units = {n.scalable_unit for n in plan.nodes if n.rails}
     n_rails = max(len(n.rails) for n in plan.nodes)
     assert len([o for o in objs if o["kind"] == "IPPool"]) == n_rails * len(units)
     assert len([o for o in objs if o["kind"] == "MacvlanNetwork"]) == n_rails * len(units) * len(plan.tenants)

@@ -56,7 +56,7 @@ def test_one_node_setting_is_pending_on_that_node_only(lab: dict) -> None:
     assert after["hosts"].trigger != before["hosts"].trigger and after["oob"].trigger == before["oob"].trigger
 
 
-NODES = ["cp01", "gpu01", "gpu02", "stor01"]
+NODES = ["cp01", "gpu01", "gpu02", "infer01", "stor01"]
 BMCS = [f"{n}-bmc" for n in NODES]
 SWITCHES = ["leaf01", "leaf02", "spine01", "spine02"]
 # A change, one at a time, and exactly the layers and hosts it leaves pending: a layer's state is what it reads.
@@ -119,15 +119,15 @@ def test_layer_reads_follow_attributes_aliases_and_whole_uses() -> None:
 
 def test_layer_targets_follow_the_plays() -> None:
     states = _states(stack_data("lab"))
-    assert list(states["oob"].hosts) == ["cp01-bmc", "gpu01-bmc", "gpu02-bmc", "stor01-bmc"]
+    assert list(states["oob"].hosts) == ["cp01-bmc", "gpu01-bmc", "gpu02-bmc", "infer01-bmc", "stor01-bmc"]
     assert list(states["fabric"].hosts) == ["leaf01", "leaf02", "spine01", "spine02"]
     assert list(states["platform"].hosts) == ["localhost"]
-    assert set(states["hosts"].hosts) == {"cp01", "gpu01", "gpu02", "stor01"}
+    assert set(states["hosts"].hosts) == {"cp01", "gpu01", "gpu02", "infer01", "stor01"}
 
 
 def test_resolve_pattern_reads_names_and_groups() -> None:
     inv = inventory(build_plan(parse_site(stack_data("lab"))))
-    assert resolve_pattern("gpu_nodes:leaf01", inv) == ["gpu01", "gpu02", "leaf01"]
+    assert resolve_pattern("gpu_nodes:leaf01", inv) == ["gpu01", "gpu02", "infer01", "leaf01"]
     assert resolve_pattern("gpu02,cp01", inv) == ["cp01", "gpu02"]
     assert resolve_pattern("localhost", inv) == ["localhost"]
     assert resolve_pattern("fabric_os_sonic", inv) == []  # no SONiC switch: an empty group is not in the inventory

@@ -17,6 +17,7 @@ import yaml
 from aisite.errors import SiteError
 from aisite.loader import load_site
 from aisite.model import Gitops
+from aisite.paths import provision_dir
 from aisite.plan import FABRIC_ROLES, build_plan
 from aisite.platform import jobs, objects
 from aisite.playbooks import playbook_roles
@@ -37,7 +38,8 @@ def test_inventory_groups_and_hosts(plan) -> None:  # type: ignore[no-untyped-de
     groups = inv["all"]["children"]
     reconciler = {"reconciler"} if plan.gitops else set()
     switches = {"leaf", "spine", "super_spine"}
-    assert set(groups) == {"control_plane", "gpu_nodes", "storage_nodes", "oob"} | switches | reconciler
+    boot = {"boot_server"} if plan.provisioning else set()
+    assert set(groups) == {"control_plane", "gpu_nodes", "storage_nodes", "oob"} | switches | reconciler | boot
     if plan.gitops:  # the reconciler's host, with the site's repository settings as its group's variables
         assert list(groups["reconciler"]["hosts"]) == [plan.gitops.reconciler_host]
         assert groups["reconciler"]["vars"]["aisite_gitops"]["repository"] == plan.gitops.repository
@@ -140,7 +142,9 @@ def test_lab_inventory_reaches_containers_over_ssh_as_a_site() -> None:
     ssh = ROOT / ".aisite" / "lab" / "ssh"
     assert common["ansible_connection"] == "ansible.builtin.ssh"
     assert common["ansible_ssh_private_key_file"] == str(ssh / "id_ed25519")
-    assert f"UserKnownHostsFile={ssh / 'known_hosts'}" in common["ansible_ssh_common_args"]
+    # The lab's containers' host keys, and those the installs of its VM nodes recorded.
+    known = f'UserKnownHostsFile="{ssh / "known_hosts"} {provision_dir(plan.site) / "known_hosts"}"'
+    assert known in common["ansible_ssh_common_args"]
     assert "StrictHostKeyChecking=yes" in common["ansible_ssh_common_args"]
     gpu01 = inv["children"]["gpu_nodes"]["hosts"]["gpu01"]
     assert gpu01["ansible_host"] == plan.by_role("gpu")[0].management.address and "ansible_connection" not in gpu01
@@ -165,7 +169,8 @@ def test_ansible_inventory_parses_the_rendering(plan, tmp_path: Path) -> None:  
     )
     data = json.loads(result.stdout)
     hostvars = data["_meta"]["hostvars"]
-    assert len(hostvars) == 2 * len(plan.nodes) + len([s for s in plan.switches if s.role in FABRIC_ROLES])
+    boot = 1 if plan.provisioning else 0  # the boot server
+    assert len(hostvars) == 2 * len(plan.nodes) + len([s for s in plan.switches if s.role in FABRIC_ROLES]) + boot
     first_gpu = plan.by_role("gpu")[0]
     assert hostvars[first_gpu.name]["roce_qos"]["traffic_class"] == 106
     assert data.get("spine", {}).get("hosts", []) == [s.name for s in plan.switches_by_role("spine")]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from aisite.cli import bench, deploy, lab, oob, reconcile, site
+from aisite.cli import bench, deploy, lab, oob, provision, reconcile, site
 from aisite.cli.common import EXIT_FAILED, app
 
 __all__ = ["app", "main"]
@@ -19,6 +19,7 @@ app.command()(site.validate)
 app.command()(site.plan)
 app.command()(site.render)
 app.command()(site.images)
+app.command("provision")(provision.provision_command)
 app.command()(deploy.deploy)
 app.command()(deploy.cabling)
 app.command()(reconcile.diff)

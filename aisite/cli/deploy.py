@@ -46,7 +46,7 @@ def progress_runner(
     limit: str | None,
     check: bool,
     groups: dict[str, int],
-    extravars: dict[str, str] | None = None,
+    extravars: dict[str, Any] | None = None,
 ) -> RunResult:
     with Progress(
         SpinnerColumn(),

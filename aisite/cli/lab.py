@@ -16,7 +16,7 @@ from aisite.fields import secret_env
 from aisite.lab import images, lab
 from aisite.lab.bmc import emulator_problems
 from aisite.lab.podman import LabError, ensure_tools
-from aisite.lab.topology import LabTopology, lab_topology
+from aisite.lab.topology import LabPlanError, LabTopology, lab_topology
 from aisite.loader import resolve_stack
 from aisite.paths import CACHE
 from aisite.secrets import resolve, username_of, uses
@@ -35,7 +35,11 @@ def _lab_topology(stack: str, as_json: bool = False) -> LabTopology:
             file=sys.stderr,
         )
         raise typer.Exit(EXIT_INVALID)
-    return lab_topology(plan)
+    try:
+        return lab_topology(plan)
+    except LabPlanError as exc:
+        print(f"error: lab: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID) from None
 
 
 def _lab_credentials(stack: str, as_json: bool) -> dict[str, tuple[str, str]]:
@@ -74,17 +78,24 @@ def lab_up(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
     # A container made afresh has nothing applied: `deploy --changed` and `reconcile` must run it again.
     fresh = [c.host for c in topo.containers if c.name in report.containers_started]
     fresh += [f"{b.node}-bmc" for b in topo.bmcs if b.name in report.bmcs_started]
+    # A VM made afresh has an empty disk: its node and BMC start over.
+    fresh += [name for v in topo.vms if v.name in report.vms_started for name in (v.node, f"{v.node}-bmc")]
     forget_applied(topo.site, fresh)
     if as_json:
         print(json.dumps(vars(report), indent=2))
         return
     changed = (
-        len(report.networks_created) + len(report.containers_started) + report.links_created + len(report.bmcs_started)
+        len(report.networks_created)
+        + len(report.containers_started)
+        + report.links_created
+        + len(report.bmcs_started)
+        + len(report.vms_started)
     )
     out.print(
         f"lab {topo.site} is up in {report.seconds} s: {len(report.networks_created)} networks, "
         f"{len(report.containers_started)} containers, {report.links_created} cables and "
-        f"{len(report.bmcs_started)} BMC emulators created" + ("" if changed else " (nothing to change)")
+        f"{len(report.bmcs_started)} BMC emulators and {len(report.vms_started)} VMs created"
+        + ("" if changed else " (nothing to change)")
     )
     _print_status(topo)
 

@@ -23,6 +23,8 @@ LAYERS = {
     "node": ("ca-certificates", "procps", "kmod", "lldpd", "iperf3"),
     "frr": ("frr", "frr-pythontools", "procps", "lldpd"),
     "bmc": ("openipmi", "ipmitool", "openssl", "python3-venv"),
+    # A node installed by `aisite provision`: QEMU (with SeaBIOS and iPXE's NIC ROMs) and its BMC, ipmi_sim.
+    "vm": ("openipmi", "qemu-system-x86", "qemu-utils", "ipxe-qemu", "seabios", "procps"),
 }
 # The BMC image installs sushy-tools from wheels the host's pip fetched (with the host's index, proxy and CA
 # settings, or an air-gapped mirror), pinned here.
@@ -46,6 +48,8 @@ def layer_containerfile(kind: str) -> str:
         "RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
         f"{packages} && rm -rf /var/lib/apt/lists/*\n"
     )
+    if kind == "vm":
+        text += "RUN mkdir -p /etc/aisite-bmc\n"
     if kind == "bmc":
         pins = " ".join(sorted(_bmc_pins()))
         text += (

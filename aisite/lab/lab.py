@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aisite.lab import bmc, images, mirror
+from aisite.lab import bmc, images, mirror, vm
 from aisite.lab.podman import LabError, ensure_tools, netns_links, podman, podman_json, run
-from aisite.lab.topology import HOST_LABEL, LABEL, ROLE_LABEL, SPEC_LABEL, LabBmc, LabContainer, LabTopology
+from aisite.lab.topology import HOST_LABEL, LABEL, ROLE_LABEL, SPEC_LABEL, LabBmc, LabContainer, LabTopology, LabVm
 from aisite.paths import lab_ssh_dir, pull_wheels_dir
 
 Say = Callable[[str], None]
@@ -33,6 +33,7 @@ class UpReport:
     containers_started: list[str] = field(default_factory=list)
     links_created: int = 0
     bmcs_started: list[str] = field(default_factory=list)
+    vms_started: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -181,12 +182,31 @@ def _bmc_current(b: LabBmc, state: dict[str, Any] | None, tag: str, credentials:
     )
 
 
+def _vm_spec(v: LabVm) -> str:
+    """How a VM's container is started: its BMC, its ports and NICs, its size and accelerator."""
+    return hashlib.sha256(
+        repr((_bmc_spec(v.bmc), v.ports, v.nics, v.memory_mb, v.disk_gb, vm.accel())).encode()
+    ).hexdigest()[:12]
+
+
+def _vm_current(v: LabVm, state: dict[str, Any] | None, tag: str, credentials: Credentials) -> bool:
+    labels = (state or {}).get("Labels") or {}
+    return (
+        state is not None
+        and _live(state)
+        and state.get("Image") == tag
+        and labels.get(SPEC_LABEL) == _vm_spec(v)
+        and bmc.credentials_match(labels.get(CREDENTIALS_LABEL, ""), *credentials[v.bmc.credentials])
+    )
+
+
 def _remove_stale(topo: LabTopology, tags: dict[str, str], credentials: Credentials, say: Say) -> None:
     """Before anything is started: remove the site's containers the plan no longer has, or would start otherwise.
     Addresses move when a plan grows (a storage node numbered after the GPU nodes): a new container must not find
     its address still held by the old one."""
     nodes = {c.name: c for c in topo.containers}
     bmcs = {b.name: b for b in topo.bmcs}
+    vms = {v.name: v for v in topo.vms}
     have = _containers(topo.site)
     stale = sorted(
         name
@@ -194,6 +214,7 @@ def _remove_stale(topo: LabTopology, tags: dict[str, str], credentials: Credenti
         if not (
             (name in nodes and _current(nodes[name], state, tags))
             or (name in bmcs and _bmc_current(bmcs[name], state, tags["bmc"], credentials))
+            or (name in vms and _vm_current(vms[name], state, tags["vm"], credentials))
         )
     )
     if stale:
@@ -389,6 +410,70 @@ def start_bmc(site: str, b: LabBmc, tag: str, credentials: Credentials) -> None:
     podman("start", b.name, what=f"starting BMC emulator {b.name}")
 
 
+def start_vm(site: str, v: LabVm, tag: str, credentials: Credentials) -> None:
+    """Create the VM's container (its BMC on the out-of-band network, its ports on the others), configure it (a
+    tar on stdin, as a BMC emulator's) and start it: the BMC answers, the VM is off until powered on."""
+    username, password = credentials[v.bmc.credentials]
+    accel = vm.accel()
+    args = [
+        "create",
+        "--name",
+        v.name,
+        "--hostname",
+        f"{v.node}-vm",
+        "--label",
+        f"{CREDENTIALS_LABEL}={bmc.credentials_digest(username, password)}",
+        "--label",
+        f"{LABEL}={site}",
+        "--label",
+        f"{ROLE_LABEL}=vm",
+        "--label",
+        f"{HOST_LABEL}={v.node}",
+        "--label",
+        f"{SPEC_LABEL}={_vm_spec(v)}",
+        "--cap-add",
+        "NET_ADMIN",
+        "--device",
+        "/dev/net/tun",
+        "--network",
+        f"{v.bmc.network}:ip={v.bmc.address},mac={v.bmc.mac},interface_name=bmc0",
+    ]
+    for a in v.ports:
+        args += ["--network", f"{a.network}:ip={a.address},mac={a.mac},interface_name={a.interface}"]
+    if accel == "kvm":
+        args += ["--device", "/dev/kvm"]
+    podman(
+        *args,
+        tag,
+        f"{bmc.CONFIG_DIR}/start",
+        *(a.interface for a in v.ports),
+        what=f"creating VM {v.name}",
+    )
+    run(
+        ["podman", "cp", "-", f"{v.name}:{bmc.CONFIG_DIR}"],
+        stdin=bmc.tar_of(vm.vm_files(v, username, password, accel)),
+        what=f"configuring VM {v.name}",
+    )
+    podman("start", v.name, what=f"starting VM {v.name}")
+
+
+def _ensure_vms(topo: LabTopology, tag: str, credentials: Credentials, report: UpReport, say: Say) -> None:
+    have = _containers(topo.site)
+    started: list[LabVm] = []
+    for v in topo.vms:
+        state = have.get(v.name)
+        if _vm_current(v, state, tag, credentials):
+            continue
+        if state:
+            _remove(v.name, what=f"removing VM {v.name} (stale)")
+        say(f"VM {v.name} (powered off; its BMC: ipmi on {v.bmc.address}; `aisite provision` installs it)")
+        start_vm(topo.site, v, tag, credentials)
+        report.vms_started.append(v.name)
+        started.append(v)
+    for v in started:
+        _wait_for_bmc(v.bmc)
+
+
 def _ensure_bmcs(topo: LabTopology, tag: str, credentials: Credentials, report: UpReport, say: Say) -> None:
     have = _containers(topo.site)
     started: list[LabBmc] = []
@@ -436,7 +521,7 @@ def _wait_for_bmc(b: LabBmc, timeout: float = 60.0) -> None:
 
 def up(topo: LabTopology, cache: Path, say: Say, credentials: Credentials) -> UpReport:
     """Build the lab; `credentials` maps each secret the BMCs reference to (username, password)."""
-    missing = sorted({b.credentials for b in topo.bmcs} - set(credentials))
+    missing = sorted({b.credentials for b in (*topo.bmcs, *(v.bmc for v in topo.vms))} - set(credentials))
     if missing:
         raise LabError(f"no credentials for the BMC secret(s) {', '.join(missing)}")
     start = time.monotonic()
@@ -450,6 +535,7 @@ def up(topo: LabTopology, cache: Path, say: Say, credentials: Credentials) -> Up
     _ensure_links(topo, report, say)
     _ensure_ssh(topo, say)
     _ensure_bmcs(topo, tags["bmc"], credentials, report, say)
+    _ensure_vms(topo, tags["vm"], credentials, report, say)
     if topo.pulls:
         images.ensure_pull_wheels(pull_wheels_dir(topo.site), say)
     report.seconds = round(time.monotonic() - start, 2)
@@ -508,6 +594,24 @@ def status(topo: LabTopology) -> list[dict[str, Any]]:
                 "state": _state(have.get(b.name)),
                 "addresses": {"bmc0": got},
                 "addresses_match": got == b.address,
+                "ports_planned": 0,
+                "ports_present": 0,
+            }
+        )
+    vm_running = [v.name for v in topo.vms if _live(have.get(v.name, {}))]
+    vm_actual = _addresses(vm_running)
+    for v in topo.vms:
+        got = vm_actual.get(v.name, {}).get(v.bmc.network, "")
+        rows.append(
+            {
+                "name": v.node,
+                "kind": "vm",
+                "role": f"ipmi:{v.bmc.port}",
+                "container": v.name,
+                "state": _state(have.get(v.name)),
+                # The VM's own addresses are its installed system's; the container answers as its BMC.
+                "addresses": {"bmc0": got},
+                "addresses_match": got == v.bmc.address,
                 "ports_planned": 0,
                 "ports_present": 0,
             }

@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from aisite.plan import FABRIC_ROLES, Plan
-from aisite.render.inventory import container_name
+from aisite.plan import FABRIC_ROLES, Node, Plan
+from aisite.render.inventory import BOOT_SERVER, container_name
 
 LABEL = "io.aisite.lab"  # value: the site name; the lab removes exactly what carries its label
 ROLE_LABEL = "io.aisite.role"
@@ -97,6 +97,28 @@ class LabBmc:
 
 
 @dataclass(frozen=True, slots=True)
+class LabVm:
+    """A node `aisite provision` installs, which the lab runs as a QEMU virtual machine: one container holds the
+    VM, its NICs bridged onto the container's ports on the lab's networks (the container keeps no address there:
+    the VM's installed system takes the node's), and its BMC (ipmi_sim on the out-of-band network, whose chassis
+    control powers the VM on and off and sets its one-time boot device)."""
+
+    bmc: LabBmc  # the emulator, as a BMC container has it; its name is the VM container's
+    ports: tuple[Attachment, ...]  # the container's ports on the management (first) and storage networks
+    nics: tuple[str, ...]  # the VM's NIC MACs, one per port: the boot MAC first
+    memory_mb: int = 1536
+    disk_gb: int = 12
+
+    @property
+    def name(self) -> str:
+        return self.bmc.name
+
+    @property
+    def node(self) -> str:
+        return self.bmc.node
+
+
+@dataclass(frozen=True, slots=True)
 class LabTopology:
     site: str
     networks: tuple[LabNetwork, ...]
@@ -105,6 +127,7 @@ class LabTopology:
     bmcs: tuple[LabBmc, ...] = ()
     # The nodes pull layers (gitops.pull_layers): they need ansible-core's wheels from this machine.
     pulls: bool = False
+    vms: tuple[LabVm, ...] = ()
 
     def container(self, host: str) -> LabContainer:
         return next(c for c in self.containers if c.host == host)
@@ -131,13 +154,69 @@ def _network(plan: Plan, purpose: str, mtu: int) -> LabNetwork:
     )
 
 
+class LabPlanError(ValueError):
+    """A plan the lab cannot emulate; the message says which node and why."""
+
+
+def vm_nodes(plan: Plan) -> set[str]:
+    """The nodes the lab runs as virtual machines: those `aisite provision` installs (a container cannot boot)."""
+    return {t.node for t in plan.provisioning.targets} if plan.provisioning else set()
+
+
+def _vm(plan: Plan, node: Node, mgmt: LabNetwork, storage: LabNetwork, oob: LabNetwork) -> LabVm:
+    if node.bmc.protocol != "ipmi":
+        raise LabPlanError(
+            f"{node.name}: the lab runs a node to install as a VM whose BMC is ipmi_sim: give it bmc.protocol ipmi"
+        )
+    if node.rails:
+        raise LabPlanError(f"{node.name}: the lab cables a VM on the management and storage networks only, not rails")
+    name = container_name(plan, node.name)
+    ports = [Attachment(mgmt.name, node.management.address, node.management.name, lab_mac(plan.site, name, "mgmt"))]
+    nics = [_node_mac(plan, node.name, node.management.name, node.management.mac)]
+    if node.storage:
+        s = node.storage
+        ports.append(Attachment(storage.name, s.address, s.name, lab_mac(plan.site, name, "stor")))
+        nics.append(_node_mac(plan, node.name, s.name, s.mac))
+    bmc = LabBmc(
+        name=name,
+        node=node.name,
+        protocol="ipmi",
+        address=node.bmc.address,
+        port=node.bmc.port,
+        network=oob.name,
+        credentials=node.bmc.credentials,
+        node_address=node.management.address,
+        node_mac=nics[0],
+        mac=_node_mac(plan, f"{node.name}-bmc", "bmc0", node.bmc.mac),
+    )
+    return LabVm(bmc, tuple(ports), tuple(nics))
+
+
 def lab_topology(plan: Plan) -> LabTopology:
     mgmt = _network(plan, "management", 1500)
     storage = _network(plan, "storage", plan.roce.host_mtu)
     oob = _network(plan, "oob", 1500)
     containers: list[LabContainer] = []
     mgmt_mac: dict[str, str] = {}  # node -> its container's management MAC, which its BMC emulator reports
+    vm_names = vm_nodes(plan)
+    vms = tuple(_vm(plan, n, mgmt, storage, oob) for n in plan.nodes if n.name in vm_names)
+    if plan.provisioning:
+        # The site's boot server: a container on the management network at the plan's address.
+        address = plan.provisioning.boot_server
+        mac = lab_mac(plan.site, BOOT_SERVER, "mgmt0")
+        containers.append(
+            LabContainer(
+                container_name(plan, BOOT_SERVER),
+                BOOT_SERVER,
+                "boot-server",
+                "node",
+                (Attachment(mgmt.name, address, "mgmt0", mac),),
+                NODE_CAPS,
+            )
+        )
     for node in plan.nodes:
+        if node.name in vm_names:
+            continue
         m = node.management
         mgmt_mac[node.name] = _node_mac(plan, node.name, m.name, m.mac)
         att = [Attachment(mgmt.name, m.address, m.name, mgmt_mac[node.name])]
@@ -195,6 +274,7 @@ def lab_topology(plan: Plan) -> LabTopology:
             mac=_node_mac(plan, f"{n.name}-bmc", "bmc0", n.bmc.mac),
         )
         for n in plan.nodes
+        if n.name not in vm_names
     )
     pulls = bool(plan.pulled_layers)
-    return LabTopology(plan.site, (mgmt, storage, oob), tuple(containers), links, bmcs, pulls)
+    return LabTopology(plan.site, (mgmt, storage, oob), tuple(containers), links, bmcs, pulls, vms)

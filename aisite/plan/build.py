@@ -27,6 +27,7 @@ from aisite.plan.fabric import (
 )
 from aisite.plan.kubernetes import kubernetes_plan, tenant_plans, workload_plans
 from aisite.plan.pools import Pool, explicit_addresses
+from aisite.plan.provisioning import provisioning_plan
 from aisite.plan.types import (
     FABRIC_ROLES,
     GPU_TAINT,
@@ -444,6 +445,7 @@ def build_plan(site: Site) -> Plan:
         kubernetes=kubernetes_plan(site, nodes),
         tenants=tenant_plans(site),
         workloads=workload_plans(site),
+        provisioning=provisioning_plan(site, nodes),
         secrets={
             name: {
                 "username": s.username,

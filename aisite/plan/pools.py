@@ -34,6 +34,8 @@ class Pool:
 def explicit_addresses(site: Site) -> Iterator[IPv4Address]:
     """Every address written in the stack file; pools skip them all."""
     yield site.control_plane.vip
+    if site.provisioning:
+        yield site.provisioning.boot_server
     for group in _node_groups(site):
         for spec in (group.bmc, *(n.bmc for n in group.nodes)):
             if spec and spec.address:

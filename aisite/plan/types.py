@@ -311,6 +311,76 @@ class NetworksPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionPlan:
+    """One GPT partition of an install disk, in disk order (number = position + 1)."""
+
+    number: int
+    fs: str  # bios (BIOS boot: no file system) | vfat (EFI system) | ext4 | xfs | swap
+    mount: str | None
+    size_mib: int | None  # None: the rest of the disk
+    type_guid: str
+
+
+@dataclass(frozen=True, slots=True)
+class InstallProfile:
+    """How one node group is installed (its `install`): the same for every node of the group."""
+
+    name: str  # the group's name
+    os: str
+    boot_mode: str  # uefi | legacy
+    disk: str
+    partitions: tuple[PartitionPlan, ...]
+    kernel_args: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisionTarget:
+    """A node `aisite provision` installs: booted from its management NIC (the boot MAC) on the management
+    network; the installed system names and addresses its management and storage NICs by their MACs."""
+
+    node: str
+    fqdn: str
+    profile: str
+    management: Interface
+    storage: Interface | None
+
+    @property
+    def mac(self) -> str | None:
+        """The boot MAC; None until declared (or proposed by `aisite oob discover`): the checks refuse that."""
+        return self.management.mac
+
+    @property
+    def address(self) -> str:
+        return self.management.address
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningPlan:
+    boot_server: str
+    network: str  # the subnet the nodes boot on (the management network)
+    gateway: str
+    dhcp: str  # static | proxy
+    http_port: int
+    wave_size: int
+    retries: int
+    install_timeout_s: int
+    boot_timeout_s: int
+    mirror: str
+    image_packages: tuple[str, ...]
+    deploy_keys: tuple[str, ...]
+    profiles: tuple[InstallProfile, ...]
+    targets: tuple[ProvisionTarget, ...]
+
+    @property
+    def url(self) -> str:
+        """The boot server's HTTP root, as iPXE and the installer reach it."""
+        return f"http://{self.boot_server}:{self.http_port}"
+
+    def profile(self, name: str) -> InstallProfile:
+        return next(p for p in self.profiles if p.name == name)
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     site: str
     domain: str
@@ -334,6 +404,7 @@ class Plan:
     nfs_server: str = "kernel"
     exports: tuple[ExportPlan, ...] = ()
     gitops: GitopsPlan | None = None
+    provisioning: ProvisioningPlan | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -16,10 +16,12 @@ import yaml
 
 from aisite.fields import secret_env
 from aisite.loader import ROOT
-from aisite.paths import kubeconfig_path, lab_ssh_dir, pull_wheels_dir
+from aisite.paths import kubeconfig_path, lab_ssh_dir, provision_dir, pull_wheels_dir
 from aisite.plan import FABRIC_ROLES, Node, Plan, Switch, plain
 
 NODE_GROUPS = {"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}
+# The boot server's inventory name (`aisite provision` configures it; the lab runs it as a container).
+BOOT_SERVER = "boot-server"
 # The fabric's switches by role (the plays select them as leaf:spine:super_spine).
 SWITCH_GROUPS = {role: role.replace("-", "_") for role in FABRIC_ROLES}
 # Switch OS -> how Ansible reaches it on a real site (the lab reaches its FRR switches as root over SSH). Cumulus and
@@ -53,11 +55,17 @@ def _lab_ssh(plan: Plan) -> dict[str, Any]:
     """How Ansible reaches a lab's containers: as a real site's hosts, over SSH at their management addresses
     (pipelining and ControlPersist from ansible.cfg), with the lab's key and the host keys `lab up` collected."""
     ssh = lab_ssh_dir(plan.site)
+    # Installed nodes (lab VMs) are known by the host keys their install recorded.
+    known = (
+        f"{ssh / 'known_hosts'} {provision_dir(plan.site) / 'known_hosts'}"
+        if plan.provisioning
+        else ssh / "known_hosts"
+    )
     return {
         "ansible_connection": "ansible.builtin.ssh",
         "ansible_ssh_private_key_file": str(ssh / "id_ed25519"),
         "ansible_ssh_common_args": (
-            f"-o UserKnownHostsFile={ssh / 'known_hosts'} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
+            f'-o UserKnownHostsFile="{known}" -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes'
         ),
     }
 
@@ -121,6 +129,11 @@ def inventory(plan: Plan) -> dict[str, Any]:
                 "hosts": {node.name: {} for node in plan.nodes},
                 "vars": {"aisite_gitops": plain(plan.gitops)},
             }
+    if plan.provisioning:
+        children["boot_server"] = {
+            "hosts": {BOOT_SERVER: {"ansible_host": plan.provisioning.boot_server}},
+            "vars": {"aisite_provisioning": plain(plan.provisioning)},
+        }
     common = group_vars(plan) | (_lab_vars(plan) if plan.connection == "lab" else {})
     return {"all": {"vars": common, "children": children}}
 

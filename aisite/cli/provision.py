@@ -1,0 +1,145 @@
+"""`aisite provision`: install the nodes from the plan over the network (BMC, boot server, installer, SSH)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out
+from aisite.cli.deploy import progress_runner
+from aisite.deploy import write_json
+from aisite.errors import Problem, SiteError
+from aisite.loader import resolve_stack
+from aisite.paths import IMAGES, lab_ssh_dir, provision_dir
+from aisite.plan import Plan, ProvisionTarget
+from aisite.provision import image as images
+from aisite.provision.run import Outcome, known_hosts_lines, load_records, provision, record
+from aisite.provision.world import SiteWorld
+from aisite.render.inventory import inventory, inventory_text
+from aisite.secrets import resolve
+
+
+def _targets(p: Plan, limit: str | None, source: str, as_json: bool) -> list[ProvisionTarget]:
+    assert p.provisioning is not None
+    targets = list(p.provisioning.targets)
+    if not limit:
+        return targets
+    names = [n.strip() for n in limit.split(",") if n.strip()]
+    known = {t.node for t in targets} | {t.profile for t in targets}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise invalid(
+            SiteError(
+                source,
+                [Problem("--limit", f"{', '.join(unknown)}: not a node to install or an install group of the site")],
+            ),
+            as_json,
+        )
+    return [t for t in targets if t.node in names or t.profile in names]
+
+
+def provision_command(
+    stack: StackArg,
+    limit: Annotated[
+        str | None, typer.Option(help="Only these nodes or install groups (comma-separated names).")
+    ] = None,
+    reinstall: Annotated[
+        bool, typer.Option("--reinstall", help="Install again nodes already installed at the plan's version.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Install the site's nodes over the network: the boot server from the plan, then per node (in waves, with
+    retries) a one-time network boot through its BMC, the install, and SSH with the host key it recorded. Nodes
+    already at the plan's version are left alone. Records go to .aisite/<site>/provision/."""
+    p = load_plan(stack, as_json)
+    source = str(resolve_stack(stack))
+    prov = p.provisioning
+    if prov is None:
+        raise invalid(SiteError(source, [Problem("site.provisioning", "not set: the site installs no node")]), as_json)
+    targets = _targets(p, limit, source, as_json)
+    values, problems = resolve(p)
+    if problems:
+        raise invalid(SiteError(source, problems), as_json)
+    secrets = {k: str(v) for k, v in values.items()}
+    lab = p.connection == "lab"
+    identity = lab_ssh_dir(p.site) / "id_ed25519" if lab else None
+    if identity and not identity.exists():
+        print(f"{identity} is missing: bring the lab up first (aisite lab up {p.site})", file=sys.stderr)
+        raise typer.Exit(EXIT_FAILED)
+    start = time.monotonic()
+
+    def say_build(msg: str) -> None:
+        err.print(msg, markup=False)
+
+    built = [
+        images.ensure_image(os_name, prov.mirror, IMAGES, say_build, prov.image_packages)
+        for os_name in sorted({pr.os for pr in prov.profiles})
+    ]
+    inv = inventory(p)
+    text = inventory_text(inv)
+    extra: dict[str, Any] = {
+        "boot_server_images": [
+            {"name": i.path.name, "os": i.os, "digest": i.digest, "src": str(i.path)} for i in built
+        ],
+        "boot_server_extra_deploy_keys": [identity.with_suffix(".pub").read_text().strip()] if identity else [],
+    }
+    result = progress_runner(
+        "playbooks/boot-server.yml", text, secrets, limit=None, check=False, groups={"boot_server": 1}, extravars=extra
+    )
+    if not result.ok:
+        print(f"the boot server's playbook failed: {'; '.join(result.failures[-3:]) or result.status}", file=sys.stderr)
+        raise typer.Exit(EXIT_FAILED)
+    folder = provision_dir(p.site)
+    folder.mkdir(parents=True, exist_ok=True)
+    records = load_records(folder)
+    world = SiteWorld(p, text, secrets, identity=identity)
+    addresses = {t.node: t.address for t in prov.targets}
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err) as progress:
+        bars = {t.node: progress.add_task(f"{t.node}: waiting for its wave", total=None) for t in targets}
+
+        def say(node: str, what: str) -> None:
+            if not err.is_terminal and progress.tasks[bars[node]].description != f"{node}: {what}":
+                progress.console.print(f"{node}: {what}", markup=False)
+            progress.update(bars[node], description=f"{node}: {what}")
+
+        def done(o: Outcome) -> None:
+            say(o.node, o.status if o.status != "failed" else f"failed at {o.step}: {o.error}")
+            records[o.node] = record(records.get(o.node), o, datetime.now(UTC).isoformat(timespec="seconds"))
+            write_json(folder / f"{o.node}.json", records[o.node])
+            known = folder / "known_hosts"
+            tmp = known.with_suffix(".new")
+            tmp.write_text("".join(f"{line}\n" for line in known_hosts_lines(addresses, records)))
+            tmp.replace(known)
+
+        outcomes = provision(world, prov, targets, records, reinstall=reinstall, say=say, done=done)
+    seconds = round(time.monotonic() - start, 1)
+    doc = {
+        "site": p.site,
+        "seconds": seconds,
+        "images": [{"os": i.os, "digest": i.digest} for i in built],
+        "nodes": [o.to_dict() for o in outcomes],
+    }
+    write_json(folder / "last.json", doc)
+    failed = [o for o in outcomes if o.status == "failed"]
+    if as_json:
+        print(json.dumps(doc, indent=2))
+    else:
+        table = Table(title=f"provision {p.site}: {len(outcomes)} node(s) in {seconds} s")
+        for col in ("node", "result", "attempts", "seconds", "steps (s)", "error"):
+            table.add_column(col)
+        for o in outcomes:
+            steps = ", ".join(f"{k} {v}" for k, v in o.steps.items()) or "-"
+            style = {"installed": "green", "unchanged": "dim", "failed": "red"}[o.status]
+            result_text = o.status if o.status != "failed" else f"failed at {o.step}"
+            table.add_row(o.node, result_text, str(o.attempts), str(o.seconds), steps, o.error or "-", style=style)
+        out.print(table)
+    if failed:
+        raise typer.Exit(EXIT_FAILED)

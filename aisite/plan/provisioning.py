@@ -1,0 +1,81 @@
+"""What `aisite provision` installs: the boot server, one install profile per node group with `install`, and the
+nodes to boot (their boot MAC and management address). Pure, like the rest of the plan."""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Network
+
+from aisite.model import Install, Site
+from aisite.plan.types import InstallProfile, Node, PartitionPlan, ProvisioningPlan, ProvisionTarget
+
+# GPT partition types (the Discoverable Partitions Specification and UEFI's own).
+BIOS_BOOT = "21686148-6449-6E6F-744E-656564454649"
+EFI_SYSTEM = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"
+LINUX_FS = "0FC63DAF-8483-4772-8E79-3D69D8477DE4"
+LINUX_SWAP = "0657FD6D-A4AB-43C4-84E5-0933C84B4F4F"
+ESP_MIB = 512  # room for several kernels' worth of EFI binaries, as distributions size it
+BIOS_BOOT_MIB = 1  # GRUB's core image on a GPT disk booted by BIOS
+
+
+def partitions(install: Install) -> tuple[PartitionPlan, ...]:
+    """The firmware's partition first (EFI system for UEFI, BIOS boot for legacy), then the group's own."""
+    firmware = (
+        PartitionPlan(1, "vfat", "/boot/efi", ESP_MIB, EFI_SYSTEM)
+        if install.boot_mode == "uefi"
+        else PartitionPlan(1, "bios", None, BIOS_BOOT_MIB, BIOS_BOOT)
+    )
+    own = tuple(
+        PartitionPlan(
+            i + 2,
+            p.fs,
+            p.mount,
+            p.size_gb * 1024 if p.size_gb is not None else None,
+            LINUX_SWAP if p.fs == "swap" else LINUX_FS,
+        )
+        for i, p in enumerate(install.partitions)
+    )
+    return (firmware, *own)
+
+
+def profile(name: str, install: Install) -> InstallProfile:
+    return InstallProfile(
+        name=name,
+        os=install.os,
+        boot_mode=install.boot_mode,
+        disk=install.disk,
+        partitions=partitions(install),
+        kernel_args=tuple(install.kernel_args),
+    )
+
+
+def provisioning_plan(site: Site, nodes: tuple[Node, ...]) -> ProvisioningPlan | None:
+    p = site.provisioning
+    if p is None:
+        return None
+    installs: dict[str, Install] = {}
+    if site.control_plane.install:
+        installs["control-plane"] = site.control_plane.install
+    for g in site.gpu_nodes:
+        if g.install:
+            installs[g.name] = g.install
+    if site.storage_nodes and site.storage_nodes.install:
+        installs["storage"] = site.storage_nodes.install
+    net = IPv4Network(site.networks.management)
+    return ProvisioningPlan(
+        boot_server=str(p.boot_server),
+        network=str(net),
+        gateway=str(net.network_address + 1),
+        dhcp=p.dhcp,
+        http_port=p.http_port,
+        wave_size=p.wave_size,
+        retries=p.retries,
+        install_timeout_s=p.install_timeout_s,
+        boot_timeout_s=p.boot_timeout_s,
+        mirror=p.mirror,
+        image_packages=tuple(sorted(set(p.image_packages))),
+        deploy_keys=tuple(p.deploy_keys),
+        profiles=tuple(profile(name, install) for name, install in installs.items()),
+        targets=tuple(
+            ProvisionTarget(n.name, n.fqdn, n.group, n.management, n.storage) for n in nodes if n.group in installs
+        ),
+    )

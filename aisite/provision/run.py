@@ -1,0 +1,271 @@
+"""`aisite provision`: bare metal to a node that answers SSH, through its BMC and the site's boot server.
+
+Per node: power off, one-time network boot, power on; the boot server's reports tell how far it got (iPXE script,
+kernel and installer fetched, install started, installed with its host keys); then SSH with exactly those host keys,
+where /etc/aisite/installed.json must name the version the boot server installed. Nodes go in waves of
+`provisioning.wave_size`; a node that fails is retried (armed again, power cycled) up to `provisioning.retries`
+times, and a node that fails for good does not stop the others. A node already at the plan's version (its record
+here, and the node itself over SSH, say so) is left alone unless asked to reinstall.
+
+The pieces that touch the world (the BMC, the boot server, SSH, arming) come in a `World`, so the sequencing is
+one piece of code whatever drives it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from aisite.plan import ProvisioningPlan, ProvisionTarget
+
+# The steps of one install, in order, as a result names where a node failed.
+STEPS = ("power", "dhcp", "boot-files", "installer", "install", "first-boot")
+# The installer's steps before it writes the disk (scripts/aisite-install): a failure there leaves the system.
+BEFORE_DISK = ("network", "layout")
+POLL_S = 2.0
+
+
+class ProvisionError(Exception):
+    """A step that failed for one node; `step` is one of STEPS."""
+
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(message)
+        self.step = step
+
+
+class World(Protocol):
+    def arm(self, targets: Sequence[ProvisionTarget]) -> None: ...
+    def boot_from_network(self, target: ProvisionTarget) -> None: ...
+    def power_cycle(self, target: ProvisionTarget) -> None: ...
+    def report(self, node: str) -> dict[str, Any]: ...
+    def version(self, node: str) -> str: ...
+    def installed_version(self, target: ProvisionTarget, host_keys: Sequence[str]) -> str | None: ...
+
+
+@dataclass
+class Outcome:
+    node: str
+    status: str  # installed | unchanged | failed
+    attempts: int = 0
+    seconds: float = 0.0
+    step: str | None = None  # where it failed
+    error: str | None = None
+    version: str | None = None
+    host_keys: list[str] = field(default_factory=list)
+    # Whether the installer got as far as the disk (it wipes it): a node that failed before still has its system.
+    disk_touched: bool = False
+    # Seconds per step of the last attempt: dhcp (power on to its iPXE script), boot-files (to the installer
+    # running), install (to its report), first-boot (to SSH with the recorded host key).
+    steps: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Say = Callable[[str, str], None]  # node, what it is doing now
+
+
+def _event_time(report: dict[str, Any], *names: str) -> float | None:
+    times = [float(e["time"]) for e in report.get("events", []) if e.get("event") in names]
+    return min(times) if times else None
+
+
+def _stalled_at(report: dict[str, Any], mac: str | None) -> ProvisionError:
+    """What a node that went quiet had done last: where it stopped."""
+    seen = {e.get("event") for e in report.get("events", [])}
+    if "started" in seen:
+        step = str(report.get("step") or "install")
+        return ProvisionError("install", f"the installer stopped reporting during step {step}")
+    if seen & {"vmlinuz", "installer.img"}:
+        return ProvisionError("installer", "fetched the installer but never reported from it (kernel or network)")
+    if "ipxe" in seen:
+        return ProvisionError("boot-files", "fetched its iPXE script but not the installer")
+    return ProvisionError(
+        "dhcp",
+        f"no network boot from {mac}: no DHCP or iPXE request reached the boot server (a wrong boot MAC, "
+        "boot order or provisioning network?)",
+    )
+
+
+def install_once(world: World, plan: ProvisioningPlan, t: ProvisionTarget, say: Say) -> Outcome:
+    """One attempt: boot the node from the network and follow it to SSH. Raises nothing: a failure is an Outcome."""
+    out = Outcome(t.node, "failed")
+    start = time.time()
+    try:
+        say(t.node, "power: one-time network boot")
+        try:
+            world.boot_from_network(t)
+        except Exception as exc:
+            raise ProvisionError("power", f"BMC: {exc}") from exc
+        powered = time.time()
+        deadline = time.monotonic() + plan.install_timeout_s
+        # Arming cleared the node's last report: what it holds now is this attempt's.
+        while True:
+            report = world.report(t.node)
+            events = {e.get("event") for e in report.get("events", [])}
+            if "installed" in events:
+                break
+            if "failed" in events:
+                out.disk_touched = report.get("step") not in BEFORE_DISK
+                raise ProvisionError("install", f"the installer failed at step {report.get('step') or '?'}")
+            if time.monotonic() > deadline:
+                # Silent during the install: where it stopped is unknown, so its disk may have been written.
+                out.disk_touched = "started" in events
+                raise _stalled_at(report, t.mac)
+            say(t.node, _progress(report))
+            time.sleep(POLL_S)
+        ipxe = _event_time(report, "ipxe") or powered
+        started = _event_time(report, "started") or ipxe
+        installed = _event_time(report, "installed") or started
+        out.steps = {
+            "dhcp": round(ipxe - powered, 1),
+            "boot-files": round(started - ipxe, 1),
+            "install": round(installed - started, 1),
+        }
+        out.host_keys = list(report.get("host_keys", []))
+        out.version = str(report.get("version") or "")
+        say(t.node, "first-boot: waiting for SSH with the host key the install recorded")
+        version = _wait_ssh(world, plan, t, out.host_keys, installed)
+        if version != out.version:
+            raise ProvisionError("first-boot", f"the node says it is at version {version}, not {out.version}")
+        out.steps["first-boot"] = round(time.time() - installed, 1)
+        out.status = "installed"
+    except ProvisionError as exc:
+        out.step, out.error = exc.step, str(exc)
+    out.seconds = round(time.time() - start, 1)
+    return out
+
+
+def _progress(report: dict[str, Any]) -> str:
+    events = [e.get("event") for e in report.get("events", [])]
+    if "started" in events:
+        return f"install: {report.get('step') or 'started'}"
+    if "installer.img" in events or "vmlinuz" in events:
+        return "boot-files: installer fetched, starting"
+    if "ipxe" in events:
+        return "boot-files: iPXE script fetched"
+    return "dhcp: waiting for the node's network boot"
+
+
+def _wait_ssh(world: World, plan: ProvisioningPlan, t: ProvisionTarget, keys: Sequence[str], since: float) -> str:
+    """The installed version the node reports over SSH; power cycles it once if it is silent for half the wait
+    (a node that did not come back from the installer's reboot)."""
+    deadline = since + plan.boot_timeout_s
+    cycled = False
+    while True:
+        version = world.installed_version(t, keys)
+        if version is not None:
+            return version
+        now = time.time()
+        if now > deadline:
+            raise ProvisionError("first-boot", f"no SSH with the recorded host key within {plan.boot_timeout_s} s")
+        if not cycled and now > since + plan.boot_timeout_s / 2:
+            cycled = True
+            try:
+                world.power_cycle(t)
+            except Exception as exc:
+                raise ProvisionError("first-boot", f"BMC power cycle: {exc}") from exc
+        time.sleep(POLL_S)
+
+
+def unchanged(world: World, t: ProvisionTarget, record: dict[str, Any] | None) -> Outcome | None:
+    """The node's outcome when it is already installed at the plan's version (its record says so, and so does the
+    node over SSH with the recorded host keys), else None."""
+    installed = (record or {}).get("installed")
+    if not installed:
+        return None
+    want = world.version(t.node)
+    keys = list(installed.get("host_keys", []))
+    if installed.get("version") != want or world.installed_version(t, keys) != want:
+        return None
+    return Outcome(t.node, "unchanged", version=want, host_keys=keys)
+
+
+def record(previous: dict[str, Any] | None, o: Outcome, now: str) -> dict[str, Any]:
+    """What is kept of a node: its last outcome, and its install (version, host keys) while it stands: an install
+    replaces it, a failure after the installer reached the disk drops it, one before leaves it."""
+    installed = (previous or {}).get("installed")
+    if o.status == "installed":
+        installed = {"version": o.version, "host_keys": o.host_keys, "at": now}
+    elif o.status == "failed" and o.disk_touched:
+        installed = None
+    last = (previous or {}).get("last", {}) | {"checked": now} if o.status == "unchanged" else o.to_dict() | {"at": now}
+    return {"node": o.node, "installed": installed, "last": last}
+
+
+def provision(
+    world: World,
+    plan: ProvisioningPlan,
+    targets: Sequence[ProvisionTarget],
+    records: dict[str, dict[str, Any]],
+    *,
+    reinstall: bool,
+    say: Say,
+    done: Callable[[Outcome], None],
+) -> list[Outcome]:
+    """Install `targets` in waves; `records` holds what was recorded of each node before. Every node gets an
+    outcome, reported through `done` as soon as it is final."""
+    outcomes: dict[str, Outcome] = {}
+    pending: list[ProvisionTarget] = []
+    for t in targets:
+        same = None if reinstall else unchanged(world, t, records.get(t.node))
+        if same:
+            outcomes[t.node] = same
+            done(same)
+        else:
+            pending.append(t)
+    for wave in _waves(pending, plan.wave_size):
+        todo = list(wave)
+        attempts: dict[str, int] = {}
+        spent: dict[str, float] = {}
+        while todo:
+            world.arm(todo)
+            with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+                results = list(pool.map(lambda t: install_once(world, plan, t, say), todo))
+            retry: list[ProvisionTarget] = []
+            for t, result in zip(todo, results, strict=True):
+                attempts[t.node] = attempts.get(t.node, 0) + 1
+                spent[t.node] = spent.get(t.node, 0.0) + result.seconds
+                result.attempts, result.seconds = attempts[t.node], round(spent[t.node], 1)
+                if result.status == "failed" and attempts[t.node] <= plan.retries:
+                    say(t.node, f"retrying after {result.step}: {result.error}")
+                    retry.append(t)
+                else:
+                    outcomes[t.node] = result
+                    done(result)
+            todo = retry
+    return [outcomes[t.node] for t in targets]
+
+
+def _waves(targets: Sequence[ProvisionTarget], size: int) -> Iterable[Sequence[ProvisionTarget]]:
+    for i in range(0, len(targets), size):
+        yield targets[i : i + size]
+
+
+# ------------------------------------------------------------------------------------------------ records
+def load_records(folder: Path) -> dict[str, dict[str, Any]]:
+    records: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.json")):
+        if path.name == "last.json":
+            continue
+        try:
+            records[path.stem] = dict(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return records
+
+
+def known_hosts_lines(addresses: dict[str, str], records: dict[str, dict[str, Any]]) -> list[str]:
+    """`address keytype key` for every node installed, with the host keys its install recorded (an OpenSSH
+    known_hosts file's lines)."""
+    return [
+        f"{addresses[node]} {key}"
+        for node, rec in sorted(records.items())
+        if node in addresses
+        for key in (rec.get("installed") or {}).get("host_keys", [])
+    ]

@@ -1,0 +1,123 @@
+"""The real world of `aisite provision`: the nodes' BMCs (aisite.oob), the boot server (its HTTP service, and
+Ansible to arm it) and SSH to the installed nodes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from aisite import oob
+from aisite.deploy import run_playbook
+from aisite.fields import secret_env
+from aisite.plan import Node, Plan, ProvisionTarget
+
+# The boot server is on the site's own network: never through a proxy the environment names.
+_HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class ArmError(Exception):
+    """The boot server could not be armed: no node of the wave can boot."""
+
+
+class SiteWorld:
+    def __init__(
+        self,
+        plan: Plan,
+        inventory: str,
+        secrets: Mapping[str, str],
+        *,
+        identity: Path | None = None,
+        user: str | None = None,
+    ) -> None:
+        assert plan.provisioning is not None
+        self.plan = plan
+        self.prov = plan.provisioning
+        self.inventory = inventory
+        self.secrets = dict(secrets)
+        self.identity = identity
+        self.user = user or plan.ansible_user
+        self.nodes: dict[str, Node] = {n.name: n for n in plan.nodes}
+
+    # -- the boot server
+    def arm(self, targets: Sequence[ProvisionTarget]) -> None:
+        arm = [{"node": t.node, "mac": t.mac} for t in targets]
+        result = run_playbook(
+            "playbooks/boot-arm.yml", self.inventory, self.secrets, extravars={"boot_server_arm": arm}
+        )
+        if not result.ok:
+            raise ArmError("arming the boot server failed: " + "; ".join(result.failures[-3:] or [result.status]))
+
+    def _get(self, path: str) -> dict[str, Any]:
+        try:
+            with _HTTP.open(f"{self.prov.url}/{path}", timeout=10) as r:
+                return dict(json.loads(r.read()))
+        except (OSError, ValueError, urllib.error.URLError):
+            return {}
+
+    def report(self, node: str) -> dict[str, Any]:
+        return self._get(f"reports/{node}")
+
+    def version(self, node: str) -> str:
+        return str(self._get(f"versions/{node}").get("version", ""))
+
+    # -- the BMC
+    def _target(self, node: str) -> oob.Target:
+        bmc = self.nodes[node].bmc
+        username = str(self.plan.secrets.get(bmc.credentials, {}).get("username") or "")
+        password = self.secrets.get(secret_env(bmc.credentials), "")
+        return oob.Target(bmc.protocol, bmc.address, bmc.port, username, password, bmc.tls_verify)
+
+    def boot_from_network(self, target: ProvisionTarget) -> None:
+        bmc = self._target(target.node)
+        oob.set_power(bmc, "off")
+        oob.wait_for_power(bmc, "off", timeout=60)
+        oob.set_one_time_boot(bmc, "pxe")
+        oob.set_power(bmc, "on")
+
+    def power_cycle(self, target: ProvisionTarget) -> None:
+        bmc = self._target(target.node)
+        oob.set_power(bmc, "off")
+        oob.wait_for_power(bmc, "off", timeout=60)
+        oob.set_power(bmc, "on")
+
+    # -- the installed node
+    def installed_version(self, target: ProvisionTarget, host_keys: Sequence[str]) -> str | None:
+        """The version in the node's /etc/aisite/installed.json, read over SSH with exactly `host_keys` trusted;
+        None when it does not answer so."""
+        if not host_keys:
+            return None
+        with tempfile.NamedTemporaryFile("w", prefix="aisite-known-", suffix=".hosts") as known:
+            known.write("".join(f"{target.address} {key}\n" for key in host_keys))
+            known.flush()
+            args = [
+                "ssh",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-o",
+                f"UserKnownHostsFile={known.name}",
+                "-o",
+                "ConnectTimeout=5",
+                "-o",
+                "LogLevel=ERROR",
+            ]
+            if self.identity:
+                args += ["-o", "IdentitiesOnly=yes", "-i", str(self.identity)]
+            args += [f"{self.user}@{target.address}", "cat /etc/aisite/installed.json"]
+            try:
+                r = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+            except subprocess.TimeoutExpired:
+                return None
+        if r.returncode:
+            return None
+        try:
+            return str(json.loads(r.stdout)["version"])
+        except (ValueError, KeyError, TypeError):
+            return None

@@ -1,0 +1,515 @@
+"""Provisioning: the model's checks, the plan's profiles and targets, the boot server's HTTP service (run for real
+on loopback: tokens, files, reports), the installer's scripts, and `aisite provision`'s sequencing (waves, retries,
+the failure paths, what is recorded) driven through a scripted World. The lab's VM installs for real in
+tests/test_lab_integration.py."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import io
+import json
+import re
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from aisite.errors import SiteError
+from aisite.loader import ROOT, parse_site
+from aisite.plan import ProvisioningPlan, ProvisionTarget, build_plan, plain
+from aisite.provision import image, run
+from aisite.render.inventory import BOOT_SERVER, inventory
+
+LAB = ROOT / "stacks" / "Pulumi.lab.yaml"
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIF7V9ITCcLwZIDrBJdhvD/Yx38T197ysAO8J3IguOvhK"
+
+
+def lab_config() -> dict[str, Any]:
+    return dict(yaml.safe_load(LAB.read_text())["config"]["aisite:site"])
+
+
+def problems(config: dict[str, Any]) -> list[str]:
+    try:
+        parse_site(config)
+    except SiteError as exc:
+        return [str(p) for p in exc.problems]
+    return []
+
+
+# ------------------------------------------------------------------------------------------ model and checks
+def test_the_lab_installs_its_vm_node_from_its_boot_server() -> None:
+    p = build_plan(parse_site(lab_config()))
+    assert p.provisioning is not None
+    prov = p.provisioning
+    assert prov.boot_server == "10.250.1.250" and prov.url == "http://10.250.1.250:8080"
+    assert [t.node for t in prov.targets] == ["infer01"]
+    t = prov.targets[0]
+    assert (t.mac, t.address, t.profile) == ("02:a1:5e:00:01:f0", "10.250.1.240", "infer")
+    assert t.storage is not None and t.storage.mac == "02:a1:5e:00:02:f0"
+    profile = prov.profile("infer")
+    assert [(q.number, q.fs, q.mount, q.size_mib) for q in profile.partitions] == [
+        (1, "bios", None, 1),
+        (2, "ext4", "/", None),
+    ]
+    # The boot server is in the inventory as a group of its own, with the provisioning plan its role reads.
+    boot = inventory(p)["all"]["children"]["boot_server"]
+    assert boot["hosts"] == {BOOT_SERVER: {"ansible_host": "10.250.1.250"}}
+    assert boot["vars"]["aisite_provisioning"] == plain(prov)
+
+
+def test_uefi_puts_an_efi_system_partition_first() -> None:
+    config = lab_config()
+    config["gpu_nodes"][1]["install"] = {
+        "disk": "/dev/disk/by-id/nvme-SAMSUNG_1",
+        "partitions": [
+            {"mount": "/", "size_gb": 100},
+            {"fs": "swap", "size_gb": 8},
+            {"mount": "/var/lib/containerd", "fs": "xfs"},
+        ],
+    }
+    prov = build_plan(parse_site(config)).provisioning
+    assert prov is not None
+    parts = prov.profile("infer").partitions
+    assert [(q.fs, q.mount, q.size_mib) for q in parts] == [
+        ("vfat", "/boot/efi", 512),
+        ("ext4", "/", 102400),
+        ("swap", None, 8192),
+        ("xfs", "/var/lib/containerd", None),
+    ]
+    assert prov.profile("infer").boot_mode == "uefi"
+
+
+def test_the_boot_server_address_is_reserved_from_the_pools() -> None:
+    config = lab_config()
+    config["provisioning"]["boot_server"] = "10.250.1.3"  # gpu01's address from the pool otherwise
+    p = build_plan(parse_site(config))
+    assert "10.250.1.3" not in {n.management.address for n in p.nodes}
+    assert not problems(config)
+
+
+def test_every_provisioning_problem_is_reported_at_once() -> None:
+    config = lab_config()
+    del config["provisioning"]
+    config["gpu_nodes"][1]["nodes"][0]["management"].pop("mac")
+    config["gpu_nodes"][1]["install"]["partitions"] = [
+        {"mount": "/var", "size_gb": None},
+        {"mount": "/var"},
+        {"fs": "swap", "mount": "/swap"},
+    ]
+    config["gpu_nodes"][0]["install"] = {"boot_mode": "uefi", "partitions": [{"mount": "/boot/efi"}, {"mount": "/"}]}
+    found = problems(config)
+    assert "site.gpu_nodes[1].install: needs site.provisioning: the boot server that installs the nodes" in found
+    assert "site.gpu_nodes[0].install: needs site.provisioning: the boot server that installs the nodes" in found
+    assert any(f.startswith("site.gpu_nodes[1].nodes: 1 node(s) to install have no boot MAC (infer01)") for f in found)
+    assert any(
+        f.startswith("site.gpu_nodes[0].nodes: 2 node(s) to install have no boot MAC (gpu01, gpu02)") for f in found
+    )
+    assert (
+        "site.gpu_nodes[1].install.partitions[0].size_gb: only the last partition may take the rest of the disk"
+        in found
+    )
+    assert "site.gpu_nodes[1].install.partitions[1].mount: /var is already partitions[0]" in found
+    assert "site.gpu_nodes[1].install.partitions[2].mount: swap is not mounted: leave mount out" in found
+    assert "site.gpu_nodes[1].install.partitions: no partition is mounted at /" in found
+    assert (
+        "site.gpu_nodes[0].install.partitions[0].mount: /boot/efi is the EFI system partition aisite adds in uefi mode"
+        in found
+    )
+
+
+def test_the_boot_server_must_be_a_free_host_address_of_the_management_network() -> None:
+    for address, message in (
+        ("10.250.2.9", "10.250.2.9 is outside site.networks.management (10.250.1.0/24)"),
+        ("10.250.1.1", "10.250.1.1 is the gateway address of site.networks.management"),
+        ("10.250.1.5", "10.250.1.5 is already used by site.control_plane"),
+        # A node's declared address taken by the boot server: said where the node declares it.
+        (
+            "10.250.1.240",
+            "site.gpu_nodes[1].nodes[0].management.address: 10.250.1.240 is already used by site.provisioning",
+        ),
+    ):
+        config = lab_config()
+        config["provisioning"]["boot_server"] = address
+        found = problems(config)
+        assert any(message in f for f in found), (address, found)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("disk", "/dev/sda; reboot"),
+        ("disk", "/dev/../etc/passwd"),
+        ("kernel_args", ["console=ttyS0 $(reboot)"]),
+        ("kernel_args", ['quiet"']),
+        ("os", "ubuntu-24.04"),
+        ("partitions", [{"mount": "/proc"}]),
+        ("partitions", [{"mount": "/a b"}]),
+    ],
+)
+def test_install_fields_take_only_what_reaches_the_installer_safely(key: str, value: Any) -> None:
+    config = lab_config()
+    config["gpu_nodes"][1]["install"][key] = value
+    with pytest.raises(SiteError, match=r"site\.gpu_nodes\[1\]\.install"):
+        parse_site(config)
+
+
+# ------------------------------------------------------------------------------------------ the HTTP service
+def _service_module() -> ModuleType:
+    path = ROOT / "roles" / "boot_server" / "files" / "aisite_boot_http.py"
+    spec = importlib.util.spec_from_file_location("aisite_boot_http", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+svc = _service_module()
+
+
+def _site_json(prov: ProvisioningPlan) -> dict[str, Any]:
+    """What the role writes (templates/site.json.j2) for the lab's plan."""
+    return {
+        "provisioning": plain(prov),
+        "images": [{"name": "debian-12-test", "os": "debian-12", "digest": "0123"}],
+        "admin_users": [{"name": "alice", "ssh_keys": [KEY], "sudo": True}],
+        "deploy_user": "root",
+        "deploy_keys": [KEY],
+        "dns_servers": ["10.250.1.250"],
+        "domain": "lab.aisite.internal",
+        "installer_args": ["console=ttyS0,115200n8"],
+    }
+
+
+class Boot:
+    """The service on loopback, with a boot root and state of its own."""
+
+    def __init__(self, tmp: Path) -> None:
+        prov = build_plan(parse_site(lab_config())).provisioning
+        assert prov is not None
+        self.prov = prov
+        self.root, self.state = tmp / "srv", tmp / "state"
+        (self.root / "images" / "debian-12-test").mkdir(parents=True)
+        for name in ("vmlinuz", "installer.img", "rootfs.tar.zst"):
+            (self.root / "images" / "debian-12-test" / name).write_text(f"{name}\n")
+        self.site = _site_json(prov)
+        (self.root / "site.json").write_text(json.dumps(self.site))
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), svc.Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        state = svc.State(self.root, self.state, self.url)
+        self.server.RequestHandlerClass = type("Bound", (svc.Handler,), {"state": state})
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def arm(self, mac: str, node: str, seconds: float = 600) -> None:
+        (self.state / "armed" / f"{mac.replace(':', '-')}.json").write_text(
+            json.dumps({"node": node, "expires": time.time() + seconds})
+        )
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(f"{self.url}/{path}", timeout=5) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def post(self, path: str, body: str) -> int:
+        req = urllib.request.Request(f"{self.url}/{path}", data=body.encode(), method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+
+
+@pytest.fixture
+def boot(tmp_path: Path) -> Iterator[Boot]:
+    b = Boot(tmp_path)
+    yield b
+    b.server.shutdown()
+    b.server.server_close()
+
+
+MAC = "02-a1-5e-00-01-f0"
+
+
+def _token(script: bytes) -> str:
+    m = re.search(rb"/n/([A-Za-z0-9_-]+)/vmlinuz", script)
+    assert m, script
+    return m.group(1).decode()
+
+
+def test_an_unarmed_or_expired_node_is_sent_to_its_disk(boot: Boot) -> None:
+    assert boot.get(f"boot/{MAC}")[1].endswith(b"exit\n")
+    boot.arm(MAC, "infer01", seconds=-1)
+    assert boot.get(f"boot/{MAC}")[1].endswith(b"exit\n")
+    for path in ("boot/..%2f..%2fetc", "reports/../site", "n/short/vmlinuz", "versions/Nope"):
+        assert boot.get(path)[0] in (403, 404), path
+
+
+def test_an_armed_node_gets_the_installer_and_its_files_behind_a_one_time_token(boot: Boot) -> None:
+    boot.arm(MAC, "infer01")
+    code, script = boot.get(f"boot/{MAC}")
+    assert code == 200
+    text = script.decode()
+    token = _token(script)
+    assert f"aisite.url={boot.url}/n/{token}" in text
+    assert "boot=aisite-install" in text and "aisite.disk=/dev/vda" in text and "aisite.mode=legacy" in text
+    assert f"BOOTIF=01-{MAC}" in text and "console=ttyS0,115200n8" in text
+    assert boot.get(f"n/{token}/vmlinuz") == (200, b"vmlinuz\n")
+    assert boot.get(f"n/{token}/partitions.sfdisk")[1] == (
+        b"label: gpt\nsize=1MiB, type=21686148-6449-6E6F-744E-656564454649\ntype=0FC63DAF-8483-4772-8E79-3D69D8477DE4\n"
+    )
+    assert boot.get(f"n/{token}/filesystems")[1] == b"2 ext4 /\n1 bios -\n"
+    code, data = boot.get(f"n/{token}/node.tar")
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        read = lambda name: tar.extractfile(members[name]).read().decode()  # noqa: E731
+        assert read("etc/hostname") == "infer01\n"
+        assert read("etc/systemd/network/10-aisite-mgmt0.link") == (
+            "[Match]\nMACAddress=02:a1:5e:00:01:f0\n\n[Link]\nName=mgmt0\nMTUBytes=1500\n"
+        )
+        mgmt = read("etc/systemd/network/20-aisite-mgmt0.network")
+        assert "Address=10.250.1.240/24\nGateway=10.250.1.1\nDNS=10.250.1.250\nDomains=lab.aisite.internal" in mgmt
+        stor = read("etc/systemd/network/20-aisite-stor0.network")
+        assert "Address=10.250.2.240/24" in stor and "Gateway" not in stor and "MTUBytes=9000" in stor
+        assert read("root/.ssh/authorized_keys") == f"{KEY}\n" and members["root/.ssh/authorized_keys"].mode == 0o600
+        assert members["root/.ssh"].mode == 0o700 and members["etc/sudoers.d/90-aisite-admins"].mode == 0o440
+        assert read("etc/aisite/users") == "alice sudo\n"
+        assert read("etc/default/grub.d/aisite.cfg") == 'GRUB_CMDLINE_LINUX="console=tty0 console=ttyS0,115200n8"\n'
+        marker = json.loads(read("etc/aisite/installed.json"))
+        assert (
+            marker["node"] == "infer01" and marker["version"] == json.loads(boot.get("versions/infer01")[1])["version"]
+        )
+        assert all(m.uid == 0 and m.gid == 0 for m in members.values())
+    # The same bytes every time (the version hashes them).
+    assert boot.get(f"n/{token}/node.tar")[1] == data
+
+
+def test_a_report_spends_the_token_and_a_reused_token_is_refused(boot: Boot) -> None:
+    boot.arm(MAC, "infer01")
+    first = _token(boot.get(f"boot/{MAC}")[1])
+    # A second network boot of the node mints a new token: the first is revoked.
+    token = _token(boot.get(f"boot/{MAC}")[1])
+    assert token != first and boot.get(f"n/{first}/vmlinuz")[0] == 403
+    assert boot.post(f"n/{token}/report", "status started\nstep network\n") == 200
+    assert boot.post(f"n/{token}/report", f"status installed\nstep done\nhostkey {KEY}\nhostkey bad key\n") == 200
+    report = json.loads(boot.get("reports/infer01")[1])
+    assert report["status"] == "installed" and report["host_keys"] == [KEY]
+    assert [e["event"] for e in report["events"]] == ["ipxe", "started", "installed"]
+    # Spent: refused, for files and reports alike; the node is disarmed and boots from its disk.
+    assert boot.get(f"n/{token}/image.tar.zst")[0] == 403
+    assert boot.post(f"n/{token}/report", "status installed\n") == 403
+    assert boot.get(f"boot/{MAC}")[1].endswith(b"exit\n")
+    # Only the tokens' digests are kept.
+    assert token not in "".join(p.read_text() for p in (boot.state).rglob("*.json"))
+
+
+def test_the_version_follows_what_the_install_writes(boot: Boot) -> None:
+    before = json.loads(boot.get("versions/infer01")[1])["version"]
+    site = copy.deepcopy(boot.site)
+    site["provisioning"]["profiles"][0]["kernel_args"] = ["console=tty0"]
+    (boot.root / "site.json").write_text(json.dumps(site))
+    time.sleep(0.01)
+    (boot.root / "site.json").touch()
+    after = json.loads(boot.get("versions/infer01")[1])["version"]
+    assert before != after
+    (boot.root / "site.json").write_text(json.dumps(boot.site))
+    assert json.loads(boot.get("versions/infer01")[1])["version"] == before
+
+
+# ------------------------------------------------------------------------------------------ the installer
+def test_the_installer_scripts_parse_and_the_image_recipe_names_them() -> None:
+    for script in ("scripts/aisite-install", "hooks/aisite-installer"):
+        r = subprocess.run(["sh", "-n", str(image.INSTALLER / script)], capture_output=True, text=True, check=False)
+        assert r.returncode == 0, r.stderr
+    recipe = json.loads(image.recipe("debian-12", "http://deb.debian.org/debian"))
+    assert "linux-image-amd64" in recipe["packages"] and "grub-efi-amd64-bin" in recipe["packages"]
+    assert any(name == "scripts/aisite-install" for name, _ in recipe["installer"])
+    # A different mirror or installer is a different image.
+    assert image.digest("debian-12", "http://mirror.example/debian") != image.digest(
+        "debian-12", "http://deb.debian.org/debian"
+    )
+
+
+def test_an_incomplete_image_folder_is_not_taken_as_built(tmp_path: Path) -> None:
+    folder = tmp_path / "debian-12-x"
+    folder.mkdir()
+    (folder / "image.json").write_text(json.dumps({"os": "debian-12", "kernel_version": "6.1", "digest": "x"}))
+    assert image.load(folder) is None
+    for name in ("vmlinuz", "installer.img", "rootfs.tar.zst"):
+        (folder / name).write_text("x")
+    loaded = image.load(folder)
+    assert loaded is not None and loaded.digest == "x"
+
+
+# ------------------------------------------------------------------------------------------ sequencing
+class ScriptedWorld:
+    """Nodes that behave as scripted: `behaviour[node]` is a list, one entry per attempt: "ok" (installs),
+    "no-dhcp" (never reaches the boot server: a wrong boot MAC), "fail:<step>" (the installer reports a failure),
+    "no-ssh" (installs but never answers SSH)."""
+
+    def __init__(self, behaviour: dict[str, list[str]]) -> None:
+        self.behaviour = behaviour
+        self.attempt: dict[str, int] = {}
+        self.armed: list[list[str]] = []
+        self.booted: list[str] = []
+        self.cycles: list[str] = []
+        self.reports: dict[str, dict[str, Any]] = {}
+        self.installed: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    def arm(self, targets: Sequence[ProvisionTarget]) -> None:
+        self.armed.append([t.node for t in targets])
+        for t in targets:
+            self.reports[t.node] = {"events": []}
+
+    def boot_from_network(self, t: ProvisionTarget) -> None:
+        with self.lock:
+            self.booted.append(t.node)
+            n = self.attempt[t.node] = self.attempt.get(t.node, 0) + 1
+        what = self.behaviour[t.node][n - 1]
+        now = time.time()
+        if what == "no-dhcp":
+            return
+        events = [{"event": "ipxe", "time": now}, {"event": "started", "time": now + 0.1}]
+        if what.startswith("fail:"):
+            self.reports[t.node] = {"events": [*events, {"event": "failed", "time": now}], "step": what[5:]}
+            return
+        self.reports[t.node] = {
+            "events": [*events, {"event": "installed", "time": now + 0.2}],
+            "host_keys": [KEY],
+            "version": "v1",
+        }
+        if what == "ok":
+            self.installed[t.node] = "v1"
+
+    def power_cycle(self, t: ProvisionTarget) -> None:
+        self.cycles.append(t.node)
+
+    def report(self, node: str) -> dict[str, Any]:
+        return self.reports.get(node, {})
+
+    def version(self, node: str) -> str:
+        return "v1"
+
+    def installed_version(self, t: ProvisionTarget, host_keys: Sequence[str]) -> str | None:
+        return self.installed.get(t.node) if list(host_keys) == [KEY] else None
+
+
+def _plan(nodes: int, **over: Any) -> tuple[ProvisioningPlan, list[ProvisionTarget]]:
+    prov = build_plan(parse_site(lab_config())).provisioning
+    assert prov is not None
+    base = prov.targets[0]
+    targets = [ProvisionTarget(f"n{i}", f"n{i}.lab", base.profile, base.management, None) for i in range(1, nodes + 1)]
+    fields = {"install_timeout_s": 60, "boot_timeout_s": 30, "retries": 1, "wave_size": 2} | over
+    return ProvisioningPlan(**(plain_fields(prov) | fields | {"targets": tuple(targets)})), targets
+
+
+def plain_fields(prov: ProvisioningPlan) -> dict[str, Any]:
+    return {f: getattr(prov, f) for f in prov.__dataclass_fields__}
+
+
+@pytest.fixture(autouse=False)
+def fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run, "POLL_S", 0.01)
+
+
+def _provision(world: ScriptedWorld, prov: ProvisioningPlan, targets: list[ProvisionTarget], **kw: Any) -> list[Any]:
+    finished: list[str] = []
+    out = run.provision(
+        world,  # type: ignore[arg-type]
+        prov,
+        targets,
+        kw.get("records", {}),
+        reinstall=kw.get("reinstall", False),
+        say=lambda node, what: None,
+        done=lambda o: finished.append(o.node),
+    )
+    assert sorted(finished) == sorted(t.node for t in targets)
+    return out
+
+
+def test_a_wrong_boot_mac_times_out_with_its_own_error_while_the_wave_goes_on(
+    fast: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prov, targets = _plan(2, install_timeout_s=1, retries=0)
+    world = ScriptedWorld({"n1": ["no-dhcp"], "n2": ["ok"]})
+    start = time.monotonic()
+    n1, n2 = _provision(world, prov, targets)
+    assert n2.status == "installed" and n2.attempts == 1 and n2.host_keys == [KEY]
+    assert n1.status == "failed" and n1.step == "dhcp" and not n1.disk_touched
+    assert "no network boot from 02:a1:5e:00:01:f0" in (n1.error or "")
+    assert world.armed == [["n1", "n2"]]  # one wave, armed once
+    assert time.monotonic() - start < 10
+
+
+def test_a_failed_install_is_retried_then_reported(fast: None) -> None:
+    prov, targets = _plan(2, retries=1)
+    world = ScriptedWorld({"n1": ["fail:layout", "fail:partition"], "n2": ["fail:image", "ok"]})
+    n1, n2 = _provision(world, prov, targets)
+    assert (n1.status, n1.step, n1.attempts, n1.disk_touched) == ("failed", "install", 2, True)
+    assert "failed at step partition" in (n1.error or "")
+    assert (n2.status, n2.attempts) == ("installed", 2)
+    assert world.armed == [["n1", "n2"], ["n1", "n2"]]  # the retry arms them again
+
+
+def test_waves_hold_at_most_wave_size_nodes(fast: None) -> None:
+    prov, targets = _plan(5, wave_size=2)
+    world = ScriptedWorld({t.node: ["ok"] for t in targets})
+    assert all(o.status == "installed" for o in _provision(world, prov, targets))
+    assert world.armed == [["n1", "n2"], ["n3", "n4"], ["n5"]]
+
+
+def test_a_node_silent_after_install_is_power_cycled_once_then_failed(fast: None) -> None:
+    prov, targets = _plan(1, boot_timeout_s=1, retries=0)
+    world = ScriptedWorld({"n1": ["no-ssh"]})
+    (n1,) = _provision(world, prov, targets)
+    assert (n1.status, n1.step) == ("failed", "first-boot") and world.cycles == ["n1"]
+
+
+def test_an_installed_node_is_left_alone_unless_reinstalled_and_records_keep_what_stands(fast: None) -> None:
+    prov, targets = _plan(1)
+    world = ScriptedWorld({"n1": ["ok", "no-dhcp", "fail:layout", "fail:image"]})
+    (first,) = _provision(world, prov, targets)
+    rec = run.record(None, first, "t1")
+    assert rec["installed"] == {"version": "v1", "host_keys": [KEY], "at": "t1"}
+    (again,) = _provision(world, prov, targets, records={"n1": rec})
+    assert again.status == "unchanged" and world.booted == ["n1"]
+    assert run.record(rec, again, "t2")["last"]["checked"] == "t2"
+    # --reinstall boots it again; a failure before the disk keeps the install on record, one after drops it.
+    prov0 = ProvisioningPlan(**(plain_fields(prov) | {"retries": 0, "install_timeout_s": 1}))
+    (early,) = _provision(world, prov0, targets, records={"n1": rec}, reinstall=True)
+    assert early.step == "dhcp" and run.record(rec, early, "t3")["installed"] == rec["installed"]
+    (layout,) = _provision(world, prov0, targets, records={"n1": rec}, reinstall=True)
+    assert layout.step == "install" and run.record(rec, layout, "t4")["installed"] == rec["installed"]
+    (late,) = _provision(world, prov0, targets, records={"n1": rec}, reinstall=True)
+    assert late.step == "install" and run.record(rec, late, "t5")["installed"] is None
+    assert run.known_hosts_lines({"n1": "10.0.0.1"}, {"n1": rec}) == [f"10.0.0.1 {KEY}"]
+
+
+def test_provision_refuses_a_site_without_provisioning_and_an_unknown_limit() -> None:
+    env = {"PATH": "/usr/bin:/bin", "AISITE_LAB_BMC_PASSWORD": "x"}
+    r = subprocess.run(
+        [sys.executable, "-m", "aisite", "provision", "dc1"], capture_output=True, text=True, check=False, env=env
+    )
+    assert r.returncode == 2 and "site.provisioning: not set" in r.stderr, r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "aisite", "provision", "lab", "--limit", "gpu01,nope"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert r.returncode == 2 and "--limit: gpu01, nope: not a node to install" in r.stderr, r.stderr
