@@ -1,5 +1,5 @@
 # The README's two commands: `make lab` and `make test`. Each sets itself up first.
-.PHONY: setup lab test bench bench-lab bench-lab-cold bench-fabric bench-deploy bench-reconcile bench-scale manifests clean
+.PHONY: setup lab test bench bench-lab bench-lab-cold bench-fabric bench-deploy bench-reconcile bench-scale bench-provision manifests clean
 
 setup:
 	@bash scripts/setup.sh
@@ -38,6 +38,10 @@ bench-fabric: setup
 # Deploy timings on a lab of its own: cold, 5 no-change passes, a one-host change with --limit (table + JSON).
 bench-deploy: setup
 	@.venv/bin/python benchmarks/deploy_bench.py
+
+# Provisioning timings on a lab of its own: power on to SSH of the lab's VM, per step (TCG; `--kvm` to try KVM).
+bench-provision: setup
+	@.venv/bin/python benchmarks/provision_bench.py
 
 # Reconcile timings on a lab of its own: a pass with nothing to change, commit-to-converged of a one-host change.
 bench-reconcile: setup

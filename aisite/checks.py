@@ -73,18 +73,8 @@ def _check_provisioning(site: Site, groups: list[tuple[str, NodeGroup]], out: li
     for path, group in installing:
         assert group.install is not None
         _check_partitions(f"{path}.install", group.install, out)
-        names = group.node_names()
-        macs = [(spec.management.mac if spec.management else None) for spec in group.nodes[: group.size]]
-        missing = [name for i, name in enumerate(names) if i >= len(macs) or macs[i] is None]
-        if missing:
-            shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
-            out.append(
-                Problem(
-                    f"{path}.nodes",
-                    f"{len(missing)} node(s) to install have no boot MAC ({shown}): declare nodes[i].management.mac, "
-                    "or run `aisite oob discover STACK`, which proposes them from the BMCs",
-                )
-            )
+    # A node's boot MAC is not checked here: a site may declare nodes before their MACs are known (`aisite oob
+    # discover` reads them off the BMCs); `aisite provision` refuses a node it would boot without one.
 
 
 def _check_partitions(path: str, install: Install, out: list[Problem]) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from deploy_bench import ENV, ROOT, SITE, aisite, lab_stack
+from deploy_bench import ENV, ROOT, SITE, aisite, lab_stack, provision
 
 sys.path.insert(0, str(ROOT))
 from aisite.reconcile import state
@@ -54,6 +54,7 @@ def main() -> None:
         start = time.perf_counter()
         if aisite("lab", "up", str(stack)).returncode != 0:
             sys.exit("lab up failed")
+        provision(stack)
         clone = make_site_repo(work / "site", {stack.name: stack.read_text()})
         bare = work / "site.git"
         git(work, "clone", "--quiet", "--bare", str(clone), str(bare))

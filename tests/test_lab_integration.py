@@ -454,6 +454,50 @@ def test_the_vm_node_was_installed_from_power_off(
     assert row["node"] == vm and row["status"] == "unchanged" and row["version"] == installed["version"]
 
 
+def vm_answers(plan: Plan, node: str) -> bool:
+    try:
+        vm_ssh(plan, node, "true")
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        return False
+    return True
+
+
+def test_a_wrong_boot_mac_fails_at_dhcp_and_the_node_keeps_its_install(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan, tmp_path: Path
+) -> None:
+    """The VM's boot MAC mistyped in the stack: provision arms that MAC and boots the VM through its BMC, but no
+    network boot reaches the boot server (its DHCP has no lease for the VM's real MAC): the node fails at `dhcp`
+    within the timeout, naming the MAC it waited for, and, failed before its installer ran, keeps its install on
+    record. Then the VM is back on its disk and the right stack finds it unchanged."""
+    assert up.returncode == 0, up.stderr
+    (vm,) = vm_nodes(plan)
+    node = next(n for n in plan.nodes if n.name == vm)
+    record = provision_dir(SITE) / f"{vm}.json"
+    before = json.loads(record.read_text())["installed"]
+    data = yaml.safe_load(stack_file.read_text())
+    site = data["config"]["aisite:site"]
+    group = next(g for g in site["gpu_nodes"] if "install" in g)
+    group["nodes"][0]["management"]["mac"] = "02:a1:5e:00:01:ee"
+    site["provisioning"] |= {"install_timeout_s": 60, "retries": 0}
+    wrong = _write_stack(tmp_path, yaml.safe_dump(data, sort_keys=False))
+    try:
+        r = run_cli("provision", str(wrong), "--reinstall", "--json", env=BMC_ENV)
+        assert r.returncode == 1, r.stdout + r.stderr
+        (row,) = json.loads(r.stdout)["nodes"]
+        assert (row["status"], row["step"], row["attempts"], row["disk_touched"]) == ("failed", "dhcp", 1, False)
+        assert "no network boot from 02:a1:5e:00:01:ee" in row["error"], row
+        assert json.loads(record.read_text())["installed"] == before
+    finally:
+        # The one-time network boot found no DHCP offer; power the VM off and on: it boots from its disk.
+        ipmitool(node.bmc.address, "power", "off")
+        ipmitool(node.bmc.address, "power", "on")
+        wait_for(f"{vm} back on SSH", lambda: vm_answers(plan, vm), 300)
+        again = run_cli("provision", str(stack_file), "--json", env=BMC_ENV)
+    assert again.returncode == 0, again.stdout + again.stderr
+    (row,) = json.loads(again.stdout)["nodes"]
+    assert row["status"] == "unchanged" and row["version"] == before["version"]
+
+
 def test_hosts_have_the_baseline_rails_and_nfs(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
     assert up.returncode == 0, up.stderr
     check_hosts_baseline(plan)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -13,9 +13,22 @@ from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load
 from aisite.errors import SiteError
 from aisite.fields import secret_env
 from aisite.loader import resolve_stack
+from aisite.plan import Plan
+from aisite.provision.run import boot_mac_proposals
+
+if TYPE_CHECKING:
+    from aisite.oob import Discovery
 from aisite.secrets import resolve
 
 oob_app = typer.Typer(no_args_is_help=True, help="The out-of-band network: the site's BMCs.")
+
+
+def _boot_mac_proposals(p: Plan, found: Discovery) -> list[dict[str, Any]]:
+    if p.provisioning is None:
+        return []
+    paths = {n.name: n.path for n in p.nodes}
+    macs = {f.node: f.facts.macs for f in found.declared if f.node and f.facts}
+    return boot_mac_proposals(p.provisioning.targets, paths, macs)
 
 
 @oob_app.command("discover")
@@ -31,7 +44,8 @@ def oob_discover(
     as_json: JsonOpt = False,
 ) -> None:
     """Probe the plan's out-of-band range: which declared BMCs answer (with serials and MACs), which are
-    missing, and which BMCs answer at addresses the site does not declare (new hardware)."""
+    missing, and which BMCs answer at addresses the site does not declare (new hardware); for nodes to install
+    without a boot MAC, the MAC their BMC reports, as a stack change to commit."""
     from aisite import oob  # sushy and pyghmi load only for this command
 
     p = load_plan(stack, as_json)
@@ -65,8 +79,9 @@ def oob_discover(
 
     with err.status(f"probing {p.networks.oob} for BMCs"):
         found = oob.discover(p.networks.oob, declared, target_for, timeout=timeout)
+    proposals = _boot_mac_proposals(p, found)
     if as_json:
-        print(json.dumps(found.to_dict(), indent=2))
+        print(json.dumps(found.to_dict() | {"proposed": proposals}, indent=2))
         return
     table = Table(title=f"BMCs on {found.network}")
     for col in ("address", "node", "protocol", "state", "power", "serial", "MACs / error"):
@@ -93,3 +108,8 @@ def oob_discover(
         f"{len(found.declared)} declared BMC(s) answer, {len(found.missing)} missing, "
         f"{len(found.undeclared)} undeclared"
     )
+    if proposals:
+        out.print("Boot MACs for the nodes to install, read off their BMCs (a stack change to review and commit):")
+        for prop in proposals:
+            others = f"  # the BMC lists {', '.join(prop['nics'])}" if len(prop["nics"]) > 1 else ""
+            out.print(f'  {prop["path"]}: "{prop["mac"]}"{others}', markup=False)

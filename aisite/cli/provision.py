@@ -19,9 +19,10 @@ from aisite.errors import Problem, SiteError
 from aisite.loader import resolve_stack
 from aisite.paths import IMAGES, lab_ssh_dir, provision_dir
 from aisite.plan import Plan, ProvisionTarget
+from aisite.plan.provisioning import missing_boot_macs
 from aisite.provision import image as images
 from aisite.provision.run import Outcome, known_hosts_lines, load_records, provision, record
-from aisite.provision.world import SiteWorld
+from aisite.provision.world import ArmError, SiteWorld
 from aisite.render.inventory import inventory, inventory_text
 from aisite.secrets import resolve
 
@@ -64,6 +65,9 @@ def provision_command(
     if prov is None:
         raise invalid(SiteError(source, [Problem("site.provisioning", "not set: the site installs no node")]), as_json)
     targets = _targets(p, limit, source, as_json)
+    no_mac = missing_boot_macs(p, {t.node for t in targets})
+    if no_mac:
+        raise invalid(SiteError(source, no_mac), as_json)
     values, problems = resolve(p)
     if problems:
         raise invalid(SiteError(source, problems), as_json)
@@ -119,7 +123,12 @@ def provision_command(
             tmp.write_text("".join(f"{line}\n" for line in known_hosts_lines(addresses, records)))
             tmp.replace(known)
 
-        outcomes = provision(world, prov, targets, records, reinstall=reinstall, say=say, done=done)
+        try:
+            outcomes = provision(world, prov, targets, records, reinstall=reinstall, say=say, done=done)
+        except ArmError as exc:
+            # No node of the wave can boot: what finished before is recorded; the rest is not started.
+            print(f"error: {exc}", file=sys.stderr)
+            raise typer.Exit(EXIT_FAILED) from None
     seconds = round(time.monotonic() - start, 1)
     doc = {
         "site": p.site,

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network
 
+from aisite.errors import Problem
 from aisite.model import Install, Site
-from aisite.plan.types import InstallProfile, Node, PartitionPlan, ProvisioningPlan, ProvisionTarget
+from aisite.plan.types import InstallProfile, Node, PartitionPlan, Plan, ProvisioningPlan, ProvisionTarget
 
 # GPT partition types (the Discoverable Partitions Specification and UEFI's own).
 BIOS_BOOT = "21686148-6449-6E6F-744E-656564454649"
@@ -79,3 +80,20 @@ def provisioning_plan(site: Site, nodes: tuple[Node, ...]) -> ProvisioningPlan |
             ProvisionTarget(n.name, n.fqdn, n.group, n.management, n.storage) for n in nodes if n.group in installs
         ),
     )
+
+
+def missing_boot_macs(plan: Plan, nodes: set[str] | None = None) -> list[Problem]:
+    """A problem per node to install (of `nodes`, or all) that has no boot MAC: `aisite provision` cannot tell the
+    boot server which node is which without it."""
+    if plan.provisioning is None:
+        return []
+    missing = {t.node for t in plan.provisioning.targets if t.mac is None and (nodes is None or t.node in nodes)}
+    return [
+        Problem(
+            f"{n.path}.management.mac",
+            f"{n.name} has no boot MAC: declare it, or run `aisite oob discover STACK`, which proposes it from the "
+            "node's BMC",
+        )
+        for n in plan.nodes
+        if n.name in missing
+    ]

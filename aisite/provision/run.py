@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,6 +40,7 @@ class ProvisionError(Exception):
 
 class World(Protocol):
     def arm(self, targets: Sequence[ProvisionTarget]) -> None: ...
+    def disarm(self, targets: Sequence[ProvisionTarget]) -> None: ...
     def boot_from_network(self, target: ProvisionTarget) -> None: ...
     def power_cycle(self, target: ProvisionTarget) -> None: ...
     def report(self, node: str) -> dict[str, Any]: ...
@@ -227,6 +228,11 @@ def provision(
             world.arm(todo)
             with ThreadPoolExecutor(max_workers=len(todo)) as pool:
                 results = list(pool.map(lambda t: install_once(world, plan, t, say), todo))
+            # Failed without the installer's report (which disarms): disarmed now, armed again for a retry. Left
+            # armed, such a node's next network boot would install it.
+            silent = [t for t, r in zip(todo, results, strict=True) if r.status == "failed" and r.step != "install"]
+            if silent:
+                world.disarm(silent)
             retry: list[ProvisionTarget] = []
             for t, result in zip(todo, results, strict=True):
                 attempts[t.node] = attempts.get(t.node, 0) + 1
@@ -269,3 +275,17 @@ def known_hosts_lines(addresses: dict[str, str], records: dict[str, dict[str, An
         if node in addresses
         for key in (rec.get("installed") or {}).get("host_keys", [])
     ]
+
+
+def boot_mac_proposals(
+    targets: Sequence[ProvisionTarget], paths: Mapping[str, str], macs: Mapping[str, Sequence[str]]
+) -> list[dict[str, Any]]:
+    """A stack change per node to install that has no boot MAC and whose BMC reported its system's NICs (Redfish
+    EthernetInterfaces): `path` (where the stack declares the node) gets `management.mac`, the first NIC the BMC
+    lists; all of them are given, as a server may list several and the boot NIC need not be first."""
+    out = []
+    for t in targets:
+        found = list(macs.get(t.node, ()))
+        if t.mac is None and found and t.node in paths:
+            out.append({"node": t.node, "path": f"{paths[t.node]}.management.mac", "mac": found[0], "nics": found})
+    return out

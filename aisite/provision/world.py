@@ -45,13 +45,17 @@ class SiteWorld:
         self.nodes: dict[str, Node] = {n.name: n for n in plan.nodes}
 
     # -- the boot server
-    def arm(self, targets: Sequence[ProvisionTarget]) -> None:
-        arm = [{"node": t.node, "mac": t.mac} for t in targets]
-        result = run_playbook(
-            "playbooks/boot-arm.yml", self.inventory, self.secrets, extravars={"boot_server_arm": arm}
-        )
+    def _arm(self, key: str, targets: Sequence[ProvisionTarget]) -> None:
+        nodes = [{"node": t.node, "mac": t.mac} for t in targets]
+        result = run_playbook("playbooks/boot-arm.yml", self.inventory, self.secrets, extravars={key: nodes})
         if not result.ok:
-            raise ArmError("arming the boot server failed: " + "; ".join(result.failures[-3:] or [result.status]))
+            raise ArmError(f"{key} on the boot server failed: " + "; ".join(result.failures[-3:] or [result.status]))
+
+    def arm(self, targets: Sequence[ProvisionTarget]) -> None:
+        self._arm("boot_server_arm", targets)
+
+    def disarm(self, targets: Sequence[ProvisionTarget]) -> None:
+        self._arm("boot_server_disarm", targets)
 
     def _get(self, path: str) -> dict[str, Any]:
         try:
