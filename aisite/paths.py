@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from aisite.loader import ROOT
@@ -9,8 +10,10 @@ from aisite.loader import ROOT
 STATE = ROOT / ".aisite"
 # Images' build contexts and the rootfs debootstrap makes (the lab).
 CACHE = STATE / "cache"
-# The OS images `aisite provision` installs (one folder per OS and recipe: aisite.provision.image).
-IMAGES = STATE / "images"
+# The OS images `aisite provision` installs (one folder per OS and recipe digest: aisite.provision.image), in the
+# user's cache rather than .aisite/: named by what they are built from, they serve every clone on the machine, as the
+# lab's podman images do (a newcomer's clone, CI's).
+IMAGES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aisite" / "images"
 
 
 def site_dir(site: str) -> Path:

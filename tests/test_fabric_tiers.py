@@ -22,7 +22,7 @@ from tests.conftest import run_cli
 TWO_TIER_PLANS = {
     "dc1": "74b37764fd0ce677d5a6c8bffe486dd996ee393a27fc98b97722259a6db42d1d",
     "h100pod": "e0582bd422209529ab49f894156b6013fd142edaa16fef8d9c51f1256866ddf1",
-    "lab": "31adeaf90dc717d80b43fee307b41cb249efe949b9b7b8f8820b408e10474e79",
+    "lab": "d9753918739982a16a601ef41a83ce05f15f3b6cbb008a0293c0a3dde72b45ac",
 }
 
 

@@ -570,7 +570,7 @@ def test_cluster_layer_runs_containerd_and_writes_kubeadm_and_kube_vip(
     """What the cluster layer can do for real in the lab (the deploy above ran it): containerd running the
     configuration the role wrote, and the kubeadm configuration and kube-vip pod from the plan."""
     k = plan.kubernetes
-    for node in plan.nodes:
+    for node in containers(plan):  # (the VM's containerd: test_the_vm_node_was_installed_from_power_off)
         c = f"aisite-{SITE}-{node.name}"
         assert podman("exec", c, "systemctl", "is-active", "containerd").strip() == "active"
         cri = tomllib.loads(podman("exec", c, "containerd", "config", "dump"))["plugins"]["io.containerd.grpc.v1.cri"]
@@ -621,11 +621,14 @@ def test_a_changed_bmc_password_reconfigures_the_emulators(
     other = "other-bmc-pw-4Kd"
     rf = next(n for n in plan.nodes if n.bmc.protocol == "redfish")
     ipmi = next(n for n in plan.nodes if n.bmc.protocol == "ipmi")
-    every = sorted(f"aisite-{SITE}-{n.name}-bmc" for n in plan.nodes)
+    every = sorted(f"aisite-{SITE}-{n.name}-bmc" for n in containers(plan))
+    # A VM's container is its BMC too: made again, with its disk (a volume of its own) and its power state kept.
+    vms = sorted(f"aisite-{SITE}-{name}" for name in vm_nodes(plan))
     r = run_cli("lab", "up", str(stack_file), "--json", env=BMC_ENV | {"AISITE_LAB_BMC_PASSWORD": other})
     try:
         assert r.returncode == 0, r.stderr
         assert sorted(json.loads(r.stdout)["bmcs_started"]) == every
+        assert sorted(json.loads(r.stdout)["vms_started"]) == vms
         assert redfish(rf.bmc.address, "/redfish/v1/Systems", password=other)[0] == 200
         assert redfish(rf.bmc.address, "/redfish/v1/Systems")[0] == 401
         assert ipmitool(ipmi.bmc.address, "power", "status", password=other).returncode == 0
@@ -637,6 +640,10 @@ def test_a_changed_bmc_password_reconfigures_the_emulators(
     assert back.returncode == 0, back.stderr
     assert sorted(json.loads(back.stdout)["bmcs_started"]) == every
     assert redfish(rf.bmc.address, "/redfish/v1/Systems")[0] == 200
+    for vm in vm_nodes(plan):  # powered on again from its own disk, at the version it was installed at
+        wait_for(f"{vm} back on SSH", lambda vm=vm: vm_answers(plan, vm), 300)
+        marker = json.loads(vm_ssh(plan, vm, "cat /etc/aisite/installed.json"))
+        assert marker["version"] == json.loads((provision_dir(SITE) / f"{vm}.json").read_text())["installed"]["version"]
 
 
 def test_a_container_gone_behind_podmans_back_is_started_again(
@@ -1554,6 +1561,7 @@ def test_down_leaves_nothing(up: subprocess.CompletedProcess[str], stack_file: P
     assert len(json.loads(down.stdout)["containers"]) == len(ids) == expected
     assert podman("ps", "-aq", "--filter", f"label=io.aisite.lab={SITE}") == ""
     assert podman("network", "ls", "-q", "--filter", f"label=io.aisite.lab={SITE}") == ""
+    assert podman("volume", "ls", "-q", "--filter", f"label=io.aisite.lab={SITE}") == ""  # the VMs' disks
     for bridge in bridges:
         assert subprocess.run(["ip", "link", "show", bridge], capture_output=True, check=False).returncode != 0
     assert lab.monitors(ids) == []

@@ -45,6 +45,10 @@ def _existing_networks(site: str) -> set[str]:
     return {n["name"] for n in podman_json("network", "ls", "--filter", _label_filter(site), "--format", "json")}
 
 
+def _volumes(site: str) -> list[str]:
+    return podman("volume", "ls", "-q", "--filter", _label_filter(site), what="listing lab volumes").split()
+
+
 def _containers(site: str) -> dict[str, dict[str, Any]]:
     return {c["Names"][0]: c for c in podman_json("ps", "-a", "--filter", _label_filter(site), "--format", "json")}
 
@@ -437,7 +441,12 @@ def start_vm(site: str, v: LabVm, tag: str, credentials: Credentials) -> None:
         "/dev/net/tun",
         "--network",
         f"{v.bmc.network}:ip={v.bmc.address},mac={v.bmc.mac},interface_name=bmc0",
+        "--volume",
+        f"{vm.state_volume(v)}:{bmc.STATE_DIR}",
     ]
+    volumes = podman("volume", "ls", "-q", "--filter", f"label={LABEL}={site}", what="listing lab volumes").split()
+    if vm.state_volume(v) not in volumes:
+        podman("volume", "create", "--label", f"{LABEL}={site}", vm.state_volume(v), what=f"a volume for {v.name}")
     for a in v.ports:
         args += ["--network", f"{a.network}:ip={a.address},mac={a.mac},interface_name={a.interface}"]
     if accel == "kvm":
@@ -651,7 +660,12 @@ def down(site: str, say: Say) -> dict[str, list[str]]:
     if nets:
         podman("network", "rm", *nets, what="removing lab networks")
         removed["networks"] = nets
-    leftover = sorted(_containers(site)) + sorted(_existing_networks(site))
+    # The lab VMs' disks and power state.
+    volumes = sorted(_volumes(site))
+    if volumes:
+        podman("volume", "rm", *volumes, what="removing lab volumes")
+        removed["volumes"] = volumes
+    leftover = sorted(_containers(site)) + sorted(_existing_networks(site)) + sorted(_volumes(site))
     if leftover:
         raise LabError(f"still present after down: {', '.join(leftover)}")
     return removed

@@ -33,6 +33,10 @@ for port in "$@"; do
   ip link set "br-$port" up
 done
 mkdir -p {bmc.STATE_DIR}
+# The state (disk, power) is on a volume of its own: a container made again (its BMC's password changed) keeps the
+# machine's disk and, as a server's power-restore policy, powers it on again if it was on.
+rm -f {bmc.STATE_DIR}/qemu.pid
+if [ "$(cat {bmc.STATE_DIR}/power 2>/dev/null)" = 1 ]; then {bmc.CONFIG_DIR}/qemu-start; fi
 exec ipmi_sim -n -c {bmc.CONFIG_DIR}/lan.conf -f {bmc.CONFIG_DIR}/sim.emu -s {bmc.STATE_DIR}
 """
 
@@ -62,7 +66,9 @@ case "$op" in
   set)
     while [ $# -ge 2 ]; do
       case "$1" in
-        power) if [ "$2" = 1 ]; then running || {bmc.CONFIG_DIR}/qemu-start; else stop; fi ;;
+        power)
+          echo "$2" > "$state/power"
+          if [ "$2" = 1 ]; then running || {bmc.CONFIG_DIR}/qemu-start; else stop; fi ;;
         reset) stop; {bmc.CONFIG_DIR}/qemu-start ;;
         boot) echo "$2" > "$state/boot"; echo "$(date +%s) boot $2" >> "$state/chassis.log" ;;
       esac
@@ -94,6 +100,11 @@ exec qemu-system-x86_64 -name {vm.node} -machine pc -accel {accel} -m {vm.memory
   {nics} \\
   -boot "order=c$once" -daemonize -pidfile "$state/qemu.pid"
 """
+
+
+def state_volume(v: LabVm) -> str:
+    """The podman volume that holds the VM's disk and power state (labelled with the site: `lab down` removes it)."""
+    return f"{v.name}-state"
 
 
 def accel() -> str:

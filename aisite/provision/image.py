@@ -1,5 +1,5 @@
 """The OS image `aisite provision` writes to a node's disk, and the installer that writes it: built on this
-machine with debootstrap from the site's mirror, once per recipe (cached by its hash under .aisite/images/).
+machine with debootstrap from the site's mirror, once per recipe (cached by its hash in the user's cache, paths.IMAGES).
 
 What comes out, in one folder: `rootfs.tar.zst` (the installed system: kernel, GRUB for BIOS and UEFI, systemd,
 networkd, sshd, Python for Ansible; no host keys, no machine id, no password), `vmlinuz` (its kernel) and
