@@ -33,25 +33,32 @@ mkdir -p {STATE_DIR}
 exec ipmi_sim -n -c {CONFIG_DIR}/lan.conf -f {CONFIG_DIR}/sim.emu -s {STATE_DIR}
 """
 
+
 # ipmi_sim calls this as `chassis <mc> get|set|check parm [value] ...`; state lives in files, so power and
-# boot device persist across commands like a real chassis.
-_CHASSIS = f"""#!/bin/sh
-state={STATE_DIR}
-mkdir -p "$state"
+# boot device persist across commands like a real chassis. `power` defines what power is: power_get (prints 0 or 1),
+# power_set 0|1 and power_reset (the emulator's power is a file; a lab VM's is whether QEMU runs: aisite.lab.vm).
+def chassis_script(power: str) -> str:
+    return (
+        "#!/bin/sh\n"
+        f"state={STATE_DIR}\n"
+        'mkdir -p "$state"\n'
+        + power
+        + """
 shift
 op=$1; shift
 case "$op" in
   get)
     for parm in "$@"; do
       case "$parm" in
-        power) echo "power:$(cat "$state/power" 2>/dev/null || echo 0)" ;;
+        power) echo "power:$(power_get)" ;;
         boot) echo "boot:$(cat "$state/boot" 2>/dev/null || echo default)" ;;
       esac
     done ;;
   set)
     while [ $# -ge 2 ]; do
       case "$1" in
-        power) echo "$2" > "$state/power" ;;
+        power) power_set "$2" ;;
+        reset) power_reset ;;
         boot) echo "$2" > "$state/boot" ;;
       esac
       shift 2
@@ -59,6 +66,15 @@ case "$op" in
 esac
 exit 0
 """
+    )
+
+
+_CHASSIS = chassis_script(
+    """power_get() { cat "$state/power" 2>/dev/null || echo 0; }
+power_set() { echo "$1" > "$state/power"; }
+power_reset() { :; }
+"""
+)
 
 _SIM_EMU = """mc_setbmc 0x20
 mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr

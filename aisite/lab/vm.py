@@ -40,14 +40,10 @@ if [ "$(cat {bmc.STATE_DIR}/power 2>/dev/null)" = 1 ]; then {bmc.CONFIG_DIR}/qem
 exec ipmi_sim -n -c {bmc.CONFIG_DIR}/lan.conf -f {bmc.CONFIG_DIR}/sim.emu -s {bmc.STATE_DIR}
 """
 
-# ipmi_sim calls this as `chassis <mc> get|set parm [value] ...`: power is whether QEMU runs; the boot device is
-# kept until the next power on, which uses it once (IPMI's one-time boot flags).
-_CHASSIS = f"""#!/bin/sh
-state={bmc.STATE_DIR}
-mkdir -p "$state"
-shift
-op=$1; shift
-running() {{ [ -f "$state/qemu.pid" ] && kill -0 "$(cat "$state/qemu.pid")" 2>/dev/null; }}
+# Power is whether QEMU runs; the boot device is kept until the next power on, which uses it once (IPMI's
+# one-time boot flags); the wanted power is kept too, for the container's next start.
+_CHASSIS = bmc.chassis_script(
+    f"""running() {{ [ -f "$state/qemu.pid" ] && kill -0 "$(cat "$state/qemu.pid")" 2>/dev/null; }}
 stop() {{
   if running; then
     pid=$(cat "$state/qemu.pid"); kill "$pid"
@@ -55,28 +51,14 @@ stop() {{
   fi
   rm -f "$state/qemu.pid"
 }}
-case "$op" in
-  get)
-    for parm in "$@"; do
-      case "$parm" in
-        power) if running; then echo "power:1"; else echo "power:0"; fi ;;
-        boot) echo "boot:$(cat "$state/boot" 2>/dev/null || echo default)" ;;
-      esac
-    done ;;
-  set)
-    while [ $# -ge 2 ]; do
-      case "$1" in
-        power)
-          echo "$2" > "$state/power"
-          if [ "$2" = 1 ]; then running || {bmc.CONFIG_DIR}/qemu-start; else stop; fi ;;
-        reset) stop; {bmc.CONFIG_DIR}/qemu-start ;;
-        boot) echo "$2" > "$state/boot"; echo "$(date +%s) boot $2" >> "$state/chassis.log" ;;
-      esac
-      shift 2
-    done ;;
-esac
-exit 0
+power_get() {{ if running; then echo 1; else echo 0; fi; }}
+power_set() {{
+  echo "$1" > "$state/power"
+  if [ "$1" = 1 ]; then running || {bmc.CONFIG_DIR}/qemu-start; else stop; fi
+}}
+power_reset() {{ stop; {bmc.CONFIG_DIR}/qemu-start; }}
 """
+)
 
 
 def _qemu_start(vm: LabVm, ports: list[str], accel: str) -> str:
