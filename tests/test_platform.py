@@ -24,7 +24,8 @@ from aisite.loader import load_site
 from aisite.plan import Plan, build_plan
 from aisite.platform import charts, jobs, objects, remote_manifests
 from aisite.platform.gitops import gitops_objects, secret_env_names
-from aisite.platform.kueue import flavor_name
+from aisite.platform.jobs import workload_objects
+from aisite.platform.kueue import HOSTNAME, PREFERRED_TOPOLOGY, REQUIRED_TOPOLOGY, flavor_name
 from aisite.platform.rails import rail_interfaces
 from tests.conftest import ROOT, STACKS
 
@@ -195,6 +196,78 @@ def test_queues_and_flavors_follow_the_plan(plan: Plan) -> None:
         assert got == {flavor_name(g): n for g, n in t.flavors} and sum(got.values()) == t.gpu_quota
         (lq,) = [o for o in objs[f"tenant-{t.name}.yaml"] if o["kind"] == "LocalQueue"]
         assert lq["metadata"]["namespace"] == t.namespace and lq["spec"]["clusterQueue"] == t.name
+
+
+def _podsets(o: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a job object that Kueue turns into pod sets (TrainJob: the runtime patch's)."""
+    spec = o["spec"]
+    if o["kind"] == "MPIJob":
+        return [r["template"] for r in spec["mpiReplicaSpecs"].values()]
+    if o["kind"] == "TrainJob":
+        return [
+            j["template"]["spec"]["template"]
+            for j in spec["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+        ]
+    return [spec["template"]] if o["kind"] == "Job" else []
+
+
+def test_placement_follows_the_fabric_the_plan_cabled(plan: Plan) -> None:
+    """Every rail node's unit, leaf block and (three tiers) pod labels match the leaves its rails cable to; a
+    flavor is topology-aware exactly when all its nodes carry every level; each GPU job in such a flavor asks for
+    one unit when a unit holds it."""
+    leaves = {s.name: s for s in plan.switches if s.role == "leaf"}
+    three_tier = any(s.role == "super-spine" for s in plan.switches)
+    for n in plan.by_role("gpu"):
+        if not n.rails:
+            assert "aisite.io/scalable-unit" not in n.labels and "aisite.io/leaf-block" not in n.labels, n.name
+            continue
+        su = n.scalable_unit
+        assert n.labels["aisite.io/scalable-unit"] == str(su)
+        block = n.labels["aisite.io/leaf-block"]
+        assert leaves[block].scalable_unit == su and {leaves[r.leaf].scalable_unit for r in n.rails} == {su}
+        assert ("aisite.io/pod" in n.labels) == three_tier, n.name
+    peers: dict[str, set[str]] = {}
+    for n in plan.by_role("gpu"):
+        if "aisite.io/pod" in n.labels:  # a unit lies in one pod
+            peers.setdefault(n.labels["aisite.io/scalable-unit"], set()).add(n.labels["aisite.io/pod"])
+    assert all(len(p) == 1 for p in peers.values())
+    kueue = objects(plan)["kueue.yaml"]
+    topologies = [o for o in kueue if o["kind"] == "Topology"]
+    levels = [lv["nodeLabel"] for t in topologies for lv in t["spec"]["levels"]]
+    if topologies:
+        assert levels[-1] == HOSTNAME and len(set(levels)) == len(levels)
+        assert levels[:-1] == [k for k in ("aisite.io/pod", "aisite.io/scalable-unit") if k in levels]
+    for f in (o for o in kueue if o["kind"] == "ResourceFlavor"):
+        gtype = f["spec"]["nodeLabels"]["aisite.io/gpu-type"]
+        nodes = [n for n in plan.by_role("gpu") if n.gpu and n.gpu.type == gtype]
+        complete = all(k in n.labels for n in nodes for k in levels[:-1]) and bool(levels)
+        assert ("topologyName" in f["spec"]) == complete, f["metadata"]["name"]
+        if complete:
+            assert f["spec"]["topologyName"] == topologies[0]["metadata"]["name"]
+    aware = {f["spec"]["nodeLabels"]["aisite.io/gpu-type"] for f in kueue if "topologyName" in f.get("spec", {})}
+    for w in plan.workloads:
+        for o in workload_objects(plan, w):
+            for tmpl in _podsets(o):
+                ann = tmpl.get("metadata", {}).get("annotations", {})
+                gpus = "nvidia.com/gpu" in json.dumps(tmpl["spec"].get("containers", []))
+                request = {k: v for k, v in ann.items() if k in (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY)}
+                if not (gpus or o["kind"] == "TrainJob") or w.gpu_type not in aware:
+                    assert not request, (w.name, request)
+                    continue
+                ((key, level),) = request.items()
+                assert level in levels[:-1]
+                pinned = tmpl["spec"].get("nodeSelector", {}).get("aisite.io/scalable-unit")
+                assert key == REQUIRED_TOPOLOGY or pinned is None, w.name
+
+
+def test_a_mixed_gpu_type_keeps_its_flavor_without_topology() -> None:
+    """The lab's T4s: two rail nodes and a VM without rails, so the t4 flavor cannot be topology-aware."""
+    plan = build_plan(load_site(ROOT / "stacks/Pulumi.lab.yaml"))
+    kueue = objects(plan)["kueue.yaml"]
+    (flavor,) = [o for o in kueue if o["kind"] == "ResourceFlavor"]
+    assert "topologyName" not in flavor["spec"] and not [o for o in kueue if o["kind"] == "Topology"]
+    assert [n.name for n in plan.by_role("gpu") if not n.rails] == ["infer01"]
+    assert "kueue.x-k8s.io/podset-required-topology" not in json.dumps(jobs(plan))
 
 
 def test_a_storage_class_per_export(plan: Plan) -> None:

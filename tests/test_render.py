@@ -13,6 +13,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
+from hostlist import expand_hostlist  # type: ignore[import-untyped]
 
 from aisite.errors import SiteError
 from aisite.loader import load_site
@@ -275,3 +276,43 @@ def test_a_node_pulling_its_layers_has_every_collection_their_roles_use() -> Non
                         used.setdefault(name, set()).add(f"{role}/{path.parent.name}/{path.name}")
     assert {"ansible.posix", "community.general"} <= set(used)  # the scan finds what is there
     assert {name: sorted(where) for name, where in used.items() if name not in have} == {}
+
+
+def test_slurm_topology_puts_every_rail_node_under_its_unit_and_pod(plan) -> None:  # type: ignore[no-untyped-def]
+    """slurm/topology.conf as Slurm's tree plugin reads it: each rail node under exactly one switch, its unit's;
+    units under their pod (three tiers); one root; every switch named as a child exists."""
+    text = bundle(plan)["slurm/topology.conf"]
+    switches: dict[str, dict[str, list[str]]] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        fields = dict(f.split("=", 1) for f in line.split())
+        name = fields.pop("SwitchName")
+        assert name not in switches and set(fields) <= {"Nodes", "Switches"}
+        switches[name] = {k: expand_hostlist(v) for k, v in fields.items()}
+    placed = [(n, s) for s, f in switches.items() for n in f.get("Nodes", [])]
+    rail = {n.name: n for n in plan.by_role("gpu") if n.rails}
+    assert sorted(n for n, _ in placed) == sorted(rail)
+    for node, sw in placed:
+        assert sw == f"su{rail[node].labels['aisite.io/scalable-unit']}"
+    children = [c for f in switches.values() for c in f.get("Switches", [])]
+    assert set(children) <= set(switches) and len(children) == len(set(children))
+    assert len(set(switches) - set(children)) == 1  # one root
+    for sw, f in switches.items():
+        for c in f.get("Switches", []):
+            if sw.startswith("pod"):
+                pods = {
+                    n.labels["aisite.io/pod"] for n in rail.values() if f"su{n.labels['aisite.io/scalable-unit']}" == c
+                }
+                assert pods == {sw[3:]}
+
+
+def test_a_site_without_rail_nodes_gets_no_slurm_topology(tmp_path: Path) -> None:
+    data = yaml.safe_load((ROOT / "stacks/Pulumi.lab.yaml").read_text())
+    site = data["config"]["aisite:site"]
+    site["gpu_nodes"] = site["gpu_nodes"][1:]  # the VM group alone: no rails
+    site.pop("workloads")
+    site["kubernetes"]["tenants"][0]["gpu_quota"] = 1
+    (tmp_path / "Pulumi.norails.yaml").write_text(yaml.safe_dump(data))
+    plan = build_plan(load_site(tmp_path / "Pulumi.norails.yaml"))
+    assert "slurm/topology.conf" not in bundle(plan)

@@ -228,6 +228,18 @@ class _Builder:
             self.cables.append(Cable("rail", ref.name, names[r], leaf, leaf_port, min(nic_speed, leaves.speed_gbps)))
         return su, tuple(out)
 
+    def placement_labels(self, su: int) -> dict[str, str]:
+        """Where a rail node sits in the fabric, as the schedulers' topology levels read it: its scalable unit,
+        the block of leaves its rails cable to (named by the block's first leaf) and, in three tiers, its pod."""
+        layout = self.layout
+        out = {
+            f"{LABEL_PREFIX}/scalable-unit": str(su),
+            f"{LABEL_PREFIX}/leaf-block": self.leaf_names[su * layout.leaves_per_su],
+        }
+        if layout.three_tier:
+            out[f"{LABEL_PREFIX}/pod"] = str(su // layout.pod_size)
+        return out
+
     def node(self, ref: _NodeRef) -> Node:
         site = self.site
         bmc = self.bmc(ref)
@@ -261,7 +273,7 @@ class _Builder:
             taints.append(GPU_TAINT)
             su, rails = self.rails(ref, group, speed)
             if su is not None:
-                labels[f"{LABEL_PREFIX}/scalable-unit"] = str(su)
+                labels |= self.placement_labels(su)
                 labels[f"{LABEL_PREFIX}/rails"] = str(len(rails))
         labels |= group.labels | ref.spec.labels
         taints.extend(NodeTaint.of(t) for t in (*group.taints, *ref.spec.taints))

@@ -240,7 +240,7 @@ def charts(plan: Plan) -> list[Chart]:
         namespace = "nvidia-network-operator"
         out.append(chart("network-operator", "network-operator", namespace, values, provides, level="privileged"))
     if "kueue" in addons:
-        provides = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
+        provides = ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
         out.append(chart("kueue", "kueue", "kueue-system", _kueue(plan, monitoring), provides, level="restricted"))
     if "training-operator" in addons:
         trainer = ("TrainJob", "ClusterTrainingRuntime")

@@ -21,7 +21,14 @@ from typing import Any
 from aisite.payloads import command_args
 from aisite.plan import LABEL_PREFIX, Plan, TenantPlan, WorkloadPlan
 from aisite.platform.common import GPU_RESOURCE, labels, obj
-from aisite.platform.kueue import LOCAL_QUEUE
+from aisite.platform.kueue import (
+    LOCAL_QUEUE,
+    PREFERRED_TOPOLOGY,
+    REQUIRED_TOPOLOGY,
+    UNIT_LEVEL,
+    topology_aware,
+    topology_levels,
+)
 from aisite.platform.rails import pool_name, rail_interfaces, rail_resource
 from aisite.platform.trainer import TRAINER_RUNTIME
 
@@ -105,12 +112,26 @@ def _resources(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
     return {"limits": limits, "requests": dict(limits)} if limits else {}
 
 
+def topology_request(plan: Plan, w: WorkloadPlan) -> dict[str, str]:
+    """Kueue's placement of the job's pods where its flavor is topology-aware: all within one scalable unit when
+    the site has a unit that fits the job (NCCL's rings then stay under one block of leaves), else as few units
+    (pods, in three tiers) as Kueue can find."""
+    if not w.gpus_per_node or "kueue" not in plan.kubernetes.addons or not topology_aware(plan, w.gpu_type):
+        return {}
+    if _scalable_unit(plan, w) is not None:
+        return {REQUIRED_TOPOLOGY: UNIT_LEVEL}
+    return {PREFERRED_TOPOLOGY: topology_levels(plan)[0]}
+
+
 def _pod_meta(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
     su = _scalable_unit(plan, w)
     meta: dict[str, Any] = {"labels": labels(plan, tenant=w.tenant, workload=w.name)}
+    annotations = topology_request(plan, w)
     rails = _rails(plan)
     if rails and su is not None:
-        meta["annotations"] = {"k8s.v1.cni.cncf.io/networks": ",".join(f"{w.tenant}-{pool_name(r, su)}" for r in rails)}
+        annotations["k8s.v1.cni.cncf.io/networks"] = ",".join(f"{w.tenant}-{pool_name(r, su)}" for r in rails)
+    if annotations:
+        meta["annotations"] = annotations
     return meta
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from aisite.plan import Plan
 from aisite.render.inventory import inventory_yaml
 from aisite.render.manifests import gitops_files, manifest_files
+from aisite.render.slurm import topology_conf
 
 
 def bundle(plan: Plan) -> dict[str, str]:
@@ -22,6 +23,8 @@ def bundle(plan: Plan) -> dict[str, str]:
     }
     files.update({f"manifests/{name}": text for name, text in manifest_files(plan).items()})
     files.update({f"gitops/{name}": text for name, text in gitops_files(plan).items()})
+    if slurm := topology_conf(plan):
+        files["slurm/topology.conf"] = slurm
     return files
 
 
