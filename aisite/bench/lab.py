@@ -86,16 +86,15 @@ def placements(nodes: list[Node]) -> list[list[tuple[Node, Rail]]]:
     return series
 
 
-def _resnet(plan: Plan, w: WorkloadPlan, ranks: list[tuple[Node, Rail]], opts: Options, say: Say) -> Result:
+def launch(
+    plan: Plan, ranks: list[tuple[Node, Rail]], module: str, args: list[str], *, timeout: float, what: str, port: int
+) -> list[str]:
+    """Run `python -m module args` once per rank, each in its node's network namespace with the torch.distributed
+    environment (rank 0's rail address is the rendezvous; gloo leaves on each rank's rail); their stdouts."""
     master = ranks[0][1].address
-    port = 29500 + len(ranks)
-    hosts = sorted({n.name for n, _ in ranks})
-    say(
-        f"{w.name}: {len(ranks)} process(es) on {', '.join(hosts)} over "
-        + ", ".join(f"{n.name}:{r.interface}" for n, r in ranks)
-    )
     procs = []
     local: dict[str, int] = {}
+    nodes = len({n.name for n, _ in ranks})
     for rank, (node, rail) in enumerate(ranks):
         local_rank = local.get(node.name, 0)
         local[node.name] = local_rank + 1
@@ -108,6 +107,7 @@ def _resnet(plan: Plan, w: WorkloadPlan, ranks: list[tuple[Node, Rail]], opts: O
             "MASTER_PORT": str(port),
             "GLOO_SOCKET_IFNAME": rail.interface,  # gloo's traffic leaves on this rank's rail
             "OMP_NUM_THREADS": "1",
+            "AISITE_NODES": str(nodes),
             "PYTHONPATH": str(ROOT),
         }
         cmd = [
@@ -119,20 +119,12 @@ def _resnet(plan: Plan, w: WorkloadPlan, ranks: list[tuple[Node, Rail]], opts: O
             *(f"{k}={v}" for k, v in env.items()),
             sys.executable,
             "-m",
-            "aisite.payloads.resnet",
-            *command_args(w.name, w.kind, w.batch_size or opts.batch_size, len(hosts)),
-            "--image-size",
-            str(opts.image_size),
-            "--warmup",
-            str(opts.warmup),
-            "--steps",
-            str(opts.steps),
-            "--threads",
-            "1",
+            module,
+            *args,
         ]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
     outputs = []
-    deadline = time.monotonic() + opts.timeout
+    deadline = time.monotonic() + timeout
     try:
         for rank, p in enumerate(procs):
             stdout, stderr = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
@@ -140,16 +132,39 @@ def _resnet(plan: Plan, w: WorkloadPlan, ranks: list[tuple[Node, Rail]], opts: O
             if p.returncode:
                 node, rail = ranks[rank]
                 raise BenchError(
-                    f"{w.name}: rank {rank} on {node.name} ({rail.interface} {rail.address}) exited with "
+                    f"{what}: rank {rank} on {node.name} ({rail.interface} {rail.address}) exited with "
                     f"{p.returncode}: {stderr.strip()[-600:]}"
                 )
     except subprocess.TimeoutExpired:
-        raise BenchError(f"{w.name}: no result within {opts.timeout:.0f} s (rendezvous at {master}:{port})") from None
+        raise BenchError(f"{what}: no result within {timeout:.0f} s (rendezvous at {master}:{port})") from None
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+    return outputs
+
+
+def _resnet(plan: Plan, w: WorkloadPlan, ranks: list[tuple[Node, Rail]], opts: Options, say: Say) -> Result:
+    hosts = sorted({n.name for n, _ in ranks})
+    say(
+        f"{w.name}: {len(ranks)} process(es) on {', '.join(hosts)} over "
+        + ", ".join(f"{n.name}:{r.interface}" for n, r in ranks)
+    )
+    args = [
+        *command_args(w.name, w.kind, w.batch_size or opts.batch_size, len(hosts)),
+        "--image-size",
+        str(opts.image_size),
+        "--warmup",
+        str(opts.warmup),
+        "--steps",
+        str(opts.steps),
+        "--threads",
+        "1",
+    ]
+    outputs = launch(
+        plan, ranks, "aisite.payloads.resnet", args, timeout=opts.timeout, what=w.name, port=29500 + len(ranks)
+    )
     found = collect(outputs[0], f"{w.name} rank 0")
     if len(found) != 1:
         raise BenchError(f"{w.name}: rank 0 printed {len(found)} results, expected one")
