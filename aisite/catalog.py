@@ -86,3 +86,30 @@ SWITCH_MODELS: dict[str, SwitchHardware] = {
         SwitchHardware("SN2700", 32, 100, 64),
     )
 }
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptanceFigure:
+    """What acceptance requires of one measurement on one kind of hardware, and where the figure comes from."""
+
+    value: float
+    unit: str
+    source: str
+
+
+AZURE_NHC = "Azure HPC node health checks (github.com/Azure/azurehpc-health-checks)"
+# NCCL all_reduce_perf bus bandwidth within one 8-GPU node (NVLink/NVSwitch), at a large message size.
+NCCL_BUSBW_GBPS: dict[str, AcceptanceFigure] = {
+    "a100": AcceptanceFigure(228.0, "GB/s", f"{AZURE_NHC} README, check_nccl_allreduce, ND96asr_v4 (8x A100)"),
+    "h100": AcceptanceFigure(460.0, "GB/s", f"{AZURE_NHC} README, check_nccl_allreduce, ND96isr_H100_v5 (8x H100)"),
+    "h200": AcceptanceFigure(431.0, "GB/s", f"{AZURE_NHC}, ND H200 v5 (8x H200), as issue 27 quotes it"),
+}
+# perftest ib_write_bw per port, by the port's speed in Gb/s.
+IB_WRITE_BW_GBPS: dict[int, AcceptanceFigure] = {
+    200: AcceptanceFigure(180.0, "Gb/s", f"{AZURE_NHC} README, check_ib_bw_gdr, ND96asr_v4 (HDR 200G)"),
+    400: AcceptanceFigure(
+        375.0, "Gb/s", f"{AZURE_NHC}, ND H100 v5 (NDR 400G), as issue 27 quotes it (the README's table: 380)"
+    ),
+}
+# DCGM diagnostics run level per acceptance level (dcgmi diag -r): 1 takes seconds, 2 about 2 min, 3 about 15 min.
+DCGM_LEVELS = {"quick": 1, "full": 3}

@@ -60,7 +60,25 @@ def check_site(site: Site) -> list[Problem]:
     _check_exports(site, out)
     _check_gitops(site, groups, out)
     _check_provisioning(site, groups, out)
+    _check_acceptance(site, out)
     return out
+
+
+def _check_acceptance(site: Site, out: list[Problem]) -> None:
+    a = site.acceptance
+    if a.degraded_fraction < a.fail_fraction:
+        out.append(
+            Problem(
+                "site.acceptance.degraded_fraction",
+                f"{a.degraded_fraction} is below fail_fraction {a.fail_fraction}: a figure would fail before degrading",
+            )
+        )
+    types = {group_hardware(g)[0] for g in site.gpu_nodes}
+    out.extend(
+        Problem(f"site.acceptance.nccl_busbw_gbps.{t}", f"the site has no {t} GPUs")
+        for t in a.nccl_busbw_gbps
+        if t not in types
+    )
 
 
 def _check_provisioning(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:

@@ -163,6 +163,19 @@ _FIELDS: set[str] = set()
 _known_fields(model.Site, _FIELDS)
 
 
+def _fields_at(loc: tuple[Any, ...]) -> set[str]:
+    """The keys the model at `loc` accepts (its siblings suggest a misspelt key best); empty if it cannot be told."""
+    models: list[type[BaseModel]] = [model.Site]
+    for part in loc:
+        if not isinstance(part, str):
+            continue  # a list index or dict key: the same models hold the item
+        owner = next((m for m in models if part in m.model_fields), None)
+        if owner is None:
+            return set()
+        models = _model_args(owner.model_fields[part].annotation)
+    return {f for m in models for f in m.model_fields}
+
+
 def _message(err: Any) -> str:
     kind = err["type"]
     key = err["loc"][-1] if err["loc"] else ""
@@ -172,7 +185,7 @@ def _message(err: Any) -> str:
                 f"unknown key {key!r}: secrets are never written in a stack file; reference a secret declared "
                 "under site.secrets (its password_from names an env variable, Pulumi secret or vault file)"
             )
-        close = difflib.get_close_matches(str(key), _FIELDS, n=1)
+        close = difflib.get_close_matches(str(key), _fields_at(err["loc"][:-1]) or _FIELDS, n=1)
         return f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
     if kind == "missing":
         return "required key is missing"

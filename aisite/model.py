@@ -550,6 +550,31 @@ class Provisioning(Strict):
     image_packages: Annotated[list[DebPackage], Field(max_length=256)] = []
 
 
+GpuTypeKey = Annotated[str, AfterValidator(_gpu_type)]
+Fraction = Annotated[float, Field(gt=0, le=1)]
+Bandwidth = Annotated[float, Field(gt=0, le=1e6)]
+
+
+class Acceptance(Strict):
+    """`aisite accept`: what a measurement must reach, over the built-in table of aisite.accept.thresholds (GPU
+    and NIC models, with sources), and where its jobs run on a site."""
+
+    # NCCL all_reduce bus bandwidth (GB/s) of one full node, per GPU type: replaces the table's figure.
+    nccl_busbw_gbps: dict[GpuTypeKey, Bandwidth] = {}
+    # ib_write_bw (Gb/s) per NIC speed in Gb/s (e.g. {400: 380}): replaces the table's figure.
+    ib_write_bw_gbps: dict[Annotated[int, Field(ge=1, le=3200)], Bandwidth] = {}
+    # A link, pair or group below this share of the best of its kind (same stage, same group size) fails, below
+    # degraded_fraction it is degraded: a figure alone does not tell a slow cable from a slow fabric.
+    fail_fraction: Fraction = 0.5
+    degraded_fraction: Fraction = 0.8
+    # The lab's floors (CPUs and veths set its figures, not a NIC model): iperf3 Gb/s, gloo all_reduce GB/s.
+    lab_min_gbps: Bandwidth = 0.5
+    lab_min_busbw_gbps: Bandwidth = 0.02
+    # The namespace a site's acceptance jobs run in (created by the platform, privileged: DCGM diagnostics and
+    # perftest need the devices).
+    namespace: DnsLabel = "aisite-acceptance"
+
+
 class Site(Strict):
     name: Name
     description: Text = ""
@@ -571,6 +596,7 @@ class Site(Strict):
     workloads: list[Workload] = []
     gitops: Gitops | None = None
     provisioning: Provisioning | None = None
+    acceptance: Acceptance = Acceptance()
 
 
 def group_hardware(group: GpuGroup) -> tuple[str, int, int, int, bool]:

@@ -61,3 +61,8 @@ def provision_dir(site: str) -> Path:
     """What `aisite provision` recorded per node (<node>.json: status, version, host keys, step times), the last
     run (last.json) and the installed nodes' host keys (known_hosts). Resolved: the inventory names known_hosts."""
     return STATE.resolve() / site / "provision"
+
+
+def accept_dir(site: str) -> Path:
+    """`aisite accept`'s last report (report.json) and its heat map (heatmap.png)."""
+    return site_dir(site) / "accept"

@@ -106,6 +106,7 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
         "manifests/workloads/resnet50-train.yaml",
         "manifests/workloads/team-a.yaml",
         "plan.json",
+        "slurm/topology.conf",
     ]
     # What `make manifests` commits for the site is what render writes.
     for p in (out / "manifests").rglob("*.yaml"):

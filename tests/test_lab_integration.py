@@ -33,7 +33,7 @@ import yaml
 
 from aisite import oob
 from aisite.components.bmc import BmcStateProvider
-from aisite.lab import images, lab, mirror
+from aisite.lab import faults, images, lab, mirror
 from aisite.lab.bmc import system_uuid
 from aisite.lab.podman import CONF
 from aisite.lab.topology import lab_mac, lab_topology, vm_nodes
@@ -562,6 +562,45 @@ def test_bench_runs_ddp_and_iperf3_over_the_rails_and_reports_them(
     assert rows[("iperf3", 1)]["verdict"] == ("pass" if iperf["value"] >= 0.5 else "fail")
     assert report.returncode == (0 if iperf["value"] >= 0.5 else 1)
     assert Path(doc["plot"]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_accept_names_the_slowed_rail_and_the_wrong_mtu_and_nothing_else(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    """Two faults injected into the deployed lab: one node's rail slowed on its side of the veth (netem where the
+    kernel has it, else tbf), another node's rail MTU set to 1500. `aisite accept` runs every stage for real and
+    names exactly those two (node and rail), with the evidence that shows them, and draws the heat map."""
+    gpus = [n for n in plan.by_role("gpu") if n.rails]
+    slow, mtu = (gpus[1], gpus[1].rails[-1]), (gpus[0], gpus[0].rails[0])
+    try:
+        qdisc = faults.slow_rail(plan, slow[0].name, slow[1].interface, rate_mbit=500)
+        faults.set_mtu(plan, mtu[0].name, mtu[1].interface, 1500)
+        r = run_cli("accept", str(stack_file), "--json", env=BMC_ENV)
+    finally:
+        for node, rail in (slow, mtu):
+            faults.clear(plan, node.name, rail.interface)
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    named = {(f["node"], f["interface"], f["peer"]) for f in doc["findings"]}
+    assert named == {(slow[0].name, slow[1].interface, None), (mtu[0].name, mtu[1].interface, None)}, (
+        qdisc,
+        doc["findings"],
+    )
+    by_node = {f["node"]: f for f in doc["findings"]}
+    assert by_node[mtu[0].name]["what"].startswith("mtu: 1500")
+    # The slowed rail shows on its link, on the pair it sends on, and in its unit's all_reduce (bisected to it).
+    evidence = by_node[slow[0].name]["evidence"]
+    assert any(">" in e and e.startswith(f"{slow[0].name}:{slow[1].interface}") for e in evidence), evidence
+    assert any(e.startswith(f"unit{slow[0].scalable_unit}/rail{slow[1].index}") for e in evidence), evidence
+    checks = doc["checks"]
+    stages = {c["stage"] for c in checks if c["verdict"] != "skipped"}
+    assert {"node", "link", "pair", "group"} <= stages
+    passing = [c for c in checks if c["stage"] in ("link", "pair") and c["verdict"] == "pass"]
+    assert passing and all(c["value"] > 0.5 for c in passing)
+    assert all(c["verdict"] == "skipped" for c in checks if c["metric"] in ("dcgm-diag", "roce-qos")), "no GPU or mlx5"
+    assert Path(doc["heatmap"]).read_bytes()[:4] == b"\x89PNG"
+    # Cleared: the rails are as the plan has them again.
+    assert addresses(f"aisite-{SITE}-{mtu[0].name}")[mtu[1].interface]["mtu"] == mtu[1].mtu
 
 
 def test_cluster_layer_runs_containerd_and_writes_kubeadm_and_kube_vip(

@@ -41,7 +41,7 @@ class Options:
     timeout: float = 600.0
 
 
-def _pid(plan: Plan, host: str) -> int:
+def pid(plan: Plan, host: str) -> int:
     name = container_name(plan, host)
     out = podman("inspect", "--format", "{{.State.Status}} {{.State.Pid}}", name, check=False).split()
     if len(out) != 2 or out[0] != "running" or out[1] == "0":
@@ -55,7 +55,7 @@ def fabric_bytes(plan: Plan) -> dict[str, int]:
     for sw in plan.switches:
         if sw.role not in FABRIC_ROLES:
             continue
-        links = json.loads(run(["nsenter", "-t", str(_pid(plan, sw.name)), "-n", "ip", "-j", "-s", "link", "show"]))
+        links = json.loads(run(["nsenter", "-t", str(pid(plan, sw.name)), "-n", "ip", "-j", "-s", "link", "show"]))
         out[sw.name] = sum(
             link["stats64"]["tx"]["bytes"] for link in links if link.get("ifname") != "lo" and "stats64" in link
         )
@@ -113,7 +113,7 @@ def launch(
         cmd = [
             "nsenter",
             "-t",
-            str(_pid(plan, node.name)),
+            str(pid(plan, node.name)),
             "-n",
             "env",
             *(f"{k}={v}" for k, v in env.items()),

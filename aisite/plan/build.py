@@ -16,6 +16,7 @@ from aisite.model import (
     SwitchSpec,
     group_hardware,
 )
+from aisite.plan.acceptance import acceptance_plan
 from aisite.plan.fabric import (
     fabric_layout,
     group_rails,
@@ -458,6 +459,7 @@ def build_plan(site: Site) -> Plan:
         tenants=tenant_plans(site),
         workloads=workload_plans(site),
         provisioning=provisioning_plan(site, nodes),
+        acceptance=acceptance_plan(site, nodes, {c.speed_gbps for c in b.cables if c.kind == "rail"}),
         secrets={
             name: {
                 "username": s.username,

@@ -381,6 +381,30 @@ class ProvisioningPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class Threshold:
+    """One figure acceptance holds a measurement to: the catalog's (with its source) or the site's."""
+
+    key: str  # a GPU type, or a NIC speed in Gb/s
+    value: float
+    unit: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptancePlan:
+    """`aisite accept`'s thresholds for this site's hardware (site.acceptance over the catalog's table)."""
+
+    namespace: str
+    dcgm_levels: dict[str, int]
+    nccl_busbw: tuple[Threshold, ...]  # per GPU type of the site that has a figure
+    ib_write_bw: tuple[Threshold, ...]  # per rail NIC speed of the site that has a figure
+    fail_fraction: float
+    degraded_fraction: float
+    lab_min_gbps: float
+    lab_min_busbw_gbps: float
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     site: str
     domain: str
@@ -405,6 +429,7 @@ class Plan:
     exports: tuple[ExportPlan, ...] = ()
     gitops: GitopsPlan | None = None
     provisioning: ProvisioningPlan | None = None
+    acceptance: AcceptancePlan | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

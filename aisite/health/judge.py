@@ -1,0 +1,197 @@
+"""A node's facts against what the plan says it is: one verdict, with every problem and what was not checked.
+Standard library only (runs on the nodes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aisite.health.parse import GpuMemoryState, LinkState, NvlinkState, XidEvent
+
+# XIDs a user's program causes (illegal address, MMU fault from the program, ...) rather than the hardware: the
+# NVIDIA device plugin's default skip list (k8s-device-plugin internal/rm/health.go: 13, 31, 43, 45, 68, 109).
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """What the plan says of the node."""
+
+    node: str
+    gpus: int
+    nvlink: bool  # NVSwitch/NVLink systems: every GPU's links active
+    rails: tuple[tuple[str, int, str], ...]  # (interface, MTU, address/prefix)
+    max_fs_used: float = 0.95
+    max_clock_offset_s: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class FileSystem:
+    mount: str
+    read_only: bool
+    used: float  # share of its blocks in use
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    synchronised: bool
+    offset_s: float
+
+
+@dataclass(slots=True)
+class Facts:
+    """What the node's tools said; None: the tool was not there (no GPU driver, no chrony)."""
+
+    xids: list[XidEvent] | None = None
+    memory: list[GpuMemoryState] | None = None
+    nvlink: list[NvlinkState] | None = None
+    links: dict[str, LinkState] | None = None
+    filesystems: list[FileSystem] | None = None
+    clock: Clock | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    check: str  # xid | ecc | nvlink | gpu-count | rail | filesystem | clock
+    subject: str  # the GPU, link or mount
+    message: str
+
+
+@dataclass(slots=True)
+class NodeHealth:
+    node: str
+    problems: list[Problem] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+    @property
+    def reason(self) -> str:
+        """The first problem's check: the taint's value (a label value: one word)."""
+        return self.problems[0].check if self.problems else ""
+
+
+def judge(facts: Facts, expected: Expected) -> NodeHealth:
+    h = NodeHealth(expected.node)
+    gpu = expected.gpus > 0
+    _xids(facts, h, gpu)
+    _memory(facts, expected, h, gpu)
+    _nvlink(facts, expected, h)
+    _rails(facts, expected, h)
+    _filesystems(facts, expected, h)
+    _clock(facts, expected, h)
+    return h
+
+
+def _xids(facts: Facts, h: NodeHealth, gpu: bool) -> None:
+    if facts.xids is None:
+        h.skipped.append("xid: no kernel log read")
+        return
+    h.checked.append("xid")
+    for e in facts.xids:
+        if e.xid not in APPLICATION_XIDS:
+            h.problems.append(Problem("xid", e.pci, f"XID {e.xid}: {e.text}".rstrip(": ")))
+
+
+def _memory(facts: Facts, expected: Expected, h: NodeHealth, gpu: bool) -> None:
+    if not gpu:
+        return
+    if facts.memory is None:
+        h.skipped.append("ecc, gpu-count: nvidia-smi is not on this node")
+        return
+    h.checked += ["gpu-count", "ecc"]
+    if len(facts.memory) != expected.gpus:
+        h.problems.append(
+            Problem("gpu-count", "node", f"{len(facts.memory)} GPUs answer, the plan has {expected.gpus}")
+        )
+    for g in facts.memory:
+        subject = g.bus_id
+        # NVIDIA's memory error management (A100/H100): a failed remap means the GPU cannot mask its bad memory any
+        # more (replace it); a pending one needs a GPU reset; SRAM uncorrectable errors and a pending page
+        # retirement (pre-Ampere) take the GPU out as well. DRAM uncorrectable errors the driver remapped are not a
+        # fault by themselves.
+        if g.remap_failed:
+            h.problems.append(Problem("ecc", subject, "row remapping failed: the GPU needs replacing"))
+        if g.remap_pending:
+            h.problems.append(
+                Problem(
+                    "ecc", subject, f"row remapping pending ({g.remap_uncorrectable or 0} uncorrectable): reset the GPU"
+                )
+            )
+        if g.volatile_sram_uncorrectable:
+            h.problems.append(Problem("ecc", subject, f"{g.volatile_sram_uncorrectable} uncorrectable SRAM ECC errors"))
+        if g.retired_pending:
+            h.problems.append(Problem("ecc", subject, "a page retirement is pending: reset the GPU"))
+        if g.ecc_mode == "Disabled" and expected.nvlink:
+            h.problems.append(Problem("ecc", subject, "ECC is disabled on a data-centre GPU"))
+
+
+def _nvlink(facts: Facts, expected: Expected, h: NodeHealth) -> None:
+    if not expected.nvlink:
+        return
+    if facts.nvlink is None:
+        h.skipped.append("nvlink: nvidia-smi is not on this node")
+        return
+    h.checked.append("nvlink")
+    if len(facts.nvlink) != expected.gpus:
+        h.problems.append(
+            Problem("nvlink", "node", f"NVLink status for {len(facts.nvlink)} GPUs, the plan has {expected.gpus}")
+        )
+    for g in facts.nvlink:
+        subject = f"GPU {g.index}"
+        if g.all_inactive or not g.links:
+            h.problems.append(Problem("nvlink", subject, "all NVLinks inactive"))
+            continue
+        down = sorted(link for link, speed in g.links.items() if speed is None)
+        if down:
+            h.problems.append(Problem("nvlink", subject, f"NVLink {', '.join(map(str, down))} inactive"))
+        speeds = {s for s in g.links.values() if s is not None}
+        if len(speeds) > 1:
+            h.problems.append(Problem("nvlink", subject, f"NVLinks at unequal speeds: {sorted(speeds)} GB/s"))
+
+
+def _rails(facts: Facts, expected: Expected, h: NodeHealth) -> None:
+    if not expected.rails:
+        return
+    if facts.links is None:
+        h.skipped.append("rail: interfaces not read")
+        return
+    h.checked.append("rail")
+    for name, mtu, address in expected.rails:
+        link = facts.links.get(name)
+        if link is None:
+            h.problems.append(Problem("rail", name, "missing"))
+        elif not link.up:
+            h.problems.append(Problem("rail", name, f"down (operstate {link.operstate})"))
+        else:
+            if link.mtu != mtu:
+                h.problems.append(Problem("rail", name, f"MTU {link.mtu}, the plan's {mtu}"))
+            if address not in link.addresses:
+                h.problems.append(Problem("rail", name, f"address {address} missing"))
+
+
+def _filesystems(facts: Facts, expected: Expected, h: NodeHealth) -> None:
+    if facts.filesystems is None:
+        h.skipped.append("filesystem: not read")
+        return
+    h.checked.append("filesystem")
+    for fs in facts.filesystems:
+        if fs.read_only:
+            h.problems.append(Problem("filesystem", fs.mount, "mounted read-only"))
+        if fs.used > expected.max_fs_used:
+            h.problems.append(Problem("filesystem", fs.mount, f"{fs.used:.0%} full (limit {expected.max_fs_used:.0%})"))
+
+
+def _clock(facts: Facts, expected: Expected, h: NodeHealth) -> None:
+    if facts.clock is None:
+        h.skipped.append("clock: no time service answered")
+        return
+    h.checked.append("clock")
+    if not facts.clock.synchronised:
+        h.problems.append(Problem("clock", "node", "not synchronised"))
+    elif abs(facts.clock.offset_s) > expected.max_clock_offset_s:
+        h.problems.append(
+            Problem("clock", "node", f"offset {facts.clock.offset_s:+.3f} s (limit {expected.max_clock_offset_s} s)")
+        )

@@ -1,0 +1,198 @@
+"""Reading the tools' own output into facts. Standard library only (this file runs on the nodes).
+
+- the kernel log (dmesg, journalctl -k): NVIDIA XID events `NVRM: Xid (PCI:0000:3b:00): 79, ...`, and the
+  multi-line "has fallen off the bus" report newer drivers print without an XID (taken as XID 79);
+- `nvidia-smi -q` (whole, or sections such as `-d ECC,ROW_REMAPPER,PAGE_RETIREMENT`): per GPU its ECC mode,
+  uncorrectable counts, retired pages pending and row remapping state;
+- `nvidia-smi nvlink --status`: per GPU its links and their speed, or that all are inactive; `dcgmi nvlink
+  --link-status`: per GPU each link up or down;
+- `ip -j addr`: interfaces, their state, MTU and IPv4 addresses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+_XID = re.compile(r"NVRM: Xid \(PCI:(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+)(?:, (?P<rest>.*))?")
+_FELL_OFF = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9a-fA-F:.]+)")
+_GPU_HEADER = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_NVLINK_GPU = re.compile(r"^GPU (?P<index>\d+): (?P<name>.*?)(?: \(UUID: (?P<uuid>[^)]+)\))?\s*$")
+_NVLINK_LINK = re.compile(r"^\s+Link (?P<link>\d+): (?P<state>.*?)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    pci: str  # the PCI address as the driver prints it (domain:bus:device)
+    xid: int
+    text: str  # what follows the number: process, channel, the driver's words
+
+
+def xid_events(log: str) -> list[XidEvent]:
+    """Every XID in a kernel log, in order; a 'fallen off the bus' report without an XID counts as XID 79."""
+    out: list[XidEvent] = []
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if m := _XID.search(line):
+            out.append(XidEvent(m["pci"].lower(), int(m["xid"]), (m["rest"] or "").strip()))
+        elif (m := _FELL_OFF.search(line)) and "fallen off the bus" in " ".join(lines[i : i + 3]):
+            pci = m["pci"].lower()
+            # The driver's short form drops the function (0000:b3:00.0 -> 0000:b3:00), as in its Xid lines.
+            short = pci.rsplit(".", 1)[0]
+            if not any(e.xid == 79 and e.pci == short for e in out):
+                out.append(XidEvent(short, 79, "GPU has fallen off the bus (reported without an XID)"))
+    return out
+
+
+@dataclass(slots=True)
+class GpuMemoryState:
+    bus_id: str
+    product: str = ""
+    uuid: str = ""
+    ecc_mode: str = ""  # Enabled | Disabled | N/A
+    volatile_dram_uncorrectable: int | None = None
+    volatile_sram_uncorrectable: int | None = None
+    aggregate_sram_uncorrectable: int | None = None
+    retired_pending: bool | None = None  # Retired Pages / Pending Page Blacklist (pre-Ampere)
+    remap_uncorrectable: int | None = None
+    remap_pending: bool | None = None
+    remap_failed: bool | None = None
+
+
+def _value(text: str) -> int | bool | str | None:
+    v = text.strip()
+    if v in ("N/A", "[N/A]", "Not Supported", "[Not Supported]", ""):
+        return None
+    if v in ("Yes", "No"):
+        return v == "Yes"
+    return int(v) if v.isdigit() else v
+
+
+def smi_query(text: str) -> list[GpuMemoryState]:
+    """`nvidia-smi -q` as per-GPU memory health. Sections are nested by indentation; a section printed alone (the
+    output of `-d ROW_REMAPPER`, pasted without its GPU line) is read as one GPU of unknown address."""
+    gpus: list[GpuMemoryState] = []
+    path: list[tuple[int, str]] = []
+    current: GpuMemoryState | None = None
+    for raw in text.splitlines():
+        if not raw.strip() or raw.startswith("="):
+            continue
+        if m := _GPU_HEADER.match(raw):
+            current = GpuMemoryState(m["bus"].lower())
+            gpus.append(current)
+            path = []
+            continue
+        indent = len(raw) - len(raw.lstrip(" "))
+        key, sep, rest = raw.strip().partition(":")
+        key = key.strip()
+        while path and path[-1][0] >= indent:
+            path.pop()
+        if not sep or (not rest.strip() and not raw.rstrip().endswith(":")):
+            path.append((indent, key))
+            continue
+        if current is None:
+            if indent == 0:
+                continue  # the log's header (Timestamp, Driver Version, Attached GPUs)
+            current = GpuMemoryState("unknown")
+            gpus.append(current)
+        where = tuple(p for _, p in path)
+        value = _value(rest)
+        _assign(current, where, key, value)
+        if key in ("ECC Errors", "Remapped Rows", "Retired Pages"):
+            path.append((indent, key))
+    return gpus
+
+
+def _assign(g: GpuMemoryState, where: tuple[str, ...], key: str, value: int | bool | str | None) -> None:
+    section = where[0] if where else ""
+    sub = where[1] if len(where) > 1 else ""
+    if not where and key == "Product Name":
+        g.product = str(value or "")
+    elif not where and key == "GPU UUID":
+        g.uuid = str(value or "")
+    elif section == "ECC Mode" and key == "Current":
+        g.ecc_mode = str(value if value is not None else "N/A")
+    elif section in ("ECC Errors", "Ecc Errors") and isinstance(value, int) and not isinstance(value, bool):
+        # Drivers before R510 name them Double Bit / Single Bit; since, DRAM and SRAM (Un)correctable.
+        if sub == "Volatile" and key in ("DRAM Uncorrectable", "Double Bit ECC Total", "Total"):
+            g.volatile_dram_uncorrectable = value
+        elif sub == "Volatile" and key == "SRAM Uncorrectable":
+            g.volatile_sram_uncorrectable = value
+        elif sub == "Aggregate" and key == "SRAM Uncorrectable":
+            g.aggregate_sram_uncorrectable = value
+    elif section == "Retired Pages" and key in ("Pending Page Blacklist", "Pending Page Retirement"):
+        g.retired_pending = value if isinstance(value, bool) else None
+    elif section == "Remapped Rows":
+        if key == "Uncorrectable Error" and isinstance(value, int) and not isinstance(value, bool):
+            g.remap_uncorrectable = value
+        elif key == "Pending" and isinstance(value, bool):
+            g.remap_pending = value
+        elif key == "Remapping Failure Occurred" and isinstance(value, bool):
+            g.remap_failed = value
+
+
+@dataclass(slots=True)
+class NvlinkState:
+    index: int
+    name: str
+    links: dict[int, float | None] = field(default_factory=dict)  # link -> GB/s, None when inactive
+    all_inactive: bool = False
+
+
+def nvlink_status(text: str) -> list[NvlinkState]:
+    """`nvidia-smi nvlink --status` per GPU: each link's speed, None for an inactive link ('<inactive>'), and
+    the driver's 'all links are inActive' line."""
+    gpus: list[NvlinkState] = []
+    for line in text.splitlines():
+        if m := _NVLINK_GPU.match(line):
+            gpus.append(NvlinkState(int(m["index"]), m["name"]))
+        elif gpus and (m := _NVLINK_LINK.match(line)):
+            speed = re.match(r"([\d.]+) GB/s", m["state"])
+            gpus[-1].links[int(m["link"])] = float(speed.group(1)) if speed else None
+        elif gpus and "all links are inActive" in line.replace("inactive", "inActive"):
+            gpus[-1].all_inactive = True
+    return gpus
+
+
+def dcgmi_link_status(text: str) -> list[NvlinkState]:
+    """`dcgmi nvlink --link-status`: per GPU a letter per link (U up, D down, X disabled, _ not supported); a
+    down or disabled link reads as inactive, an up one at an unknown speed (0.0)."""
+    gpus: list[NvlinkState] = []
+    section = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped in ("GPUs:", "NvSwitches:"):
+            section = stripped
+        elif section == "GPUs:" and (m := re.match(r"gpuId (\d+):$", stripped)):
+            gpus.append(NvlinkState(int(m.group(1)), f"gpuId {m.group(1)}"))
+        elif section == "GPUs:" and gpus and not gpus[-1].links and re.fullmatch(r"[UDX_ ]+", stripped):
+            letters = stripped.split()
+            gpus[-1].links = {i: (0.0 if c == "U" else None) for i, c in enumerate(letters) if c != "_"}
+            gpus[-1].all_inactive = all(c in "DX" for c in letters if c != "_")
+    return gpus
+
+
+@dataclass(frozen=True, slots=True)
+class LinkState:
+    name: str
+    up: bool  # administratively up with a carrier (operstate UP; UNKNOWN counts for virtual links)
+    operstate: str
+    mtu: int
+    addresses: tuple[str, ...]  # IPv4 address/prefix
+
+
+def ip_links(text: str) -> dict[str, LinkState]:
+    """`ip -j addr` as interface -> state."""
+    out = {}
+    for link in json.loads(text or "[]"):
+        flags = link.get("flags", [])
+        state = link.get("operstate", "UNKNOWN")
+        out[link["ifname"]] = LinkState(
+            link["ifname"],
+            "UP" in flags and "LOWER_UP" in flags and state in ("UP", "UNKNOWN"),
+            state,
+            int(link.get("mtu", 0)),
+            tuple(f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", []) if a.get("family") == "inet"),
+        )
+    return out

@@ -1,0 +1,103 @@
+"""Quarantine: a failing node is tainted and cordoned, a recovered one released after a run of clean checks, and
+never more nodes at once than the site's cap (a bad threshold must not drain the site). Pure: state and results
+in, state and actions out; every action is recorded, exported as metrics and as the objects the API applies.
+
+The taint keeps new pods off (NoSchedule) and Kueue's topology-aware flavors count a tainted node out of their
+capacity (they tolerate the GPU taint alone); running pods are evicted by the drain that follows a quarantine."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from aisite.health.judge import NodeHealth
+
+TAINT_KEY = "aisite.io/unhealthy"
+FIELD_MANAGER = "aisite-health"  # server-side apply: releasing is applying without the fields this manager owns
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    quarantined: bool = False
+    clean: int = 0  # consecutive clean checks since the last failure
+    reason: str = ""
+    since: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    node: str
+    kind: Literal["quarantine", "release", "held"]  # held: failing, but the cap is reached
+    reason: str
+    at: str
+
+
+def cap(nodes: int, fraction: float, absolute: int | None) -> int:
+    """How many nodes may be quarantined at once: the site's number, else its share of the nodes (at least one,
+    so a small site can still take its bad node out)."""
+    if absolute is not None:
+        return absolute
+    return max(1, math.floor(nodes * fraction))
+
+
+def decide(
+    state: dict[str, NodeRecord], results: dict[str, NodeHealth], limit: int, recover_after: int, now: str
+) -> tuple[dict[str, NodeRecord], list[Action]]:
+    """The next state and the actions that lead there. A node with no result this round keeps its state."""
+    new = {n: NodeRecord(r.quarantined, r.clean, r.reason, r.since) for n, r in state.items()}
+    actions: list[Action] = []
+    # Releases first: a node that recovered frees its place under the cap for one that fails this round.
+    for node in sorted(n for n, h in results.items() if h.healthy):
+        rec = new.setdefault(node, NodeRecord())
+        rec.clean += 1
+        if rec.quarantined and rec.clean >= recover_after:
+            actions.append(Action(node, "release", f"{rec.clean} clean checks", now))
+            new[node] = NodeRecord(clean=rec.clean)
+    for node in sorted(n for n, h in results.items() if not h.healthy):
+        h = results[node]
+        rec = new.setdefault(node, NodeRecord())
+        rec.clean = 0
+        problem = "; ".join(f"{p.check} {p.subject}: {p.message}" for p in h.problems)
+        if rec.quarantined:
+            rec.reason = h.reason
+            continue
+        if sum(r.quarantined for r in new.values()) >= limit:
+            actions.append(Action(node, "held", f"cap of {limit} quarantined node(s) reached: {problem}", now))
+            continue
+        rec.quarantined, rec.reason, rec.since = True, h.reason, now
+        actions.append(Action(node, "quarantine", problem, now))
+    return new, actions
+
+
+def node_object(node: str, record: NodeRecord | None) -> dict[str, Any]:
+    """What the health manager applies to a Node (server-side): cordon and taint while quarantined; nothing (so
+    its fields are released) otherwise."""
+    obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}}
+    if record and record.quarantined:
+        obj["spec"] = {
+            "unschedulable": True,
+            "taints": [{"key": TAINT_KEY, "value": record.reason or "unknown", "effect": "NoSchedule"}],
+        }
+    return obj
+
+
+def eviction(pod: str, namespace: str) -> dict[str, Any]:
+    """The drain's request for one pod (the API honours its PodDisruptionBudget)."""
+    return {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
+
+
+def metrics(state: dict[str, NodeRecord], actions: list[Action], limit: int) -> str:
+    """Prometheus text for node exporter's textfile collector (or the controller's endpoint)."""
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+    reg = CollectorRegistry()
+    q = Gauge("aisite_health_quarantined", "1 while the node is quarantined", ["node", "reason"], registry=reg)
+    for node, rec in sorted(state.items()):
+        q.labels(node, rec.reason if rec.quarantined else "").set(1 if rec.quarantined else 0)
+    Gauge("aisite_health_quarantine_cap", "Nodes that may be quarantined at once", registry=reg).set(limit)
+    held = Gauge("aisite_health_held", "1 for a failing node the cap kept in service", ["node"], registry=reg)
+    for a in actions:
+        if a.kind == "held":
+            held.labels(a.node).set(1)
+    return generate_latest(reg).decode()

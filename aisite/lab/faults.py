@@ -1,0 +1,66 @@
+"""Faults injected into a running lab, to rehearse what acceptance and health checks must find: a rail slowed on
+its node's side of the veth, or a rail's MTU changed. Each is undone by `clear` (the plan's MTU back, the qdisc
+removed); nothing outside the lab's own namespaces is touched."""
+
+from __future__ import annotations
+
+from aisite.bench.lab import pid
+from aisite.lab.podman import LabError, run
+from aisite.plan import Plan, Rail
+
+
+def _rail(plan: Plan, node: str, interface: str) -> Rail:
+    n = next((n for n in plan.nodes if n.name == node), None)
+    rail = next((r for r in n.rails if r.interface == interface), None) if n else None
+    if rail is None:
+        raise LabError(f"{node}:{interface}: no such rail in the plan of {plan.site}")
+    return rail
+
+
+def _ns(plan: Plan, node: str, *cmd: str, check: bool = True) -> str:
+    return run(["nsenter", "-t", str(pid(plan, node)), "-n", *cmd], check=check, what=f"{node}: {' '.join(cmd[:4])}")
+
+
+def slow_rail(plan: Plan, node: str, interface: str, rate_mbit: int = 500, delay_ms: int = 0) -> str:
+    """Limit what the node sends on a rail: tc netem (rate, and delay if asked) where the kernel has it, else a
+    token bucket (tbf: rate alone; this machine's kernel has no sch_netem). Returns the qdisc used."""
+    _rail(plan, node, interface)
+    netem = ["tc", "qdisc", "replace", "dev", interface, "root", "netem", "rate", f"{rate_mbit}mbit"]
+    netem += ["delay", f"{delay_ms}ms"] if delay_ms else []
+    try:
+        _ns(plan, node, *netem)
+        return "netem"
+    except LabError:
+        if delay_ms:
+            raise
+    burst = max(32, rate_mbit // 8)  # KiB: at least one jumbo frame, about 1 ms of the rate
+    _ns(
+        plan,
+        node,
+        "tc",
+        "qdisc",
+        "replace",
+        "dev",
+        interface,
+        "root",
+        "tbf",
+        "rate",
+        f"{rate_mbit}mbit",
+        "burst",
+        f"{burst}kb",
+        "latency",
+        "50ms",
+    )
+    return "tbf"
+
+
+def set_mtu(plan: Plan, node: str, interface: str, mtu: int) -> None:
+    _rail(plan, node, interface)
+    _ns(plan, node, "ip", "link", "set", "dev", interface, "mtu", str(mtu))
+
+
+def clear(plan: Plan, node: str, interface: str) -> None:
+    """The rail as the plan has it: its MTU, no root qdisc of ours."""
+    rail = _rail(plan, node, interface)
+    _ns(plan, node, "tc", "qdisc", "del", "dev", interface, "root", check=False)
+    _ns(plan, node, "ip", "link", "set", "dev", interface, "mtu", str(rail.mtu))

@@ -1,0 +1,184 @@
+"""Health checks offline: the tools' real output (tests/fixtures/health, each file's source in its README) read
+and judged — XID, ECC and row remapping, NVLink, rails down — and the quarantine's cap, recovery and objects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from aisite.health import parse
+from aisite.health.judge import Expected, Facts, NodeHealth, Problem, judge
+from aisite.health.quarantine import NodeRecord, cap, decide, eviction, metrics, node_object
+
+FIXTURES = Path(__file__).parent / "fixtures" / "health"
+DGX = Expected("dgx01", gpus=1, nvlink=False, rails=())
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def problems(h: NodeHealth, check: str) -> list[Problem]:
+    return [p for p in h.problems if p.check == check]
+
+
+@pytest.mark.parametrize(
+    ("name", "faulty"),
+    [
+        ("dmesg-akash-support-244.txt", {("0000:00:08", 94)}),  # 43 and 31 are the program's, 94 the GPU's
+        ("dmesg-nvsentinel-155.txt", {("0000:b3:00", 79)}),  # fallen off the bus, no XID printed
+        ("kmsg-gpud-1174.txt", {("0019:01:00", 149), ("0000:00:00", 149), ("0018:01:00", 145), ("0000:9b:00", 94)}),
+        ("dmesg-xid-119-gpud.log", {("0000:9b:00", 119)}),
+    ],
+)
+def test_xids_from_real_kernel_logs(name: str, faulty: set[tuple[str, int]]) -> None:
+    events = parse.xid_events(fixture(name))
+    h = judge(Facts(xids=events), DGX)
+    assert {(p.subject, int(p.message.split()[1].rstrip(":"))) for p in problems(h, "xid")} == faulty
+    assert not h.healthy and h.reason == "xid"
+
+
+def test_application_xids_alone_leave_the_node_healthy() -> None:
+    log = "\n".join(line for line in fixture("dmesg-akash-support-244.txt").splitlines() if "): 94," not in line)
+    h = judge(Facts(xids=parse.xid_events(log)), DGX)
+    assert len(parse.xid_events(log)) == 3 and h.healthy and "xid" in h.checked
+
+
+def test_ecc_and_row_remapping_from_nvidia_smi() -> None:
+    healthy = parse.smi_query(fixture("nvidia-smi-q-rtx4090-535-gpud.txt"))
+    assert [(g.bus_id, g.remap_pending, g.remap_failed) for g in healthy] == [("00000000:01:00.0", False, False)]
+    assert judge(Facts(memory=healthy), DGX).healthy
+    edited = judge(Facts(memory=parse.smi_query(fixture("nvidia-smi-q-ecc-edited.txt"))), DGX)
+    assert sorted(p.message for p in problems(edited, "ecc")) == [
+        "2 uncorrectable SRAM ECC errors",
+        "row remapping failed: the GPU needs replacing",
+    ]
+    pending = judge(Facts(memory=parse.smi_query(fixture("nvidia-smi-remapped-rows-pending-gpud-80.txt"))), DGX)
+    assert [p.message for p in problems(pending, "ecc")] == ["row remapping pending (4 uncorrectable): reset the GPU"]
+
+
+def test_a_missing_gpu_is_a_problem() -> None:
+    h = judge(Facts(memory=parse.smi_query(fixture("nvidia-smi-q-rtx4090-535-gpud.txt"))), Expected("n", 8, False, ()))
+    assert [p.message for p in problems(h, "gpu-count")] == ["1 GPUs answer, the plan has 8"]
+
+
+def test_nvlink_from_nvidia_smi_and_dcgmi() -> None:
+    a100 = Expected("dgxa100", gpus=8, nvlink=True, rails=())
+    healthy = parse.nvlink_status(fixture("nvidia-smi-nvlink-status-a100-gpud.txt"))
+    assert len(healthy) == 8 and all(len(g.links) == 12 for g in healthy)
+    assert judge(Facts(nvlink=healthy), a100).healthy
+    # The same output with one link of GPU 3 reported inactive (the driver's `<inactive>`): an edit in the test.
+    one_down = fixture("nvidia-smi-nvlink-status-a100-gpud.txt").splitlines()
+    at = one_down.index(next(line for line in one_down if line.startswith("GPU 3:"))) + 6
+    one_down[at] = one_down[at].replace("25 GB/s", "<inactive>")
+    h = judge(Facts(nvlink=parse.nvlink_status("\n".join(one_down))), a100)
+    assert [(p.subject, p.message) for p in h.problems] == [("GPU 3", "NVLink 5 inactive")]
+    b200 = judge(Facts(nvlink=parse.nvlink_status(fixture("nvidia-smi-nvlink-inactive-gpud-1085.txt"))), a100)
+    assert ("GPU 2", "all NVLinks inactive") in [(p.subject, p.message) for p in b200.problems]
+    dcgm = parse.dcgmi_link_status(fixture("dcgmi-nvlink-link-status-dcgm-198.txt"))
+    assert [len(g.links) for g in dcgm] == [18, 18]
+    h = judge(Facts(nvlink=dcgm), Expected("n", 2, True, ()))
+    assert [(p.subject, p.message) for p in h.problems] == [
+        ("GPU 0", "all NVLinks inactive"),
+        ("GPU 1", "all NVLinks inactive"),
+    ]
+
+
+def test_a_rail_down_or_wrong_is_a_problem() -> None:
+    links = parse.ip_links(fixture("ip-addr-rail1-down.json"))
+    rails = (("rail0", 9000, "10.250.16.28/27"), ("rail1", 9000, "10.250.17.28/27"))
+    h = judge(Facts(links=links), Expected("gpu01", 0, False, rails))
+    assert [(p.subject, p.message) for p in h.problems] == [("rail1", "down (operstate DOWN)")]
+    h = judge(
+        Facts(links=links), Expected("gpu01", 0, False, (("rail0", 4200, "10.250.16.29/27"), ("rail2", 9000, "x")))
+    )
+    assert [(p.subject, p.message) for p in h.problems] == [
+        ("rail0", "MTU 9000, the plan's 4200"),
+        ("rail0", "address 10.250.16.29/27 missing"),
+        ("rail2", "missing"),
+    ]
+
+
+def test_what_a_node_lacks_is_skipped_and_said() -> None:
+    h = judge(Facts(), Expected("lab-node", gpus=1, nvlink=True, rails=(("rail0", 9000, "x"),)))
+    assert h.healthy and not h.checked
+    assert {s.split(":")[0] for s in h.skipped} == {"xid", "ecc, gpu-count", "nvlink", "rail", "filesystem", "clock"}
+
+
+def _health(node: str, ok: bool) -> NodeHealth:
+    return NodeHealth(node, [] if ok else [Problem("xid", "0000:3b:00", "XID 79")])
+
+
+@given(
+    st.integers(1, 30).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.floats(0.01, 1.0),
+            st.integers(1, 4),
+            st.lists(st.lists(st.booleans(), min_size=n, max_size=n), min_size=1, max_size=12),
+        )
+    )
+)
+def test_quarantine_never_exceeds_its_cap_and_releases_only_after_clean_checks(
+    case: tuple[int, float, int, list[list[bool]]],
+) -> None:
+    n, share, recover_after, rounds = case
+    limit = cap(n, share, None)
+    assert 1 <= limit <= max(1, n)
+    state: dict[str, NodeRecord] = {}
+    clean_runs = dict.fromkeys(range(n), 0)
+    for i, oks in enumerate(rounds):
+        results = {f"n{k:02d}": _health(f"n{k:02d}", ok) for k, ok in enumerate(oks)}
+        before = {k: r.quarantined for k, r in state.items()}
+        state, actions = decide(state, results, limit, recover_after, f"t{i}")
+        assert sum(r.quarantined for r in state.values()) <= limit
+        for k, ok in enumerate(oks):
+            clean_runs[k] = clean_runs[k] + 1 if ok else 0
+        for a in actions:
+            k = int(a.node[1:])
+            if a.kind == "release":
+                assert before.get(a.node) and clean_runs[k] >= recover_after
+            else:  # quarantine or held: only a failing node, never one already out
+                assert not oks[k] and not before.get(a.node)
+        held = [a for a in actions if a.kind == "held"]
+        assert not held or sum(r.quarantined for r in state.values()) == limit
+
+
+def test_the_cap_holds_a_site_back_from_draining_itself() -> None:
+    """A bad threshold fails every node at once: a tenth of them are quarantined, the rest held and alerted."""
+    nodes = [f"gpu{k:02d}" for k in range(20)]
+    limit = cap(len(nodes), 0.1, None)
+    _, actions = decide({}, {n: _health(n, False) for n in nodes}, limit, 3, "t0")
+    assert limit == 2 and [a.node for a in actions if a.kind == "quarantine"] == ["gpu00", "gpu01"]
+    assert len([a for a in actions if a.kind == "held"]) == 18
+    assert cap(4, 0.1, None) == 1 and cap(100, 0.5, 0) == 0
+
+
+def test_quarantine_objects_validate_and_release_owns_nothing() -> None:
+    rec = NodeRecord(quarantined=True, reason="nvlink")
+    taint = node_object("gpu01", rec)
+    for obj in (taint, node_object("gpu01", None), eviction("worker-0", "team-a")):
+        kubernetes_validate.validate(obj, "1.35.6", strict=True)
+    assert taint["spec"] == {
+        "unschedulable": True,
+        "taints": [{"key": "aisite.io/unhealthy", "value": "nvlink", "effect": "NoSchedule"}],
+    }
+    assert "spec" not in node_object("gpu01", NodeRecord())
+    bad = node_object("gpu01", rec)
+    bad["spec"]["taints"][0]["effekt"] = bad["spec"]["taints"][0].pop("effect")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, "1.35.6", strict=True)
+
+
+def test_quarantine_metrics_parse_as_prometheus_text() -> None:
+    state, actions = decide({}, {"a": _health("a", False), "b": _health("b", False)}, 1, 2, "t0")
+    families = {f.name: f for f in text_string_to_metric_families(metrics(state, actions, 1))}
+    quarantined = {s.labels["node"]: s.value for s in families["aisite_health_quarantined"].samples}
+    assert quarantined == {"a": 1.0, "b": 0.0}
+    assert [s.labels["node"] for s in families["aisite_health_held"].samples] == ["b"]
+    assert families["aisite_health_quarantine_cap"].samples[0].value == 1.0
