@@ -575,6 +575,20 @@ class Acceptance(Strict):
     namespace: DnsLabel = "aisite-acceptance"
 
 
+class Health(Strict):
+    """The nodes' health check (roles/node_health: a systemd timer) and the quarantine `aisite health` runs."""
+
+    interval_s: Annotated[int, Field(ge=30, le=86400)] = 300
+    # A quarantined node is released after this many clean checks in a row.
+    recover_after: Annotated[int, Field(ge=1, le=100)] = 3
+    # Never more nodes quarantined at once than this share of the nodes checked (at least one) ...
+    max_quarantined_fraction: Fraction = 0.1
+    # ... or than this number, where set (0: never quarantine, only report and alert).
+    max_quarantined: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    max_fs_used: Fraction = 0.95
+    max_clock_offset_s: Annotated[float, Field(gt=0, le=3600)] = 0.5
+
+
 class Site(Strict):
     name: Name
     description: Text = ""
@@ -597,6 +611,7 @@ class Site(Strict):
     gitops: Gitops | None = None
     provisioning: Provisioning | None = None
     acceptance: Acceptance = Acceptance()
+    health: Health = Health()
 
 
 def group_hardware(group: GpuGroup) -> tuple[str, int, int, int, bool]:

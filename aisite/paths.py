@@ -66,3 +66,9 @@ def provision_dir(site: str) -> Path:
 def accept_dir(site: str) -> Path:
     """`aisite accept`'s last report (report.json) and its heat map (heatmap.png)."""
     return site_dir(site) / "accept"
+
+
+def health_dir(site: str) -> Path:
+    """`aisite health`'s quarantine state (state.json), every action it took (actions.jsonl), its metrics and the
+    Node objects it applies (nodes/)."""
+    return site_dir(site) / "health"

@@ -33,10 +33,10 @@ def test_two_tier_plans_are_byte_identical(stack: str) -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     # Keys added since, none of them a change of the fabric: provisioning (null where nothing is installed), the
-    # acceptance thresholds, the leaf-block label (topology-aware placement).
+    # acceptance thresholds, the health check settings, the leaf-block label (topology-aware placement).
     if doc["provisioning"] is None:
         del doc["provisioning"]
-    del doc["acceptance"]
+    del doc["acceptance"], doc["health"]
     for node in doc["nodes"]:
         node["labels"].pop("aisite.io/leaf-block", None)
     text = json.dumps(doc, indent=2) + "\n"

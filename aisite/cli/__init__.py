@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from aisite.cli import accept, bench, deploy, lab, oob, provision, reconcile, site
+from aisite.cli import accept, bench, deploy, health, lab, oob, provision, reconcile, site
 from aisite.cli.common import EXIT_FAILED, app
 
 __all__ = ["app", "main"]
@@ -28,6 +28,7 @@ app.add_typer(oob.oob_app, name="oob")
 app.add_typer(lab.lab_app, name="lab")
 app.add_typer(bench.bench_app, name="bench")
 app.command("accept")(accept.accept_command)
+app.command("health")(health.health_command)
 app.command(hidden=True)(deploy.play)
 
 

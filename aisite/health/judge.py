@@ -3,9 +3,15 @@ Standard library only (runs on the nodes)."""
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass, field
 
-from aisite.health.parse import GpuMemoryState, LinkState, NvlinkState, XidEvent
+try:  # inside the package, or beside parse.py on a node
+    from aisite.health.parse import GpuMemoryState, LinkState, NvlinkState, XidEvent
+except ImportError:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from parse import GpuMemoryState, LinkState, NvlinkState, XidEvent  # type: ignore[import-not-found,no-redef]
 
 # XIDs a user's program causes (illegal address, MMU fault from the program, ...) rather than the hardware: the
 # NVIDIA device plugin's default skip list (k8s-device-plugin internal/rm/health.go: 13, 31, 43, 45, 68, 109).

@@ -41,6 +41,7 @@ from aisite.plan.types import (
     ExportPlan,
     GitopsPlan,
     Gpu,
+    HealthPlan,
     HostSubnet,
     Interface,
     NetworksPlan,
@@ -460,6 +461,7 @@ def build_plan(site: Site) -> Plan:
         workloads=workload_plans(site),
         provisioning=provisioning_plan(site, nodes),
         acceptance=acceptance_plan(site, nodes, {c.speed_gbps for c in b.cables if c.kind == "rail"}),
+        health=HealthPlan(**site.health.model_dump()),
         secrets={
             name: {
                 "username": s.username,

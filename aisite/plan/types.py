@@ -405,6 +405,18 @@ class AcceptancePlan:
 
 
 @dataclass(frozen=True, slots=True)
+class HealthPlan:
+    """The nodes' health check and the quarantine (site.health)."""
+
+    interval_s: int
+    recover_after: int
+    max_quarantined_fraction: float
+    max_quarantined: int | None
+    max_fs_used: float
+    max_clock_offset_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     site: str
     domain: str
@@ -430,6 +442,7 @@ class Plan:
     gitops: GitopsPlan | None = None
     provisioning: ProvisioningPlan | None = None
     acceptance: AcceptancePlan | None = None
+    health: HealthPlan | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -162,6 +162,7 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         "aisite_exports": [plain(e) for e in plan.exports],
         # What kubeadm, kube-vip, containerd and the CNI are given (aisite.plan.kubernetes).
         "aisite_kubernetes": plain(plan.kubernetes),
+        "aisite_health": plain(plan.health),
         "k8s_tenants": [plain(t) for t in plan.tenants],
         "k8s_workloads": [plain(w) for w in plan.workloads],
     }

@@ -1,0 +1,97 @@
+"""`aisite health`: read every node's last health check and keep failing nodes out of jobs (quarantine)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, group_sizes, load_plan, out
+from aisite.cli.deploy import progress_runner
+from aisite.health.site import run_pass
+from aisite.paths import health_dir
+from aisite.render.inventory import inventory, inventory_text
+
+
+def health_command(
+    stack: StackArg,
+    now: Annotated[bool, typer.Option("--now", help="Run every node's check now, then read it.")] = False,
+    as_json_: JsonOpt = False,
+) -> None:
+    """Each node's last check (role node_health), then the quarantine: a failing node tainted, cordoned and
+    drained, a node clean for site.health.recover_after checks released, never more at once than the site's cap.
+    Actions go to .aisite/SITE/health/ (state, actions.jsonl, metrics, the Node objects). Exit 1 when any node is
+    unhealthy or could not be read."""
+    plan = load_plan(stack, as_json_)
+    inv = inventory(plan)
+    groups = group_sizes(inv)
+    read = progress_runner(
+        "playbooks/health-status.yml",
+        inventory_text(inv),
+        {},
+        limit=None,
+        check=False,
+        groups=groups,
+        extravars={"health_now": now},
+    )
+    records = dict(read.stats.get("health_states") or {})
+    folder = health_dir(plan.site)
+    hp = run_pass(plan, records, folder)
+    applied = None
+    if any(a.kind in ("quarantine", "release") for a in hp.actions):
+        applied = progress_runner(
+            "playbooks/health-apply.yml",
+            inventory_text(inv),
+            {},
+            limit=None,
+            check=False,
+            groups=groups,
+            extravars={
+                "health_actions": [asdict(a) for a in hp.actions if a.kind != "held"],
+                "health_objects_dir": hp.files["objects"],
+            },
+        )
+    skipped = [
+        s for v in ((applied.stats.get("skipped") or {}) if applied else {}).values() for s in v.get("health", [])
+    ]
+    bad = [n for n, h in hp.results.items() if not h.healthy] + hp.missing
+    if as_json_:
+        doc = {
+            "site": plan.site,
+            "cap": hp.limit,
+            "nodes": {
+                n: {"healthy": h.healthy, "problems": [asdict(p) for p in h.problems], "skipped": h.skipped}
+                for n, h in sorted(hp.results.items())
+            },
+            "missing": hp.missing,
+            "quarantined": sorted(n for n, r in hp.state.items() if r.quarantined),
+            "actions": [asdict(a) for a in hp.actions],
+            "not_applied": skipped,
+            "files": hp.files,
+        }
+        print(json.dumps(doc, indent=2))
+        raise typer.Exit(EXIT_FAILED if bad else 0)
+    t = Table(title=f"{plan.site}: node health (cap {hp.limit} quarantined at once)")
+    for col in ("node", "verdict", "problems", "quarantine", "action"):
+        t.add_column(col)
+    acted = {a.node: a for a in hp.actions}
+    for node in [n.name for n in plan.nodes]:
+        h = hp.results.get(node)
+        rec = hp.state.get(node)
+        a = acted.get(node)
+        verdict = "[red]no check[/]" if h is None else ("[green]healthy[/]" if h.healthy else "[red]unhealthy[/]")
+        problems = "; ".join(f"{p.check} {p.subject}: {p.message}" for p in h.problems) if h else ""
+        quarantine = f"since {rec.since} ({rec.reason})" if rec and rec.quarantined else "-"
+        t.add_row(node, verdict, escape(problems), escape(quarantine), escape(f"{a.kind}: {a.reason}") if a else "-")
+    out.print(t)
+    for s in skipped:
+        out.print(escape(f"not applied: {s}"), highlight=False)
+    out.print(f"records: {folder}")
+    if hp.missing:
+        print(f"warning: no check read from {', '.join(hp.missing)}", file=sys.stderr)
+    raise typer.Exit(EXIT_FAILED if bad else 0)

@@ -1,0 +1,150 @@
+"""The node's health check, run by its systemd timer (roles/node_health) or the DaemonSet: read the tools, judge
+against the plan's expectations for this node (expected.json, rendered by the role), write status.json and the
+metrics node exporter's textfile collector serves. Standard library only; what a tool the node lacks would have
+told is reported skipped.
+
+    python3 node.py --expected /etc/aisite/health/expected.json --out /var/lib/aisite/health \\
+        --textfile /var/lib/node_exporter/textfile_collector --window 600
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+try:  # inside the package (the controller, tests) or as plain scripts side by side (the nodes)
+    from aisite.health import parse
+    from aisite.health.judge import Clock, Expected, Facts, FileSystem, NodeHealth, judge
+except ImportError:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import parse  # type: ignore[import-not-found,no-redef]
+    from judge import Clock, Expected, Facts, FileSystem, NodeHealth, judge  # type: ignore[import-not-found,no-redef]
+
+
+def _run(*cmd: str, timeout: float = 60.0) -> str | None:
+    """A tool's stdout, or None when the tool is not on the node or fails."""
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+def _kernel_log(window: int) -> str | None:
+    # A container has no kernel log of its own (no /dev/kmsg): nothing to read, said as skipped.
+    if not os.path.exists("/dev/kmsg"):
+        return None
+    return _run("journalctl", "-k", "--no-pager", "-o", "short", "--since", f"-{window}s") or _run("dmesg")
+
+
+def _filesystems(mounts: list[str]) -> list[FileSystem]:
+    out = []
+    for m in mounts:
+        try:
+            st = os.statvfs(m)
+        except OSError:
+            continue
+        used = 1 - st.f_bavail / st.f_blocks if st.f_blocks else 0.0
+        out.append(FileSystem(m, bool(st.f_flag & os.ST_RDONLY), round(used, 4)))
+    return out
+
+
+def _clock() -> Clock | None:
+    text = _run("chronyc", "-c", "tracking", timeout=10)
+    if not text:
+        return None
+    fields = text.strip().split(",")
+    # chronyc -c tracking: ..., [4] system time offset (s), ..., [13] leap status.
+    if len(fields) < 14:
+        return None
+    return Clock(fields[13] != "Not synchronised", float(fields[4]))
+
+
+def collect(expected: Expected, window: int) -> Facts:
+    smi = _run("nvidia-smi", "-q", "-d", "ECC,ROW_REMAPPER,PAGE_RETIREMENT") if expected.gpus else None
+    nvlink = _run("nvidia-smi", "nvlink", "--status") if expected.nvlink else None
+    log = _kernel_log(window)
+    links = _run("ip", "-j", "addr", "show")
+    return Facts(
+        xids=parse.xid_events(log) if log is not None else None,
+        memory=parse.smi_query(smi) if smi is not None else None,
+        nvlink=parse.nvlink_status(nvlink) if nvlink is not None else None,
+        links=parse.ip_links(links) if links is not None else None,
+        filesystems=_filesystems(["/"]),
+        clock=_clock(),
+    )
+
+
+def esc(v: str) -> str:
+    """A label value as the text format wants it."""
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
+def metrics(h: NodeHealth, now: float) -> str:
+    """Prometheus text: the node's verdict, one series per problem, what was skipped, when it ran."""
+    lines = [
+        "# HELP aisite_health_healthy 1 when the node's last health check found no problem",
+        "# TYPE aisite_health_healthy gauge",
+        f'aisite_health_healthy{{node="{esc(h.node)}"}} {int(h.healthy)}',
+        "# HELP aisite_health_problem A problem the last check found (check, subject)",
+        "# TYPE aisite_health_problem gauge",
+        *(f'aisite_health_problem{{check="{esc(p.check)}",subject="{esc(p.subject)}"}} 1' for p in h.problems),
+        "# HELP aisite_health_skipped A check the node could not run",
+        "# TYPE aisite_health_skipped gauge",
+        *(f'aisite_health_skipped{{check="{esc(s.split(":")[0])}"}} 1' for s in h.skipped),
+        "# HELP aisite_health_last_run_timestamp_seconds When the check last ran",
+        "# TYPE aisite_health_last_run_timestamp_seconds gauge",
+        f"aisite_health_last_run_timestamp_seconds {now:.0f}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--expected", required=True, type=Path)
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--textfile", type=Path, default=None)
+    p.add_argument("--window", type=int, default=600, help="Seconds of kernel log read each pass.")
+    a = p.parse_args(argv)
+    doc = json.loads(a.expected.read_text())
+    expected = Expected(
+        node=doc["node"],
+        gpus=int(doc["gpus"]),
+        nvlink=bool(doc["nvlink"]),
+        rails=tuple((r["interface"], int(r["mtu"]), r["address"]) for r in doc["rails"]),
+        max_fs_used=float(doc.get("max_fs_used", 0.95)),
+        max_clock_offset_s=float(doc.get("max_clock_offset_s", 0.5)),
+    )
+    now = time.time()
+    h = judge(collect(expected, a.window), expected)
+    status = {"node": h.node, "healthy": h.healthy, "reason": h.reason, "at": now} | {
+        k: v for k, v in asdict(h).items() if k != "node"
+    }
+    _write(a.out / "status.json", json.dumps(status, indent=2) + "\n")
+    if a.textfile:
+        _write(a.textfile / "aisite_health.prom", metrics(h, now))
+    print(json.dumps({"node": h.node, "healthy": h.healthy, "problems": len(h.problems)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
