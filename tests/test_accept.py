@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from aisite.accept.bisect import isolate
-from aisite.accept.lab import LabAcceptance, Options
+from aisite.accept.lab import LabRunner
 from aisite.accept.report import Check, Report, heatmap, judge
+from aisite.accept.stages import Acceptance, Options
 from aisite.loader import load_site
 from aisite.plan import Plan, build_plan
 
@@ -57,8 +59,8 @@ def lab() -> Plan:
     return build_plan(load_site("lab"))
 
 
-def _acceptance(plan: Plan, checks: list[Check]) -> LabAcceptance:
-    run = LabAcceptance(plan, Options(), lambda _: None)
+def _acceptance(plan: Plan, checks: list[Check]) -> Acceptance:
+    run = Acceptance(plan, Options(), LabRunner(plan, Options()), lambda _: None)
     run.report.checks = checks
     return run
 
@@ -67,16 +69,16 @@ def _faults(plan: Plan) -> list[Check]:
     """What the lab's two injected faults leave: gpu01's rail0 MTU, gpu02's rail1 slowed on its way out."""
 
     def ok(stage: str, subject: str, node: str, rail: int, peer: str | None = None) -> Check:
-        return Check(stage, subject, "iperf3-gbps", 5.0, ">= 0.5", "pass", node=node, rail=rail, peer=peer)
+        return Check(stage, subject, "bandwidth", 5.0, ">= 0.5", "pass", node=node, rail=rail, peer=peer)
 
     return [
         Check("node", "gpu01:rail0", "mtu", "1500", "9000", "fail", "MTU 1500, the plan's 9000", node="gpu01", rail=0),
         Check("node", "gpu01:rail1", "mtu", "9000", "9000", "pass", node="gpu01", rail=1),
-        Check("link", "gpu02:rail1>leaf02", "iperf3-tx-gbps", 0.09, ">= 0.5", "fail", node="gpu02", rail=1),
+        Check("link", "gpu02:rail1>leaf02", "bandwidth-tx", 0.09, ">= 0.5", "fail", node="gpu02", rail=1),
         ok("link", "gpu02:rail0>leaf01", "gpu02", 0),
-        Check("link", "gpu01:rail0>leaf01", "iperf3-tx-gbps", 2.0, ">= 0.5", "fail", node="gpu01", rail=0),
+        Check("link", "gpu01:rail0>leaf01", "bandwidth-tx", 2.0, ">= 0.5", "fail", node="gpu01", rail=0),
         Check(
-            "pair", "gpu02:rail1>gpu01:rail1", "iperf3-gbps", 0.09, ">= 0.5", "fail", node="gpu02", rail=1, peer="gpu01"
+            "pair", "gpu02:rail1>gpu01:rail1", "bandwidth", 0.09, ">= 0.5", "fail", node="gpu02", rail=1, peer="gpu01"
         ),
         ok("pair", "gpu01:rail1>gpu02:rail1", "gpu01", 1, "gpu02"),
         Check(
@@ -124,3 +126,87 @@ def test_the_report_is_json_and_the_heat_map_a_png(lab: Plan, tmp_path) -> None:
     assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     doc = json.loads(json.dumps(report.doc()))
     assert doc["verdict"] == "fail" and {f["node"] for f in doc["findings"]} == {"gpu01", "gpu02"}
+
+
+# ------------------------------------------------------------------------------------------------- on a site
+STACKS_WITH_RAILS = ["lab", "lab3", "dc1", "h100pod"]
+
+
+@pytest.mark.parametrize("stack", STACKS_WITH_RAILS)
+def test_every_job_a_site_acceptance_submits_validates(stack: str) -> None:
+    """The first pass's Jobs against Kubernetes' schemas and its MPIJobs against the MPI Operator's CRD."""
+    import jsonschema
+    import kubernetes_validate
+
+    from aisite.accept.site import first_pass
+    from tests.test_platform import crd_schemas
+
+    plan = build_plan(load_site(stack))
+    objects = first_pass(plan, Options())
+    schemas = crd_schemas()
+    kinds = set()
+    shapes = {}  # one object per kind of measurement: the others differ only in their nodes and rails
+    for o in objects:
+        shapes.setdefault((o["kind"], o["metadata"]["name"].split("-")[1], o["metadata"]["name"][-2:]), o)
+    for o in objects:
+        kinds.add(o["kind"])
+        if shapes.get((o["kind"], o["metadata"]["name"].split("-")[1], o["metadata"]["name"][-2:])) is not o:
+            continue
+        assert o["metadata"]["namespace"] == "aisite-acceptance" and len(o["metadata"]["name"]) <= 63
+        if o["kind"] == "MPIJob":
+            jsonschema.Draft7Validator(schemas[(o["apiVersion"], o["kind"])]).validate(o)
+        else:
+            kubernetes_validate.validate(o, plan.kubernetes.version, strict=True)
+    assert kinds == {"Job", "MPIJob"}
+    assert len({o["metadata"]["name"] for o in objects}) == len(objects), "names collide"
+
+
+class FakeCluster:
+    """Answers each measurement with recorded tool output: perftest's and nccl-tests' documented tables, DCGM's
+    real diagnostic document; one node's rail 3 is slow (its pairs and the groups it is in)."""
+
+    def __init__(self, bad: str, rail: int) -> None:
+        self.bad, self.rail, self.runs = bad, rail, []  # type: ignore[var-annotated]
+
+    def run(self, objects, result_pod, timeout):  # type: ignore[no-untyped-def]
+        from tests.test_bench import IB, NCCL
+
+        self.runs.append(result_pod)
+        o = objects[0]
+        if o["kind"] == "MPIJob":
+            worker = o["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+            nodes = worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            nodes = nodes["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+            hca = {e["name"]: e["value"] for e in worker["containers"][0]["env"]}.get("NCCL_IB_HCA")
+            busbw = 480.0 if hca is None else (9.0 if self.bad in nodes and hca == f"=mlx5_{self.rail}" else 44.0)
+            return NCCL.replace("112.46", f"{busbw:.2f}")
+        if o["metadata"]["name"].startswith("accept-node-"):
+            node = o["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"]
+            status = {"node": node, "problems": [], "checked": ["xid", "ecc", "nvlink", "rail"], "skipped": []}
+            dcgm = (Path(__file__).parent / "fixtures/health/dcgmi-diag-r1-dcgm-3.1.0.txt").read_text()
+            return json.dumps(status) + "\n=====aisite-accept=====\n" + dcgm
+        ends = {x["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] for x in objects}
+        slow = self.bad in ends and f"-rail{self.rail}-" in o["metadata"]["name"] + "-"
+        return IB.replace("92.37", "120.00" if slow else "391.20")
+
+
+def test_a_site_acceptance_names_the_bad_rail_from_the_jobs_answers() -> None:
+    from aisite.accept.site import SiteRunner
+
+    plan = build_plan(load_site("h100pod"))
+    bad = [n for n in plan.by_role("gpu") if n.rails][5].name
+    cluster = FakeCluster(bad, 3)
+    report = Acceptance(plan, Options(), SiteRunner(plan, Options(), cluster), lambda _: None).run()
+    assert [(f.node, f.interface, f.peer) for f in report.findings] == [(bad, "rail3", None)]
+    (finding,) = report.findings
+    assert finding.what.startswith("every pair on rail 3 fails (2 peers")
+    assert any(e.startswith("unit0/rail3") for e in finding.evidence)  # the unit's all_reduce, bisected to it
+    floors = {c.expected for c in report.checks if c.stage == "pair"}
+    assert all(e.startswith(">= 375 Gb/s") for e in floors), floors  # Azure's figure for 400G
+    node_groups = [c for c in report.checks if c.metric == "allreduce-node-busbw"]
+    assert len(node_groups) == 32 and all(
+        c.verdict == "pass" and c.expected.startswith(">= 460 GB/s") for c in node_groups
+    )
+    assert [c for c in report.checks if c.stage == "bisect"], "the failing unit group was bisected"
+    assert {c.verdict for c in report.checks if c.metric == "dcgm-diag"} == {"pass"}
+    assert "link: a site's switches are not endpoints; each rail is judged by its pairs" in report.skipped

@@ -91,6 +91,7 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
         "gitops/rbac.yaml",
         "gitops/stack.yaml",
         "inventory.yml",
+        "manifests/acceptance.yaml",
         "manifests/charts/csi-driver-nfs.values.yaml",
         "manifests/charts/gpu-operator.values.yaml",
         "manifests/charts/index.yaml",

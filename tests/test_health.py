@@ -3,6 +3,7 @@ and judged — XID, ECC and row remapping, NVLink, rails down — and the quaran
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import kubernetes_validate
@@ -87,6 +88,21 @@ def test_nvlink_from_nvidia_smi_and_dcgmi() -> None:
         ("GPU 0", "all NVLinks inactive"),
         ("GPU 1", "all NVLinks inactive"),
     ]
+
+
+def test_dcgm_diagnostics_from_dcgmi() -> None:
+    text = fixture("dcgmi-diag-r1-dcgm-3.1.0.txt")
+    results = parse.dcgm_diag(text)
+    assert results is not None and len(results) == 17 and {r.status for r in results} == {"PASS"}
+    assert judge(Facts(diag=results), DGX).healthy
+    # One GPU's software test failed: an edit in the test, of the real document.
+    failed = text.replace(
+        '"gpu_ids": 5,\n\t\t\t\t\t\t\t\t"status": "PASS"', '"gpu_ids": 5,\n\t\t\t\t\t\t\t\t"status": "FAIL"'
+    )
+    assert failed != text
+    h = judge(Facts(diag=parse.dcgm_diag(failed)), DGX)
+    assert [(p.subject, p.message) for p in h.problems] == [("GPU 5", "software failed")]
+    assert parse.dcgm_diag("Error: unable to connect to the host engine") is None
 
 
 def test_a_rail_down_or_wrong_is_a_problem() -> None:
@@ -182,3 +198,34 @@ def test_quarantine_metrics_parse_as_prometheus_text() -> None:
     assert quarantined == {"a": 1.0, "b": 0.0}
     assert [s.labels["node"] for s in families["aisite_health_held"].samples] == ["b"]
     assert families["aisite_health_quarantine_cap"].samples[0].value == 1.0
+
+
+def test_a_pass_on_the_controller_records_applies_and_releases(tmp_path: Path) -> None:
+    """Two passes over the lab's nodes as their status.json would read: the node with a rail down is quarantined
+    (state, actions, metrics, its Node object written), a node that sent nothing is reported missing; once it
+    is clean for recover_after checks it is released and its object owns nothing again."""
+    import yaml
+
+    from aisite.health.site import run_pass
+    from aisite.loader import load_site
+    from aisite.plan import build_plan
+
+    plan = build_plan(load_site("lab"))
+    assert plan.health is not None
+    down = {"node": "gpu02", "problems": [{"check": "rail", "subject": "rail1", "message": "down (operstate DOWN)"}]}
+    ok = {n.name: {"node": n.name, "problems": [], "checked": ["rail"], "skipped": []} for n in plan.nodes}
+    first = run_pass(plan, ok | {"gpu02": down, "stor01": None}, tmp_path)
+    assert [(a.node, a.kind) for a in first.actions] == [("gpu02", "quarantine")]
+    assert first.missing == ["stor01"] and first.limit == 1  # 5 nodes x 0.1, at least one
+    obj = yaml.safe_load((tmp_path / "nodes" / "gpu02.yaml").read_text())
+    assert obj["spec"]["taints"] == [{"key": "aisite.io/unhealthy", "value": "rail", "effect": "NoSchedule"}]
+    kubernetes_validate.validate(obj, plan.kubernetes.version, strict=True)
+    for i in range(plan.health.recover_after):
+        later = run_pass(plan, ok, tmp_path)
+        released = [(a.node, a.kind) for a in later.actions]
+        assert released == ([("gpu02", "release")] if i == plan.health.recover_after - 1 else [])
+    assert "spec" not in yaml.safe_load((tmp_path / "nodes" / "gpu02.yaml").read_text())
+    kinds = [json.loads(line)["kind"] for line in (tmp_path / "actions.jsonl").read_text().splitlines()]
+    assert kinds == ["quarantine", "release"]
+    garbled = run_pass(plan, ok | {"cp01": {"node": "cp01"}}, tmp_path)
+    assert [p.check for p in garbled.results["cp01"].problems] == ["status"]

@@ -603,6 +603,50 @@ def test_accept_names_the_slowed_rail_and_the_wrong_mtu_and_nothing_else(
     assert addresses(f"aisite-{SITE}-{mtu[0].name}")[mtu[1].interface]["mtu"] == mtu[1].mtu
 
 
+def test_health_finds_a_rail_down_and_the_cap_holds_the_rest_in_service(
+    up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
+) -> None:
+    """The deploy installed every node's health check (role node_health). One node's rail is pulled down; `aisite
+    health --now` runs each node's check and reads it: that node fails on its rail. Every lab node also fails its
+    clock (the lab's ntp_servers address, this machine's bridge, serves no NTP), so more nodes fail than the cap
+    allows: one, the worst, is quarantined, the others are held in service, each said; with no API server the Node
+    object is written and reported not applied. The rail back, routes and all."""
+    gpu = next(n for n in plan.by_role("gpu") if n.rails)
+    rail = gpu.rails[-1]
+    shutil.rmtree(ROOT / ".aisite" / SITE / "health", ignore_errors=True)
+    try:
+        faults.link_down(plan, gpu.name, rail.interface)
+        r = run_cli("health", str(stack_file), "--now", "--json", env=BMC_ENV)
+    finally:
+        faults.clear(plan, gpu.name, rail.interface)
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["missing"] == [] and set(doc["nodes"]) == {n.name for n in plan.nodes}
+    problems = {n: {(p["check"], p["subject"]) for p in v["problems"]} for n, v in doc["nodes"].items()}
+    assert ("rail", rail.interface) in problems[gpu.name]
+    assert all(("rail", rail.interface) not in p for n, p in problems.items() if n != gpu.name)
+    rails_down = [p for p in doc["nodes"][gpu.name]["problems"] if p["check"] == "rail"]
+    assert rails_down == [{"check": "rail", "subject": rail.interface, "message": "down (operstate DOWN)"}]
+    # The containers have no kernel log of their own and no NVIDIA driver: said, not passed.
+    assert any(s.startswith("xid:") for s in doc["nodes"][gpu.name]["skipped"])
+    assert doc["cap"] == 1 and doc["quarantined"] == [gpu.name], doc["actions"]  # the worst: rail and clock
+    kinds = {a["node"]: a["kind"] for a in doc["actions"]}
+    assert kinds[gpu.name] == "quarantine"
+    assert {n for n, k in kinds.items() if k == "held"} == {n for n, v in doc["nodes"].items() if not v["healthy"]} - {
+        gpu.name
+    }
+    assert any("no Kubernetes API server" in s for s in doc["not_applied"])
+    node_obj = yaml.safe_load((Path(doc["files"]["objects"]) / f"{gpu.name}.yaml").read_text())
+    assert node_obj["spec"]["taints"][0]["value"] == "rail" and node_obj["spec"]["unschedulable"] is True
+    assert "aisite_health_held{node=" in Path(doc["files"]["metrics"]).read_text()
+    status = podman(
+        "exec", f"aisite-{SITE}-{gpu.name}", "cat", "/var/lib/node_exporter/textfile_collector/aisite_health.prom"
+    )
+    assert f'aisite_health_problem{{check="rail",subject="{rail.interface}"}} 1' in status
+    routes = podman("exec", f"aisite-{SITE}-{gpu.name}", "ip", "route", "show", "table", str(rail.table))
+    assert f"default via {rail.gateway}" in routes and addresses(f"aisite-{SITE}-{gpu.name}")[rail.interface]["up"]
+
+
 def test_cluster_layer_runs_containerd_and_writes_kubeadm_and_kube_vip(
     up: subprocess.CompletedProcess[str], plan: Plan
 ) -> None:

@@ -1,17 +1,15 @@
-"""`aisite accept` on a lab: the stages with what the lab can run, for real, in the nodes' and switches' network
-namespaces (nsenter, this machine's iperf3 and Python).
+"""`aisite accept` on a lab: the measurements, for real, in the nodes' and switches' network namespaces (nsenter,
+this machine's iperf3 and Python).
 
 - node: rail interfaces present and up, MTU and address as planned, the per-rail routing rule and table, the
   multi-rail ARP settings of roles/roce_host; GPU, DCGM, NVLink and RDMA QoS checks are reported skipped where the
   node has no NVIDIA driver or RDMA device (the lab's containers have neither);
-- link: iperf3 from each node's rail to its leaf (the rail's gateway, on the leaf's bridge) and back: a cable;
-- pair: iperf3 between every ordered pair of nodes on each rail, within a unit and across units: the heat map;
-- group: gloo all_reduce within each node (a rank per rail), within each unit per rail, across units per rail;
-  a failing group is bisected (halves re-run; one node stands for itself by its link checks).
+- link: iperf3 from each node's rail to its leaf (the rail's gateway, on the leaf's bridge) and back;
+- pair: iperf3 from one node's rail to another's;
+- all_reduce: gloo (aisite/payloads/allreduce.py), a rank per (node, rail), each leaving on its rail.
 
-Thresholds: the lab's floors (site.acceptance.lab_min_gbps, lab_min_busbw_gbps) and the best of the same kind
-(fail below fail_fraction of it, degraded below degraded_fraction): the lab's CPUs, not a NIC model, set its
-figures.
+Floors: the lab's (site.acceptance.lab_min_gbps, lab_min_busbw_gbps): the lab's CPUs, not a NIC model, set its
+figures; the stages judge against the best of a kind as well (aisite/accept/stages.py).
 """
 
 from __future__ import annotations
@@ -19,72 +17,46 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from itertools import permutations
+from collections.abc import Sequence
 
 import yaml
 
-from aisite.accept.bisect import isolate
-from aisite.accept.report import Check, Finding, Report, expected_text, judge
+from aisite.accept.report import Check
+from aisite.accept.stages import MeasureError, Options
 from aisite.bench.lab import BenchError, launch, pid
 from aisite.bench.results import collect
 from aisite.lab.podman import LabError, run
 from aisite.loader import ROOT
 from aisite.plan import Node, Plan, Rail
 
-Say = Callable[[str], None]
 IPERF_PORT = 5301
 ROCE_DEFAULTS = ROOT / "roles" / "roce_host" / "defaults" / "main.yml"
 SYSCTL_FILE = "/etc/sysctl.d/91-aisite-rails.conf"  # where roles/roce_host persists them
-
-
-@dataclass(frozen=True, slots=True)
-class Options:
-    level: str = "quick"
-    seconds: int = 2  # per iperf3 direction
-    mbytes: float = 32.0  # all_reduce tensor: large enough that a step is tens of ms, not noise
-    iterations: int = 5
-    timeout: float = 180.0
 
 
 def _ns(plan: Plan, host: str, *cmd: str, check: bool = True) -> str:
     return run(["nsenter", "-t", str(pid(plan, host)), "-n", *cmd], check=check, what=f"{host}: {' '.join(cmd[:3])}")
 
 
-class LabAcceptance:
-    def __init__(self, plan: Plan, opts: Options, say: Say) -> None:
-        self.plan, self.opts, self.say = plan, opts, say
+class LabRunner:
+    lab = True
+    links = True
+    unit = "Gb/s"
+
+    def __init__(self, plan: Plan, opts: Options) -> None:
         assert plan.acceptance is not None
-        self.a = plan.acceptance
-        self.nodes = [n for n in plan.by_role("gpu") if n.rails]
-        self.report = Report(plan.site, opts.level, True, datetime.now(UTC).isoformat(timespec="seconds"))
-        self.link_ok: dict[tuple[str, int], bool] = {}
-        # A bisected group's subject -> (the members isolated, the halves that fail only together).
-        self.isolated: dict[str, tuple[list[str], list[tuple[tuple[str, ...], tuple[str, ...]]]]] = {}
+        self.plan, self.opts, self.a = plan, opts, plan.acceptance
         self._port = IPERF_PORT
 
-    # ------------------------------------------------------------------------------------------------ stages
-    def run(self) -> Report:
-        t0 = time.monotonic()
-        for n in self.plan.by_role("gpu"):
-            if not n.rails:
-                self.report.skipped.append(f"{n.name}: no rails (nics: 0): only its node checks apply")
-        if not self.nodes:
-            self.report.skipped.append("no GPU node has rails: nothing to measure on the fabric")
-        for n in self.nodes:
-            self.say(f"node: {n.name}")
-            self.node_stage(n)
-        self.bandwidth_stage("link", self._links())
-        self.bandwidth_stage("pair", self._pairs())
-        self.group_stage()
-        self.attribute()
-        self.report.seconds = time.monotonic() - t0
-        return self.report
+    def bandwidth_floor(self, stage: str, n: Node) -> float | None:
+        return self.a.lab_min_gbps
 
-    def node_stage(self, n: Node) -> None:
-        add = self.report.checks.append
+    def busbw_floor(self, scope: str, ranks: Sequence[tuple[Node, Rail]]) -> float | None:
+        return self.a.lab_min_busbw_gbps
+
+    def node(self, n: Node) -> list[Check]:
+        checks: list[Check] = []
+        add = checks.append
         tools = run(
             [
                 "podman",
@@ -250,77 +222,20 @@ class LabAcceptance:
                         rail=r.index,
                     )
                 )
+        return checks
 
-    def _links(self) -> list[tuple[Check, Callable[[], float]]]:
-        out = []
-        for n in self.nodes:
-            for r in n.rails:
-                leaf = r.leaf
-                for direction in ("tx", "rx"):
-                    c = Check(
-                        "link",
-                        f"{n.name}:{r.interface}{'>' if direction == 'tx' else '<'}{leaf}",
-                        f"iperf3-{direction}-gbps",
-                        None,
-                        "",
-                        "pass",
-                        node=n.name,
-                        rail=r.index,
-                        peer=None if direction == "tx" else leaf,
-                    )
-                    out.append((c, _bind(self._iperf, n.name, r.address, leaf, r.gateway, direction == "rx")))
-        return out
+    def link(self, n: Node, r: Rail, reverse: bool) -> float:
+        return self._iperf(n.name, r.address, r.leaf, r.gateway, reverse)
 
-    def _pairs(self) -> list[tuple[Check, Callable[[], float]]]:
-        out = []
-        rails = min((len(n.rails) for n in self.nodes), default=0)
-        for r in range(rails):
-            for a, b in permutations(self.nodes, 2):
-                ra, rb = a.rails[r], b.rails[r]
-                scope = "unit" if a.scalable_unit == b.scalable_unit else "across units"
-                c = Check(
-                    "pair",
-                    f"{a.name}:{ra.interface}>{b.name}:{rb.interface}",
-                    "iperf3-gbps",
-                    None,
-                    "",
-                    "pass",
-                    scope,
-                    node=a.name,
-                    rail=r,
-                    peer=b.name,
-                )
-                out.append((c, _bind(self._iperf, a.name, ra.address, b.name, rb.address, False)))
-        return out
-
-    def bandwidth_stage(self, stage: str, runs: list[tuple[Check, Callable[[], float]]]) -> None:
-        for i, (c, measure) in enumerate(runs):
-            self.say(f"{stage} {i + 1}/{len(runs)}: {c.subject}")
-            try:
-                c.value = measure()
-            except (LabError, BenchError, ValueError) as exc:
-                c.value, c.verdict, c.detail = float("nan"), "fail", str(exc)[-300:]
-        kinds: dict[str, list[Check]] = {}
-        for c, _ in runs:
-            kinds.setdefault(c.metric, []).append(c)
-        for checks in kinds.values():
-            values = [c.value for c in checks if isinstance(c.value, float) and c.value == c.value]
-            best = max(values, default=0.0)
-            for c in checks:
-                assert isinstance(c.value, float)
-                c.verdict = judge(c.value, self.a.lab_min_gbps, best, self.a.fail_fraction, self.a.degraded_fraction)
-                c.expected = expected_text(self.a.lab_min_gbps, best, self.a.fail_fraction, "Gb/s")
-                if stage == "link" and c.rail is not None and c.node:
-                    key = (c.node, c.rail)
-                    self.link_ok[key] = self.link_ok.get(key, True) and c.verdict != "fail"
-            self.report.checks.extend(checks)
+    def pair(self, a: Node, ra: Rail, b: Node, rb: Rail) -> float:
+        return self._iperf(a.name, ra.address, b.name, rb.address, False)
 
     def _iperf(self, client: str, src: str, server: str, dst: str, reverse: bool) -> float:
         """Gb/s received, from `src` in client's namespace to `dst` in server's (reverse: server sends)."""
         self._port += 1
         port = str(self._port)
         srv = subprocess.Popen(
-            ["nsenter", "-t", str(pid(self.plan, server)), "-n", "iperf3", "-s", "-1", "-B", dst, "-p", port],
+            ["nsenter", "-t", str(self._pid(server)), "-n", "iperf3", "-s", "-1", "-B", dst, "-p", port],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
@@ -332,7 +247,7 @@ class LabAcceptance:
                     ["-R"] if reverse else []
                 )
                 r = subprocess.run(
-                    ["nsenter", "-t", str(pid(self.plan, client)), "-n", *cmd],
+                    ["nsenter", "-t", str(self._pid(client)), "-n", *cmd],
                     capture_output=True,
                     text=True,
                     check=False,
@@ -342,76 +257,27 @@ class LabAcceptance:
                     break
                 if "Connection refused" not in text and "unable to connect" not in text:
                     break
-            doc = json.loads(text or "{}")
+            try:
+                doc = json.loads(text or "{}")
+            except ValueError:
+                raise MeasureError(f"iperf3 {src} -> {dst}: {text.strip()[-200:] or 'no output'}") from None
             if "error" in doc or "end" not in doc:
-                raise ValueError(f"iperf3 {src} -> {dst}: {doc.get('error', 'no result')}")
+                raise MeasureError(f"iperf3 {src} -> {dst}: {doc.get('error', 'no result')}")
             return float(doc["end"]["sum_received"]["bits_per_second"]) / 1e9
         finally:
             if srv.poll() is None:
                 srv.kill()
             srv.wait()
 
-    # ----------------------------------------------------------------------------------------------- groups
-    def group_stage(self) -> None:
-        groups: list[tuple[str, str, list[tuple[Node, Rail]]]] = []
-        for n in self.nodes:
-            if len(n.rails) > 1:
-                groups.append(("node", n.name, [(n, r) for r in n.rails]))
-        units: dict[int, list[Node]] = {}
-        for n in self.nodes:
-            units.setdefault(n.scalable_unit or 0, []).append(n)
-        rails = min((len(n.rails) for n in self.nodes), default=0)
-        for su, members in units.items():
-            if len(members) < 2:
-                self.report.skipped.append(f"unit {su}: one node with rails: no group within the unit")
-                continue
-            for r in range(rails):
-                groups.append(("unit", f"unit{su}/rail{r}", [(m, m.rails[r]) for m in members]))
-        if len(units) > 1:
-            for r in range(rails):
-                groups.append(("across", f"units/rail{r}", [(m, m.rails[r]) for m in self.nodes]))
-        else:
-            self.report.skipped.append("across units: the site has one unit with rail nodes")
-        checks = []
-        for i, (scope, name, ranks) in enumerate(groups):
-            self.say(f"group {i + 1}/{len(groups)}: all_reduce {name} ({len(ranks)} ranks)")
-            c = Check(
-                "group",
-                f"{name}[{','.join(sorted({n.name for n, _ in ranks}))}]",
-                f"allreduce-{scope}-busbw",
-                None,
-                "",
-                "pass",
-                members=tuple(n.name for n, _ in ranks),
-                rail=ranks[0][1].index if scope != "node" else None,
-                node=ranks[0][0].name if scope == "node" else None,
-            )
-            c.value = self._allreduce(name, ranks, c)
-            checks.append((c, scope, ranks))
-        best: dict[str, float] = {}
-        for c, scope, _ in checks:
-            if isinstance(c.value, float) and c.value == c.value:
-                best[scope] = max(best.get(scope, 0.0), c.value)
-        floor = self.a.lab_min_busbw_gbps
-        for c, scope, ranks in checks:
-            assert isinstance(c.value, float)
-            c.verdict = judge(c.value, floor, best.get(scope, 0.0), self.a.fail_fraction, self.a.degraded_fraction)
-            c.expected = expected_text(floor, best.get(scope, 0.0), self.a.fail_fraction, "GB/s")
-            self.report.checks.append(c)
-            if c.verdict == "fail" and scope != "node":
-                self._bisect(c, ranks, best.get(scope, 0.0), floor)
+    def _pid(self, host: str) -> int:
+        try:
+            return pid(self.plan, host)
+        except BenchError as exc:
+            raise MeasureError(str(exc)) from None
 
-    def _allreduce(self, name: str, ranks: Sequence[tuple[Node, Rail]], c: Check) -> float:
-        args = [
-            "--group",
-            name,
-            "--mbytes",
-            str(self.opts.mbytes),
-            "--iterations",
-            str(self.opts.iterations),
-            "--timeout",
-            str(int(self.opts.timeout)),
-        ]
+    def allreduce(self, name: str, ranks: Sequence[tuple[Node, Rail]], scope: str) -> float:
+        args = ["--group", name, "--mbytes", str(self.opts.mbytes), "--iterations", str(self.opts.iterations)]
+        args += ["--timeout", str(int(self.opts.timeout))]
         self._port += 1
         try:
             out = launch(
@@ -424,123 +290,11 @@ class LabAcceptance:
                 port=self._port,
             )
             found = collect(out[0], f"{name} rank 0")
-            if len(found) != 1:
-                raise BenchError(f"{name}: rank 0 printed {len(found)} results")
-            return float(found[0].value)
         except (BenchError, LabError) as exc:
-            c.detail = str(exc)[-300:]
-            return float("nan")
-
-    def _bisect(self, failed: Check, ranks: Sequence[tuple[Node, Rail]], best: float, floor: float) -> None:
-        rail = ranks[0][1].index
-
-        def test(sub: Sequence[tuple[Node, Rail]]) -> bool:
-            if len(sub) == 1:  # one node stands for itself: its own link checks on this rail
-                return self.link_ok.get((sub[0][0].name, rail), False)
-            name = f"{failed.subject.split('[')[0]}/bisect"
-            c = Check(
-                "bisect",
-                f"{name}[{','.join(n.name for n, _ in sub)}]",
-                failed.metric,
-                None,
-                "",
-                "pass",
-                f"bisecting {failed.subject}",
-                rail=rail,
-                members=tuple(n.name for n, _ in sub),
-            )
-            self.say(f"bisect: {c.subject}")
-            c.value = self._allreduce(name, sub, c)
-            c.verdict = judge(c.value, floor, best, self.a.fail_fraction, self.a.degraded_fraction)
-            c.expected = expected_text(floor, best, self.a.fail_fraction, "GB/s")
-            self.report.checks.append(c)
-            return c.verdict != "fail"
-
-        found = isolate(list(ranks), test)
-        failed.detail = (failed.detail + "; " if failed.detail else "") + (
-            f"bisection ({found.tests} tests): "
-            + ", ".join(f"{n.name}:{r.interface}" for n, r in found.members)
-            + "".join(f"; between {[n.name for n, _ in a]} and {[n.name for n, _ in b]}" for a, b in found.between)
-        )
-        self.isolated[failed.subject] = (
-            [n.name for n, _ in found.members],
-            [(tuple(n.name for n, _ in a), tuple(n.name for n, _ in b)) for a, b in found.between],
-        )
-
-    # ------------------------------------------------------------------------------------------ attribution
-    def attribute(self) -> None:
-        """Findings from failed and degraded checks, most specific first: a node's own state, then its links;
-        a pair or group those explain adds to their evidence. What nothing explains is named as a path (a pair,
-        or halves that fail only together) or as the members bisection isolated."""
-        found: dict[tuple[str, int | None, str | None], Finding] = {}
-        iface = {(n.name, r.index): r.interface for n in self.nodes for r in n.rails}
-
-        def add(node: str, rail: int | None, peer: str | None, c: Check, what: str) -> None:
-            f = found.get((node, rail, peer))
-            if f is None:
-                interface = iface.get((node, rail)) if rail is not None else None
-                found[(node, rail, peer)] = Finding(node, rail, interface, peer, c.verdict, what, [c.subject])
-            elif c.subject not in f.evidence:
-                f.evidence.append(c.subject)
-
-        def explained(node: str, rail: int | None, c: Check) -> bool:
-            keys = [k for k in found if k[0] == node and k[2] is None and (rail is None or k[1] in (rail, None))]
-            for k in keys:
-                if c.subject not in found[k].evidence:
-                    found[k].evidence.append(c.subject)
-            return bool(keys)
-
-        # Degraded checks stay in the report (and the node's verdict) but name nothing: a share of the best is
-        # noisy on small groups, and a finding must stand.
-        bad = [c for c in self.report.checks if c.verdict == "fail"]
-        for c in bad:
-            if c.stage == "node" and c.node:
-                detail = f" ({c.detail})" if c.detail else ""
-                add(c.node, c.rail, None, c, f"{c.metric}: {c.value}, expected {c.expected}{detail}")
-        for c in bad:
-            if c.stage == "link" and c.node and not explained(c.node, c.rail, c):
-                add(c.node, c.rail, None, c, f"{c.subject} {c.metric}: {_fmt(c.value)} Gb/s, expected {c.expected}")
-        for c in bad:
-            if c.stage != "pair" or not (c.node and c.peer):
-                continue
-            if not (explained(c.node, c.rail, c) | explained(c.peer, c.rail, c)):
-                add(c.node, c.rail, c.peer, c, f"path {c.subject}: {_fmt(c.value)} Gb/s, expected {c.expected}")
-        for c in bad:
-            if c.stage != "group":
-                continue
-            members, between = self.isolated.get(c.subject, ([], []))
-            if not members and not between:  # within a node, or degraded (only failures are bisected)
-                if not any([explained(m, c.rail, c) for m in c.members]):
-                    add(
-                        ",".join(dict.fromkeys(c.members)),
-                        c.rail,
-                        None,
-                        c,
-                        f"{c.subject} {c.metric}: {_fmt(c.value)} GB/s, expected {c.expected}",
-                    )
-                continue
-            for m in members:
-                if not explained(m, c.rail, c):
-                    add(m, c.rail, None, c, f"{c.metric}: bisection of {c.subject} isolated it")
-            for left, right in between:
-                add(
-                    left[0],
-                    c.rail,
-                    right[0],
-                    c,
-                    f"{c.metric}: {list(left)} and {list(right)} pass apart, fail together",
-                )
-        self.report.findings = sorted(
-            found.values(), key=lambda f: (f.node, -1 if f.rail is None else f.rail, f.peer or "")
-        )
-
-
-def _fmt(value: float | str | None) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-def _bind(fn: Callable[..., float], *args: object) -> Callable[[], float]:
-    return lambda: fn(*args)
+            raise MeasureError(str(exc)) from None
+        if len(found) != 1:
+            raise MeasureError(f"{name}: rank 0 printed {len(found)} results")
+        return float(found[0].value)
 
 
 def _container(plan: Plan, host: str) -> str:

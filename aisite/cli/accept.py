@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from typing import Annotated, Literal
 
 import typer
+import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from aisite.accept.lab import LabAcceptance, Options
+from aisite.accept.lab import LabRunner
 from aisite.accept.report import Report, heatmap
+from aisite.accept.site import AnsibleCluster, SiteRunner, first_pass
+from aisite.accept.stages import Acceptance, Options, Runner
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, load_plan, out
 from aisite.lab.podman import LabError
-from aisite.paths import accept_dir
+from aisite.paths import accept_dir, kubeconfig_path
 
 COLOUR = {"pass": "green", "degraded": "yellow", "fail": "red", "skipped": "dim"}
 
@@ -28,25 +32,40 @@ def accept_command(
     as_json_: JsonOpt = False,
 ) -> None:
     """Accept a site: per node, per rail link and pair, per group (all_reduce), then bisect what fails; a report
-    (.aisite/SITE/accept/report.json) and a heat map of pairwise bandwidth. Exit 1 when anything fails."""
+    (.aisite/SITE/accept/report.json) and a heat map of pairwise bandwidth. On a lab for real; on a site as jobs
+    through its cluster (none here: the first pass's jobs are written for review). Exit 1 when anything fails."""
     plan = load_plan(stack, as_json_)
     if level not in ("quick", "full"):
         print(f"error: --level: {level!r} is not one of quick, full", file=sys.stderr)
         raise typer.Exit(2)
     lvl: Literal["quick", "full"] = "quick" if level == "quick" else "full"
-    if plan.connection != "lab":
-        print(
-            f"error: accept: {plan.site} is not a lab; on a site the stages run as jobs through the platform, which "
-            "this version does not submit yet (the lab runs them for real: aisite accept lab)",
-            file=sys.stderr,
-        )
-        raise typer.Exit(EXIT_FAILED)
     opts = Options(
         level=lvl,
         seconds=seconds or (2 if lvl == "quick" else 10),
         mbytes=32.0 if lvl == "quick" else 128.0,
         iterations=5 if lvl == "quick" else 20,
     )
+    lab = plan.connection == "lab"
+    runner: Runner
+    if lab:
+        runner = LabRunner(plan, opts)
+    else:
+        assert plan.acceptance is not None
+        if not kubeconfig_path(plan.site).is_file():
+            jobs = accept_dir(plan.site) / "jobs"
+            shutil.rmtree(jobs, ignore_errors=True)
+            jobs.mkdir(parents=True)
+            objects = first_pass(plan, opts)
+            for i, o in enumerate(objects):
+                (jobs / f"{i:03d}-{o['kind'].lower()}-{o['metadata']['name']}.yaml").write_text(yaml.safe_dump(o))
+            print(
+                f"error: accept: no Kubernetes API server for {plan.site} (no kubeconfig at "
+                f"{kubeconfig_path(plan.site)}): nothing was submitted; the first pass's {len(objects)} objects are "
+                f"in {jobs} for review",
+                file=sys.stderr,
+            )
+            raise typer.Exit(EXIT_FAILED)
+        runner = SiteRunner(plan, opts, AnsibleCluster(plan, plan.acceptance.namespace))
     with err.status(f"accept {plan.site}") as status:
 
         def say(message: str) -> None:
@@ -55,7 +74,7 @@ def accept_command(
                 err.print(message, highlight=False)
 
         try:
-            report = LabAcceptance(plan, opts, say).run()
+            report = Acceptance(plan, opts, runner, say).run()
         except LabError as exc:
             print(f"error: accept: {exc}", file=sys.stderr)
             raise typer.Exit(EXIT_FAILED) from None

@@ -8,10 +8,16 @@ import sys
 from dataclasses import dataclass, field
 
 try:  # inside the package, or beside parse.py on a node
-    from aisite.health.parse import GpuMemoryState, LinkState, NvlinkState, XidEvent
+    from aisite.health.parse import DiagResult, GpuMemoryState, LinkState, NvlinkState, XidEvent
 except ImportError:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from parse import GpuMemoryState, LinkState, NvlinkState, XidEvent  # type: ignore[import-not-found,no-redef]
+    from parse import (  # type: ignore[import-not-found,no-redef]
+        DiagResult,
+        GpuMemoryState,
+        LinkState,
+        NvlinkState,
+        XidEvent,
+    )
 
 # XIDs a user's program causes (illegal address, MMU fault from the program, ...) rather than the hardware: the
 # NVIDIA device plugin's default skip list (k8s-device-plugin internal/rm/health.go: 13, 31, 43, 45, 68, 109).
@@ -53,6 +59,7 @@ class Facts:
     links: dict[str, LinkState] | None = None
     filesystems: list[FileSystem] | None = None
     clock: Clock | None = None
+    diag: list[DiagResult] | None = None  # DCGM diagnostics, where run (acceptance)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +95,21 @@ def judge(facts: Facts, expected: Expected) -> NodeHealth:
     _rails(facts, expected, h)
     _filesystems(facts, expected, h)
     _clock(facts, expected, h)
+    _diag(facts, h, gpu)
     return h
+
+
+def _diag(facts: Facts, h: NodeHealth, gpu: bool) -> None:
+    if facts.diag is None:
+        return  # run by acceptance only, not by every health check
+    h.checked.append("dcgm-diag")
+    if not facts.diag:
+        h.problems.append(Problem("dcgm-diag", "node", "the diagnostic reported no test"))
+    for r in facts.diag:
+        if r.status == "FAIL":
+            h.problems.append(
+                Problem("dcgm-diag", f"GPU {r.gpus}", f"{r.test} failed" + (f": {r.detail}" if r.detail else ""))
+            )
 
 
 def _xids(facts: Facts, h: NodeHealth, gpu: bool) -> None:

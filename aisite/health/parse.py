@@ -6,6 +6,7 @@
   uncorrectable counts, retired pages pending and row remapping state;
 - `nvidia-smi nvlink --status`: per GPU its links and their speed, or that all are inactive; `dcgmi nvlink
   --link-status`: per GPU each link up or down;
+- `dcgmi diag -r N -j`: every test's result per GPU;
 - `ip -j addr`: interfaces, their state, MTU and IPv4 addresses.
 """
 
@@ -171,6 +172,43 @@ def dcgmi_link_status(text: str) -> list[NvlinkState]:
             gpus[-1].links = {i: (0.0 if c == "U" else None) for i, c in enumerate(letters) if c != "_"}
             gpus[-1].all_inactive = all(c in "DX" for c in letters if c != "_")
     return gpus
+
+
+@dataclass(frozen=True, slots=True)
+class DiagResult:
+    test: str
+    gpus: str  # as DCGM names them: "0,1,2" or one id
+    status: str  # PASS | FAIL | WARN | SKIPPED (upper case)
+    detail: str
+
+
+def dcgm_diag(text: str) -> list[DiagResult] | None:
+    """`dcgmi diag -r N -j`: every test result (DCGM 3.x nests them in "DCGM GPU Diagnostic" > test_categories,
+    with nulls between tests; 4.x may put "tests" at the top). None when no JSON document is in the output."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        doc = json.loads(text[start:])
+    except ValueError:
+        return None
+    root = doc.get("DCGM GPU Diagnostic", doc) if isinstance(doc, dict) else {}
+    tests = [t for c in root.get("test_categories") or [] if isinstance(c, dict) for t in c.get("tests") or []]
+    tests += list(root.get("tests") or [])
+    out = []
+    for t in tests:
+        if not isinstance(t, dict):
+            continue
+        for r in t.get("results") or []:
+            if isinstance(r, dict):
+                words = [*r.get("warnings", []), *r.get("info", [])] if isinstance(r.get("warnings", []), list) else []
+                detail = "; ".join(str(w.get("warning", w) if isinstance(w, dict) else w) for w in words)
+                out.append(
+                    DiagResult(
+                        str(t.get("name", "?")), str(r.get("gpu_ids", "")), str(r.get("status", "")).upper(), detail
+                    )
+                )
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,8 @@ def decide(
         if rec.quarantined and rec.clean >= recover_after:
             actions.append(Action(node, "release", f"{rec.clean} clean checks", now))
             new[node] = NodeRecord(clean=rec.clean)
-    for node in sorted(n for n, h in results.items() if not h.healthy):
+    # The worst first (most problems), so a cap reached keeps the likeliest-broken node out.
+    for node in sorted((n for n, h in results.items() if not h.healthy), key=lambda n: (-len(results[n].problems), n)):
         h = results[node]
         rec = new.setdefault(node, NodeRecord())
         rec.clean = 0

@@ -59,8 +59,15 @@ def set_mtu(plan: Plan, node: str, interface: str, mtu: int) -> None:
     _ns(plan, node, "ip", "link", "set", "dev", interface, "mtu", str(mtu))
 
 
+def link_down(plan: Plan, node: str, interface: str) -> None:
+    """The rail's link down on the node's side (a cable pulled, as the node sees it)."""
+    _rail(plan, node, interface)
+    _ns(plan, node, "ip", "link", "set", "dev", interface, "down")
+
+
 def clear(plan: Plan, node: str, interface: str) -> None:
-    """The rail as the plan has it: its MTU, no root qdisc of ours."""
+    """The rail as the plan has it: up, its MTU, no root qdisc of ours. (A link set down loses its routes: the
+    hosts layer puts them back, as systemd-networkd does when the link returns on a node.)"""
     rail = _rail(plan, node, interface)
     _ns(plan, node, "tc", "qdisc", "del", "dev", interface, "root", check=False)
-    _ns(plan, node, "ip", "link", "set", "dev", interface, "mtu", str(rail.mtu))
+    _ns(plan, node, "ip", "link", "set", "dev", interface, "mtu", str(rail.mtu), "up")

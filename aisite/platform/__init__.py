@@ -9,6 +9,7 @@ from typing import Any
 
 from aisite.plan import Plan
 from aisite.platform.charts import Chart, RemoteManifest, charts, release_namespaces, remote_manifests
+from aisite.platform.common import labels, obj, pod_security_labels
 from aisite.platform.jobs import jobs, pinned_image
 from aisite.platform.kueue import kueue_objects, local_queue
 from aisite.platform.monitoring import monitoring_objects
@@ -42,4 +43,12 @@ def objects(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     for t in plan.tenants:
         extra = ([local_queue(plan, t)] if kueue else []) + ([rail_quota(plan, t)] if rails else [])
         out[f"tenant-{t.name}.yaml"] = tenant_objects(plan, t) + extra
+    out["acceptance.yaml"] = [acceptance_namespace(plan)]
     return out
+
+
+def acceptance_namespace(plan: Plan) -> dict[str, Any]:
+    """Where `aisite accept` runs its jobs on a site: privileged, as they read the host (nsenter into the node's
+    health check, DCGM diagnostics) and use its network and RDMA devices directly."""
+    assert plan.acceptance is not None
+    return obj("v1", "Namespace", plan.acceptance.namespace, labels(plan) | pod_security_labels("privileged"))

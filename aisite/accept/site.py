@@ -1,0 +1,331 @@
+"""`aisite accept` on a site: each measurement is a Job in the acceptance namespace (site.acceptance.namespace,
+privileged: the checks read the host and its devices), pinned to its nodes, on pinned images; a Cluster runs it
+and returns the log that carries the figure.
+
+- node: the node's own health check (roles/node_health, entered through nsenter from a privileged pod) with the
+  DCGM diagnostics of the level (`dcgmi diag -r 1|3 -j`, DCGM image the GPU Operator pins);
+- pair: perftest's ib_write_bw on the rail's device (mlx5_<rail>, the RoCE GID and traffic class of the plan),
+  server on one node, client on the other (the nccl-tests image, as the site's ib-write-bw workload);
+- all_reduce: nccl-tests' all_reduce_perf under mpirun in an MPIJob (MPI Operator), its NCCL_IB_HCA narrowed to
+  the group's rail (a node alone: its NVLinks).
+
+No Kubernetes API server runs here: the jobs are validated offline (kubernetes-validate, the MPIJob CRD) and the
+stages exercised with a Cluster that answers with recorded tool output (tests/test_accept.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from aisite.accept.report import Check
+from aisite.accept.stages import MeasureError, Options
+from aisite.health import parse
+from aisite.health.judge import Expected, Facts, judge
+from aisite.payloads import tools
+from aisite.plan import GPU_TAINT, Node, Plan, Rail
+from aisite.platform.common import GPU_RESOURCE, labels, obj
+from aisite.platform.jobs import pinned_image
+
+DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.5.2-1-ubuntu22.04"  # the GPU Operator v26.3.3 chart's
+MARK = "=====aisite-accept====="
+STATUS_DIR = "/var/lib/aisite/health/accept"
+
+
+class Cluster(Protocol):
+    """Runs one measurement's objects to completion and returns the log of the pod named `result_pod` (a prefix
+    of its name); raises MeasureError when it cannot."""
+
+    def run(self, objects: list[dict[str, Any]], result_pod: str, timeout: float) -> str: ...
+
+
+def _name(*parts: str) -> str:
+    return re.sub(r"[^a-z0-9-]", "-", "-".join(parts).lower())[:63].strip("-")
+
+
+class SiteRunner:
+    lab = False
+    links = False
+    unit = "Gb/s"
+
+    def __init__(self, plan: Plan, opts: Options, cluster: Cluster) -> None:
+        assert plan.acceptance is not None
+        self.plan, self.opts, self.cluster, self.a = plan, opts, cluster, plan.acceptance
+        self.namespace = self.a.namespace
+        self.written: list[dict[str, Any]] = []  # every object submitted, in order (the report keeps their names)
+
+    # ---------------------------------------------------------------------------------------------- floors
+    def bandwidth_floor(self, stage: str, n: Node) -> float | None:
+        speed = next((c.speed_gbps for c in self.plan.cables if c.kind == "rail" and c.a_device == n.name), None)
+        return next((t.value for t in self.a.ib_write_bw if t.key == str(speed)), None)
+
+    def busbw_floor(self, scope: str, ranks: Sequence[tuple[Node, Rail]]) -> float | None:
+        node = ranks[0][0]
+        if scope != "node" or not node.gpu or node.gpu.count != 8:  # the table's figures are for 8-GPU nodes
+            return None
+        return next((t.value for t in self.a.nccl_busbw if t.key == node.gpu.type), None)
+
+    # -------------------------------------------------------------------------------------------- the jobs
+    def _pod(self, node: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+        toleration = {"key": GPU_TAINT.key, "operator": "Exists", "effect": GPU_TAINT.effect}
+        return {
+            "metadata": {"labels": labels(self.plan, role="acceptance")},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "tolerations": [toleration, {"key": "aisite.io/unhealthy", "operator": "Exists"}],
+                "restartPolicy": "Never",
+                "containers": containers,
+            }
+            | spec,
+        }
+
+    def _job(self, name: str, pod: dict[str, Any]) -> dict[str, Any]:
+        return obj(
+            "batch/v1",
+            "Job",
+            name,
+            labels(self.plan, role="acceptance"),
+            self.namespace,
+            spec={"backoffLimit": 0, "ttlSecondsAfterFinished": 3600, "template": pod},
+        )
+
+    def node_job(self, n: Node) -> dict[str, Any]:
+        level = self.a.dcgm_levels[self.opts.level]
+        check = (
+            f"nsenter -t 1 -m -u -n -i -- python3 /opt/aisite/health/node.py --expected "
+            f"/etc/aisite/health/expected.json --out {STATUS_DIR} >/dev/null && cat /host{STATUS_DIR}/status.json"
+        )
+        script = f"{check}; echo {MARK}; nv-hostengine -n -b 127.0.0.1 && sleep 2; dcgmi diag -r {level} -j || true"
+        container = {
+            "name": "check",
+            "image": DCGM_IMAGE,
+            "command": ["sh", "-c", script],
+            "securityContext": {"privileged": True},
+            "volumeMounts": [{"name": "host", "mountPath": "/host", "readOnly": True}],
+        }
+        if n.gpu:
+            container["resources"] = {"limits": {GPU_RESOURCE: str(n.gpu.count)}}
+        pod = self._pod(
+            n.name,
+            [container],
+            hostPID=True,
+            hostNetwork=True,
+            volumes=[{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}],
+        )
+        return self._job(_name("accept-node", n.name), pod)
+
+    def pair_jobs(self, a: Node, ra: Rail, b: Node, rb: Rail) -> list[dict[str, Any]]:
+        roce, port = self.plan.roce, 18515 + ra.index
+        base = f"ib_write_bw -d mlx5_{ra.index} -x {roce.nccl_ib_gid_index} --tclass={roce.traffic_class}"
+        base += f" -F --report_gbits -p {port}"
+        image = pinned_image(self.plan, "nccl-tests")
+        res = {"limits": {f"rdma/rail{ra.index}": "1"}}
+
+        def c(name: str, cmd: str) -> dict[str, Any]:
+            return {
+                "name": name,
+                "image": image,
+                "command": ["sh", "-c", cmd],
+                "resources": res,
+                "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+            }
+
+        name = _name("accept-pair", a.name, b.name, f"rail{ra.index}")
+        server = self._job(f"{name}-s"[:63], self._pod(b.name, [c("server", base)], hostNetwork=True))
+        # The client retries until the server listens; it reaches the server on the server's rail address.
+        client_cmd = f"until {base} {rb.address}; do sleep 2; done"
+        client = self._job(f"{name}-c"[:63], self._pod(a.name, [c("client", client_cmd)], hostNetwork=True))
+        return [server, client]
+
+    def allreduce_job(self, name: str, ranks: Sequence[tuple[Node, Rail]], scope: str) -> dict[str, Any]:
+        nodes = list(dict.fromkeys(n.name for n, _ in ranks))
+        gpus = ranks[0][0].gpu.count if ranks[0][0].gpu else 1
+        per_node = gpus if scope == "node" else 1
+        image = pinned_image(self.plan, "nccl-tests")
+        env = [
+            {"name": "NCCL_IB_TC", "value": str(self.plan.roce.traffic_class)},
+            {"name": "NCCL_IB_GID_INDEX", "value": str(self.plan.roce.nccl_ib_gid_index)},
+        ]
+        if scope != "node":  # one rail: its device alone
+            env.append({"name": "NCCL_IB_HCA", "value": f"=mlx5_{ranks[0][1].index}"})
+        size = f"{int(self.opts.mbytes * 2**20)}"
+        mpirun = ["mpirun", "--allow-run-as-root", "-np", str(len(nodes) * per_node), "--bind-to", "none"]
+        mpirun += [a for e in env for a in ("-x", e["name"])]
+        mpirun += ["all_reduce_perf", "-b", size, "-e", size, "-g", "1", "-n", str(self.opts.iterations)]
+        worker = self._pod(
+            nodes[0],
+            [
+                {
+                    "name": "worker",
+                    "image": image,
+                    "command": ["/usr/sbin/sshd", "-De"],
+                    "env": env,
+                    "resources": {"limits": {GPU_RESOURCE: str(per_node)}},
+                }
+            ],
+        )
+        del worker["spec"]["nodeSelector"]
+        del worker["spec"]["restartPolicy"]
+        worker["spec"]["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}
+                    ]
+                }
+            },
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"aisite.io/accept-group": _name(name)}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            },
+        }
+        worker["metadata"]["labels"] = worker["metadata"]["labels"] | {"aisite.io/accept-group": _name(name)}
+        launcher = {"spec": {"containers": [{"name": "launcher", "image": image, "command": mpirun, "env": env}]}}
+        return obj(
+            "kubeflow.org/v2beta1",
+            "MPIJob",
+            _name("accept", name),
+            labels(self.plan, role="acceptance"),
+            self.namespace,
+            spec={
+                "slotsPerWorker": per_node,
+                "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
+                "mpiImplementation": "OpenMPI",
+                "mpiReplicaSpecs": {
+                    "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher},
+                    "Worker": {"replicas": len(nodes), "restartPolicy": "Never", "template": worker},
+                },
+            },
+        )
+
+    # ----------------------------------------------------------------------------------------- measurements
+    def _run(self, objects: list[dict[str, Any]], result_pod: str) -> str:
+        self.written += objects
+        return self.cluster.run(objects, result_pod, self.opts.timeout)
+
+    def node(self, n: Node) -> list[Check]:
+        job = self.node_job(n)
+        text = self._run([job], job["metadata"]["name"])
+        status_text, _, diag_text = text.partition(MARK)
+        try:
+            status = json.loads(status_text[status_text.find("{") :])
+        except ValueError:
+            return [
+                Check(
+                    "node",
+                    n.name,
+                    "health-check",
+                    None,
+                    "status.json",
+                    "fail",
+                    "the node's check printed no status",
+                    node=n.name,
+                )
+            ]
+        expected = Expected(n.name, n.gpu.count if n.gpu else 0, bool(n.gpu and n.gpu.nvswitch), ())
+        diag = judge(Facts(diag=parse.dcgm_diag(diag_text)), expected) if n.gpu else None
+        checks = [
+            Check(
+                "node",
+                f"{n.name}:{p['subject']}",
+                p["check"],
+                p["message"],
+                "none",
+                "fail",
+                node=n.name,
+                rail=_rail(n, p["subject"]),
+            )
+            for p in status.get("problems", [])
+        ]
+        checks += [
+            Check("node", n.name, c, "ok", "no problem", "pass", node=n.name)
+            for c in status.get("checked", [])
+            if not any(x.metric == c for x in checks)
+        ]
+        checks += [
+            Check("node", n.name, s.split(":")[0], None, "", "skipped", s, node=n.name)
+            for s in status.get("skipped", [])
+        ]
+        if diag is not None:
+            checks += [
+                Check("node", f"{n.name}:{p.subject}", "dcgm-diag", p.message, "PASS", "fail", node=n.name)
+                for p in diag.problems
+            ]
+            if not diag.problems:
+                checks.append(Check("node", n.name, "dcgm-diag", "PASS", "PASS", "pass", node=n.name))
+        return checks
+
+    def link(self, n: Node, r: Rail, reverse: bool) -> float:
+        raise MeasureError("a site's switch is not an endpoint: rails are judged by their pairs")
+
+    def pair(self, a: Node, ra: Rail, b: Node, rb: Rail) -> float:
+        objects = self.pair_jobs(a, ra, b, rb)
+        text = self._run(objects, objects[1]["metadata"]["name"])
+        try:
+            return float(tools.ib_write_bw(text)["value"])
+        except tools.NoFigureError as exc:
+            raise MeasureError(f"ib_write_bw {a.name} -> {b.name} rail {ra.index}: {exc}") from None
+
+    def allreduce(self, name: str, ranks: Sequence[tuple[Node, Rail]], scope: str) -> float:
+        job = self.allreduce_job(name, ranks, scope)
+        text = self._run([job], f"{job['metadata']['name']}-launcher")
+        try:
+            return float(tools.nccl(text)["value"])
+        except tools.NoFigureError as exc:
+            raise MeasureError(f"all_reduce_perf {name}: {exc}") from None
+
+
+def _rail(n: Node, subject: str) -> int | None:
+    return next((r.index for r in n.rails if r.interface == subject), None)
+
+
+class AnsibleCluster:
+    """The site's cluster through playbooks/accept-job.yml (kubernetes.core, the admin kubeconfig)."""
+
+    def __init__(self, plan: Plan, namespace: str) -> None:
+        from aisite.render.inventory import inventory, inventory_text
+
+        self.inventory = inventory_text(inventory(plan))
+        self.namespace = namespace
+
+    def run(self, objects: list[dict[str, Any]], result_pod: str, timeout: float) -> str:
+        from aisite.deploy import run_playbook
+
+        result = run_playbook(
+            "playbooks/accept-job.yml",
+            self.inventory,
+            extravars={
+                "accept_objects": objects,
+                "accept_namespace": self.namespace,
+                "accept_result_pod": re.escape(result_pod),
+                "accept_timeout": int(timeout),
+            },
+        )
+        log = result.stats.get("accept_log")
+        if not result.ok or not isinstance(log, str):
+            raise MeasureError(f"{result_pod}: " + ("; ".join(result.failures)[-400:] or "no log"))
+        return log
+
+
+def first_pass(plan: Plan, opts: Options) -> list[dict[str, Any]]:
+    """The jobs of a first pass, before any bisection: each node's, each rail pair's, each group's (for review
+    where no cluster answers, and for the offline validation of every object acceptance submits)."""
+    from aisite.accept.stages import Acceptance
+
+    runner = SiteRunner(plan, opts, _Unreachable())
+    acc = Acceptance(plan, opts, runner, lambda _: None)
+    out = [runner.node_job(n) for n in acc.nodes]
+    for a, b, r in acc.pair_plan():
+        out += runner.pair_jobs(a, a.rails[r], b, b.rails[r])
+    out += [runner.allreduce_job(name, ranks, scope) for scope, name, ranks in acc.groups()]
+    return out
+
+
+class _Unreachable:
+    def run(self, objects: list[dict[str, Any]], result_pod: str, timeout: float) -> str:
+        raise MeasureError("no cluster")
