@@ -123,7 +123,15 @@ def test_a_rail_down_or_wrong_is_a_problem() -> None:
 def test_what_a_node_lacks_is_skipped_and_said() -> None:
     h = judge(Facts(), Expected("lab-node", gpus=1, nvlink=True, rails=(("rail0", 9000, "x"),)))
     assert h.healthy and not h.checked
-    assert {s.split(":")[0] for s in h.skipped} == {"xid", "ecc, gpu-count", "nvlink", "rail", "filesystem", "clock"}
+    assert {s.split(":")[0] for s in h.skipped} == {
+        "xid",
+        "ecc, gpu-count",
+        "nvlink",
+        "rail",
+        "filesystem",
+        "clock",
+        "rdma",
+    }
 
 
 def _health(node: str, ok: bool) -> NodeHealth:
@@ -229,3 +237,38 @@ def test_a_pass_on_the_controller_records_applies_and_releases(tmp_path: Path) -
     assert kinds == ["quarantine", "release"]
     garbled = run_pass(plan, ok | {"cp01": {"node": "cp01"}}, tmp_path)
     assert [p.check for p in garbled.results["cp01"].problems] == ["status"]
+
+
+def _sysfs(tmp_path: Path, edit: dict[str, str] | None = None) -> Path:
+    """The recorded /sys/class/infiniband of an 8x H100 system (its JSON fixture), as a tree again."""
+    files = json.loads(fixture("sys-class-infiniband-h100-gpud.json")) | (edit or {})
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return tmp_path
+
+
+def test_rdma_ports_state_rate_and_error_counters(tmp_path: Path) -> None:
+    rails = tuple((f"rail{i}", 9000, f"10.0.{i}.2/24") for i in range(2))
+    expected = Expected("dgx01", 0, False, rails, rail_gbps=400)
+    ports = parse.rdma_ports(_sysfs(tmp_path / "ok"))
+    assert len(ports) == 9 and {p.device for p in ports} >= {"mlx5_0", "mlx5_1", "mlx5_bond_0"}
+    p0 = next(p for p in ports if p.device == "mlx5_0")
+    assert (p0.state, p0.phys_state, p0.rate_gbps, p0.link_layer) == ("ACTIVE", "LinkUp", 400.0, "InfiniBand")
+    assert "symbol_error" in p0.counters and "out_of_sequence" in p0.counters
+    before = {f"{p.device}/{p.port}": p.counters for p in ports}
+    assert judge(Facts(rdma=ports, previous_counters=before), expected).healthy
+    # The next check: mlx5_1's link recovered from errors, with symbol errors (an edit of the recording; its
+    # 8-bit link_downed already reads 255 there, saturated, so it cannot show one more).
+    assert next(p for p in ports if p.device == "mlx5_1").counters["link_downed"] == 255
+    down = {"mlx5_1/ports/1/counters/link_error_recovery": "1\n", "mlx5_1/ports/1/counters/symbol_error": "12\n"}
+    later = parse.rdma_ports(_sysfs(tmp_path / "later", down))
+    h = judge(Facts(rdma=later, previous_counters=before), expected)
+    assert [(p.subject, p.message) for p in h.problems] == [
+        ("mlx5_1", "errors since the last check: link_error_recovery +1, symbol_error +12")
+    ]
+    slow = parse.rdma_ports(_sysfs(tmp_path / "slow", {"mlx5_0/ports/1/rate": "200 Gb/sec (2X NDR)\n"}))
+    assert [p.message for p in judge(Facts(rdma=slow), expected).problems] == ["200 Gb/s, the plan's 400"]
+    gone = parse.rdma_ports(_sysfs(tmp_path / "gone", {"mlx5_0/ports/1/state": "1: DOWN\n"}))
+    assert [p.message for p in judge(Facts(rdma=gone), expected).problems] == ["port DOWN (LinkUp)"]
+    assert "rdma: no RDMA device on this node" in judge(Facts(), expected).skipped

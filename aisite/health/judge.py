@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass, field
 
 try:  # inside the package, or beside parse.py on a node
-    from aisite.health.parse import DiagResult, GpuMemoryState, LinkState, NvlinkState, XidEvent
+    from aisite.health.parse import DiagResult, GpuMemoryState, LinkState, NvlinkState, RdmaPort, XidEvent
 except ImportError:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from parse import (  # type: ignore[import-not-found,no-redef]
@@ -16,12 +16,27 @@ except ImportError:
         GpuMemoryState,
         LinkState,
         NvlinkState,
+        RdmaPort,
         XidEvent,
     )
 
 # XIDs a user's program causes (illegal address, MMU fault from the program, ...) rather than the hardware: the
 # NVIDIA device plugin's default skip list (k8s-device-plugin internal/rm/health.go: 13, 31, 43, 45, 68, 109).
 APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
+# RDMA counters that count a link's or a lossless fabric's faults (a flapping or noisy link, packets lost where PFC
+# should have held them): any increase between two checks is a problem. Congestion (ECN marks, CNPs) is the fabric
+# working as designed and is exported, not judged.
+RDMA_ERROR_COUNTERS = (
+    "link_downed",
+    "link_error_recovery",
+    "symbol_error",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+    "port_rcv_errors",
+    "out_of_sequence",
+    "packet_seq_err",
+    "local_ack_timeout_err",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +47,7 @@ class Expected:
     gpus: int
     nvlink: bool  # NVSwitch/NVLink systems: every GPU's links active
     rails: tuple[tuple[str, int, str], ...]  # (interface, MTU, address/prefix)
+    rail_gbps: int = 0  # each rail NIC's speed: its RDMA port's rate must reach it (0: not judged)
     max_fs_used: float = 0.95
     max_clock_offset_s: float = 0.5
 
@@ -60,6 +76,8 @@ class Facts:
     filesystems: list[FileSystem] | None = None
     clock: Clock | None = None
     diag: list[DiagResult] | None = None  # DCGM diagnostics, where run (acceptance)
+    rdma: list[RdmaPort] | None = None  # None: the node has no RDMA device
+    previous_counters: dict[str, dict[str, int]] | None = None  # "device/port" -> counters at the last check
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +114,41 @@ def judge(facts: Facts, expected: Expected) -> NodeHealth:
     _filesystems(facts, expected, h)
     _clock(facts, expected, h)
     _diag(facts, h, gpu)
+    _rdma(facts, expected, h)
     return h
+
+
+def _rdma(facts: Facts, expected: Expected, h: NodeHealth) -> None:
+    if not expected.rails:
+        return
+    if facts.rdma is None:
+        h.skipped.append("rdma: no RDMA device on this node")
+        return
+    h.checked.append("rdma")
+    # The rails' RDMA devices by the DGX convention (mlx5_<rail>), as the jobs' NCCL_IB_HCA names them.
+    ports = {p.device: p for p in facts.rdma if p.port == 1}
+    for index in range(len(expected.rails)):
+        device = f"mlx5_{index}"
+        p = ports.get(device)
+        if p is None:
+            h.problems.append(Problem("rdma", device, "missing"))
+            continue
+        if p.state != "ACTIVE":
+            h.problems.append(Problem("rdma", device, f"port {p.state or 'unknown'} ({p.phys_state})"))
+        elif expected.rail_gbps and p.rate_gbps is not None and p.rate_gbps < expected.rail_gbps:
+            h.problems.append(Problem("rdma", device, f"{p.rate_gbps:g} Gb/s, the plan's {expected.rail_gbps}"))
+        before = (facts.previous_counters or {}).get(f"{p.device}/{p.port}")
+        if before:
+            grew = {k: p.counters[k] - before[k] for k in RDMA_ERROR_COUNTERS if k in p.counters and k in before}
+            grew = {k: v for k, v in grew.items() if v > 0}
+            if grew:
+                h.problems.append(
+                    Problem(
+                        "rdma",
+                        device,
+                        "errors since the last check: " + ", ".join(f"{k} +{v}" for k, v in grew.items()),
+                    )
+                )
 
 
 def _diag(facts: Facts, h: NodeHealth, gpu: bool) -> None:

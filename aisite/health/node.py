@@ -70,11 +70,17 @@ def _clock() -> Clock | None:
     return Clock(fields[13] != "Not synchronised", float(fields[4]))
 
 
-def collect(expected: Expected, window: int) -> Facts:
+def _counters(ports: list[parse.RdmaPort]) -> dict[str, dict[str, int]]:
+    return {f"{p.device}/{p.port}": p.counters for p in ports}
+
+
+def collect(expected: Expected, window: int, previous: dict[str, dict[str, int]] | None = None) -> Facts:
     smi = _run("nvidia-smi", "-q", "-d", "ECC,ROW_REMAPPER,PAGE_RETIREMENT") if expected.gpus else None
     nvlink = _run("nvidia-smi", "nvlink", "--status") if expected.nvlink else None
     log = _kernel_log(window)
     links = _run("ip", "-j", "addr", "show")
+    ib = Path("/sys/class/infiniband")
+    rdma = parse.rdma_ports(ib) if ib.is_dir() and any(ib.iterdir()) else None
     return Facts(
         xids=parse.xid_events(log) if log is not None else None,
         memory=parse.smi_query(smi) if smi is not None else None,
@@ -82,6 +88,8 @@ def collect(expected: Expected, window: int) -> Facts:
         links=parse.ip_links(links) if links is not None else None,
         filesystems=_filesystems(["/"]),
         clock=_clock(),
+        rdma=rdma,
+        previous_counters=previous,
     )
 
 
@@ -133,9 +141,15 @@ def main(argv: list[str] | None = None) -> int:
         rails=tuple((r["interface"], int(r["mtu"]), r["address"]) for r in doc["rails"]),
         max_fs_used=float(doc.get("max_fs_used", 0.95)),
         max_clock_offset_s=float(doc.get("max_clock_offset_s", 0.5)),
+        rail_gbps=int(doc.get("rail_gbps", 0)),
     )
     now = time.time()
-    h = judge(collect(expected, a.window), expected)
+    counters_file = a.out / "rdma-counters.json"
+    previous = json.loads(counters_file.read_text()) if counters_file.is_file() else None
+    facts = collect(expected, a.window, previous)
+    h = judge(facts, expected)
+    if facts.rdma is not None:
+        _write(counters_file, json.dumps(_counters(facts.rdma)) + "\n")
     status = {"node": h.node, "healthy": h.healthy, "reason": h.reason, "at": now} | {
         k: v for k, v in asdict(h).items() if k != "node"
     }

@@ -7,7 +7,8 @@
 - `nvidia-smi nvlink --status`: per GPU its links and their speed, or that all are inactive; `dcgmi nvlink
   --link-status`: per GPU each link up or down;
 - `dcgmi diag -r N -j`: every test's result per GPU;
-- `ip -j addr`: interfaces, their state, MTU and IPv4 addresses.
+- `ip -j addr`: interfaces, their state, MTU and IPv4 addresses;
+- /sys/class/infiniband: each RDMA port's state, rate and error counters.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 _XID = re.compile(r"NVRM: Xid \(PCI:(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+)(?:, (?P<rest>.*))?")
 _FELL_OFF = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9a-fA-F:.]+)")
@@ -208,6 +210,50 @@ def dcgm_diag(text: str) -> list[DiagResult] | None:
                         str(t.get("name", "?")), str(r.get("gpu_ids", "")), str(r.get("status", "")).upper(), detail
                     )
                 )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class RdmaPort:
+    device: str  # mlx5_0
+    port: int
+    state: str  # ACTIVE, DOWN, ... (the word after "4: ")
+    phys_state: str  # LinkUp, Disabled, ...
+    rate_gbps: float | None
+    link_layer: str  # InfiniBand | Ethernet (RoCE)
+    counters: dict[str, int]  # counters/ and hw_counters/ by file name
+
+
+def rdma_ports(root: Path) -> list[RdmaPort]:
+    """/sys/class/infiniband: each device's ports, their state and error counters (where the NIC offers them)."""
+    out = []
+    for dev in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        for port in sorted((dev / "ports").iterdir()) if (dev / "ports").is_dir() else []:
+
+            def read(name: str, port: Path = port) -> str:
+                try:
+                    return (port / name).read_text().strip()
+                except OSError:
+                    return ""
+
+            counters: dict[str, int] = {}
+            for sub in ("counters", "hw_counters"):
+                for f in sorted((port / sub).iterdir()) if (port / sub).is_dir() else []:
+                    value = read(f"{sub}/{f.name}")
+                    if value.isdigit():
+                        counters[f.name] = int(value)
+            rate = re.match(r"([\d.]+) Gb/sec", read("rate"))
+            out.append(
+                RdmaPort(
+                    dev.name,
+                    int(port.name),
+                    read("state").split(":")[-1].strip(),
+                    read("phys_state").split(":")[-1].strip(),
+                    float(rate.group(1)) if rate else None,
+                    read("link_layer"),
+                    counters,
+                )
+            )
     return out
 
 
