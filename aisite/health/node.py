@@ -118,6 +118,7 @@ def metrics(h: NodeHealth, now: float) -> str:
 
 
 def _write(path: Path, text: str) -> None:
+    """Atomically, as aisite.render.bundle writes: kept here, as this file runs on nodes without the package."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as fh:
