@@ -306,7 +306,23 @@ def test_dashboard_and_alerts_use_only_metrics_the_exporter_collects(plan: Plan)
     assert used and used <= collected, used - collected
     assert objs["ConfigMap"]["metadata"]["labels"]["grafana_dashboard"] == "1"
     alerts = {r["alert"] for g in objs["PrometheusRule"]["spec"]["groups"] for r in g["rules"]}
-    assert alerts == {"GPUTemperatureHigh", "GPUXidError", "GPUDoubleBitECCError", "NodeNotReady"}
+    assert alerts == {
+        "GPUTemperatureHigh",
+        "GPUXidError",
+        "GPUDoubleBitECCError",
+        "NodeNotReady",
+        "NodeHealthCheckFailing",
+        "NodeHealthCheckStale",
+    }
+    # The health alerts read the metrics the nodes' check writes (aisite/health/node.py), by those names.
+    from aisite.health.judge import Expected as HealthExpected
+    from aisite.health.judge import Facts
+    from aisite.health.judge import judge as health_judge
+    from aisite.health.node import metrics as health_metrics
+
+    written = health_metrics(health_judge(Facts(), HealthExpected("n", 0, False, ())), 0.0)
+    for name in re.findall(r"aisite_health_[a-z_]+", " ".join(exprs)):
+        assert f"\n{name}" in "\n" + written, name
 
 
 def test_one_owner_of_mpijobs(plan: Plan) -> None:

@@ -159,7 +159,7 @@ class LabRunner:
                         subject,
                         "link-speed",
                         None,
-                        f"{_speed(self.plan, n.name, r)} Gb/s",
+                        f"{r.speed_gbps} Gb/s",
                         "skipped",
                         "a veth has no line rate",
                         node=n.name,
@@ -301,9 +301,3 @@ def _container(plan: Plan, host: str) -> str:
     from aisite.render.inventory import container_name
 
     return container_name(plan, host)
-
-
-def _speed(plan: Plan, node: str, r: Rail) -> int:
-    return next(
-        (c.speed_gbps for c in plan.cables if c.kind == "rail" and c.a_device == node and c.b_port == r.leaf_port), 0
-    )

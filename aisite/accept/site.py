@@ -57,7 +57,7 @@ class SiteRunner:
 
     # ---------------------------------------------------------------------------------------------- floors
     def bandwidth_floor(self, stage: str, n: Node) -> float | None:
-        speed = next((c.speed_gbps for c in self.plan.cables if c.kind == "rail" and c.a_device == n.name), None)
+        speed = n.rails[0].speed_gbps if n.rails else None
         return next((t.value for t in self.a.ib_write_bw if t.key == str(speed)), None)
 
     def busbw_floor(self, scope: str, ranks: Sequence[tuple[Node, Rail]]) -> float | None:

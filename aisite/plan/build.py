@@ -224,6 +224,7 @@ class _Builder:
                     leaf_port=leaf_port,
                     table=RAIL_TABLE_BASE + r,
                     mtu=self.site.fabric.host_mtu,
+                    speed_gbps=min(nic_speed, leaves.speed_gbps),
                 )
             )
             self.host_ports.setdefault((leaf_index, r), []).append(leaf_port)

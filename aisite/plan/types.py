@@ -65,6 +65,7 @@ class Rail:
     leaf_port: str
     table: int
     mtu: int
+    speed_gbps: int = 0  # the NIC's speed on the leaf's port (the slower of the two)
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,9 +102,29 @@ ALERTS = (
 
 
 def monitoring_objects(plan: Plan) -> list[dict[str, Any]]:
+    assert plan.health is not None
+    stale = 3 * plan.health.interval_s
+    health = (
+        # From the nodes' own check (roles/node_health), through node exporter's textfile collector.
+        (
+            "NodeHealthCheckFailing",
+            "aisite_health_healthy == 0",
+            "10m",
+            "warning",
+            "The health check of {{ $labels.node }} fails (aisite_health_problem names what; `aisite health` "
+            "quarantines)",
+        ),
+        (
+            "NodeHealthCheckStale",
+            f"time() - aisite_health_last_run_timestamp_seconds > {stale}",
+            "0m",
+            "warning",
+            f"The health check on {{{{ $labels.instance }}}} has not run for {stale} s",
+        ),
+    )
     rules = [
         {"alert": name, "expr": expr, "for": wait, "labels": {"severity": severity}, "annotations": {"summary": text}}
-        for name, expr, wait, severity, text in ALERTS
+        for name, expr, wait, severity, text in (*ALERTS, *health)
     ]
     return [
         obj(
