@@ -579,6 +579,9 @@ class Health(Strict):
     """The nodes' health check (roles/node_health: a systemd timer) and the quarantine `aisite health` runs."""
 
     interval_s: Annotated[int, Field(ge=30, le=86400)] = 300
+    # What runs the check every interval: the node's systemd timer, or a DaemonSet on the cluster that starts the
+    # same check on each node (for sites that want it scheduled and seen through Kubernetes).
+    runner: Literal["timer", "daemonset"] = "timer"
     # A quarantined node is released after this many clean checks in a row.
     recover_after: Annotated[int, Field(ge=1, le=100)] = 3
     # Never more nodes quarantined at once than this share of the nodes checked (at least one) ...

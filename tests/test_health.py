@@ -272,3 +272,24 @@ def test_rdma_ports_state_rate_and_error_counters(tmp_path: Path) -> None:
     gone = parse.rdma_ports(_sysfs(tmp_path / "gone", {"mlx5_0/ports/1/state": "1: DOWN\n"}))
     assert [p.message for p in judge(Facts(rdma=gone), expected).problems] == ["port DOWN (LinkUp)"]
     assert "rdma: no RDMA device on this node" in judge(Facts(), expected).skipped
+
+
+def test_the_health_daemonset_starts_the_nodes_own_check_and_validates() -> None:
+    """h100pod runs the check from a DaemonSet: privileged in a namespace of its own, on every node, starting the
+    node's service through nsenter; the others keep the timer and render no DaemonSet."""
+    from aisite.loader import load_site
+    from aisite.plan import build_plan
+    from aisite.platform import objects
+    from aisite.render.inventory import inventory
+
+    plan = build_plan(load_site("h100pod"))
+    ns, ds = objects(plan)["health.yaml"]
+    for o in (ns, ds):
+        kubernetes_validate.validate(o, plan.kubernetes.version, strict=True)
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["hostPID"] and pod["tolerations"] == [{"operator": "Exists"}]
+    assert "systemctl start aisite-health.service" in pod["containers"][0]["command"][-1]
+    assert "sleep 300" in pod["containers"][0]["command"][-1]
+    assert inventory(plan)["all"]["vars"]["aisite_health"]["runner"] == "daemonset"
+    assert "health.yaml" not in objects(build_plan(load_site("dc1")))

@@ -28,7 +28,6 @@ from aisite.plan import GPU_TAINT, Node, Plan, Rail
 from aisite.platform.common import GPU_RESOURCE, labels, obj
 from aisite.platform.jobs import pinned_image
 
-DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.5.2-1-ubuntu22.04"  # the GPU Operator v26.3.3 chart's
 MARK = "=====aisite-accept====="
 STATUS_DIR = "/var/lib/aisite/health/accept"
 
@@ -99,7 +98,7 @@ class SiteRunner:
         script = f"{check}; echo {MARK}; nv-hostengine -n -b 127.0.0.1 && sleep 2; dcgmi diag -r {level} -j || true"
         container = {
             "name": "check",
-            "image": DCGM_IMAGE,
+            "image": pinned_image(self.plan, "dcgm"),
             "command": ["sh", "-c", script],
             "securityContext": {"privileged": True},
             "volumeMounts": [{"name": "host", "mountPath": "/host", "readOnly": True}],

@@ -410,6 +410,7 @@ class HealthPlan:
     """The nodes' health check and the quarantine (site.health)."""
 
     interval_s: int
+    runner: str  # timer | daemonset
     recover_after: int
     max_quarantined_fraction: float
     max_quarantined: int | None

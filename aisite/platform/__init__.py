@@ -10,6 +10,7 @@ from typing import Any
 from aisite.plan import Plan
 from aisite.platform.charts import Chart, RemoteManifest, charts, release_namespaces, remote_manifests
 from aisite.platform.common import labels, obj, pod_security_labels
+from aisite.platform.health import health_objects
 from aisite.platform.jobs import jobs, pinned_image
 from aisite.platform.kueue import kueue_objects, local_queue
 from aisite.platform.monitoring import monitoring_objects
@@ -44,6 +45,8 @@ def objects(plan: Plan) -> dict[str, list[dict[str, Any]]]:
         extra = ([local_queue(plan, t)] if kueue else []) + ([rail_quota(plan, t)] if rails else [])
         out[f"tenant-{t.name}.yaml"] = tenant_objects(plan, t) + extra
     out["acceptance.yaml"] = [acceptance_namespace(plan)]
+    if plan.health and plan.health.runner == "daemonset":
+        out["health.yaml"] = health_objects(plan)
     return out
 
 

@@ -42,6 +42,8 @@ IMAGES: dict[str, tuple[str, str]] = {
     "pytorch": ("nvcr.io", "nvidia/pytorch:25.12-py3"),
     "tensorflow": ("nvcr.io", "nvidia/tensorflow:25.02-tf2-py3"),  # NGC's last TensorFlow release
     "nccl-tests": ("ghcr.io", "coreweave/nccl-tests:12.9.1-devel-ubuntu24.04-nccl2.29.2-1-d73ec07"),
+    # The GPU Operator v26.3.3 chart's DCGM: acceptance's diagnostics, and the health DaemonSet's shell and nsenter.
+    "dcgm": ("nvcr.io", "nvidia/cloud-native/dcgm:4.5.2-1-ubuntu22.04"),
 }
 IMAGE_OF_KIND = {
     "nccl-allreduce": "nccl-tests",
