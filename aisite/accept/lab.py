@@ -23,19 +23,16 @@ import yaml
 
 from aisite.accept.report import Check
 from aisite.accept.stages import MeasureError, Options
-from aisite.bench.lab import BenchError, launch, pid
+from aisite.bench.lab import BenchError, in_netns, launch, pid
 from aisite.bench.results import collect
 from aisite.lab.podman import LabError, run
 from aisite.loader import ROOT
 from aisite.plan import Node, Plan, Rail
+from aisite.render.inventory import container_name
 
 IPERF_PORT = 5301
 ROCE_DEFAULTS = ROOT / "roles" / "roce_host" / "defaults" / "main.yml"
 SYSCTL_FILE = "/etc/sysctl.d/91-aisite-rails.conf"  # where roles/roce_host persists them
-
-
-def _ns(plan: Plan, host: str, *cmd: str, check: bool = True) -> str:
-    return run(["nsenter", "-t", str(pid(plan, host)), "-n", *cmd], check=check, what=f"{host}: {' '.join(cmd[:3])}")
 
 
 class LabRunner:
@@ -61,7 +58,7 @@ class LabRunner:
             [
                 "podman",
                 "exec",
-                _container(self.plan, n.name),
+                container_name(self.plan, n.name),
                 "sh",
                 "-c",
                 "command -v nvidia-smi dcgmi; ls /sys/class/infiniband 2>/dev/null",
@@ -86,10 +83,10 @@ class LabRunner:
                         node=n.name,
                     )
                 )
-        links = {x["ifname"]: x for x in json.loads(_ns(self.plan, n.name, "ip", "-j", "-d", "addr", "show"))}
-        rules = json.loads(_ns(self.plan, n.name, "ip", "-j", "rule", "show"))
+        links = {x["ifname"]: x for x in json.loads(in_netns(self.plan, n.name, "ip", "-j", "-d", "addr", "show"))}
+        rules = json.loads(in_netns(self.plan, n.name, "ip", "-j", "rule", "show"))
         wanted = yaml.safe_load(ROCE_DEFAULTS.read_text())["roce_host_rail_sysctls"]
-        container = _container(self.plan, n.name)
+        container = container_name(self.plan, n.name)
         probe = "test -w /proc/sys/net/ipv4/conf/all/arp_ignore && echo rw || echo ro"
         read_only = run(["podman", "exec", container, "sh", "-c", probe], check=False).strip() != "rw"
         persisted = dict(
@@ -169,7 +166,7 @@ class LabRunner:
             rule = any(x.get("src") == r.address and str(x.get("table")) == str(r.table) for x in rules)
             check("source-rule", "present" if rule else "absent", f"from {r.address} lookup {r.table}", rule)
             routes = json.loads(
-                _ns(self.plan, n.name, "ip", "-j", "route", "show", "table", str(r.table), check=False) or "[]"
+                in_netns(self.plan, n.name, "ip", "-j", "route", "show", "table", str(r.table), check=False) or "[]"
             )
             default = any(x.get("dst") == "default" and x.get("gateway") == r.gateway for x in routes)
             check(
@@ -193,7 +190,7 @@ class LabRunner:
                 source, state = persisted, "persisted"
             else:
                 source = {
-                    f"net.ipv4.conf.{r.interface}.{key}": _ns(
+                    f"net.ipv4.conf.{r.interface}.{key}": in_netns(
                         self.plan, n.name, "cat", f"/proc/sys/net/ipv4/conf/{r.interface}/{key}", check=False
                     ).strip()
                     for key in wanted
@@ -295,9 +292,3 @@ class LabRunner:
         if len(found) != 1:
             raise MeasureError(f"{name}: rank 0 printed {len(found)} results")
         return float(found[0].value)
-
-
-def _container(plan: Plan, host: str) -> str:
-    from aisite.render.inventory import container_name
-
-    return container_name(plan, host)

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from itertools import permutations
 from typing import Protocol
 
@@ -89,7 +90,7 @@ class Acceptance:
         return self.report
 
     def _links(self) -> list[tuple[Check, Callable[[], float]]]:
-        out = []
+        out: list[tuple[Check, Callable[[], float]]] = []
         for n in self.nodes:
             for r in n.rails:
                 for reverse in (False, True):
@@ -105,7 +106,7 @@ class Acceptance:
                         rail=r.index,
                         peer=r.leaf if reverse else None,
                     )
-                    out.append((c, _bind(self.runner.link, n, r, reverse)))
+                    out.append((c, partial(self.runner.link, n, r, reverse)))
         return out
 
     def pair_plan(self) -> list[tuple[Node, Node, int]]:
@@ -136,7 +137,7 @@ class Acceptance:
         return unique
 
     def _pairs(self) -> list[tuple[Check, Callable[[], float]]]:
-        out = []
+        out: list[tuple[Check, Callable[[], float]]] = []
         for a, b, r in self.pair_plan():
             ra, rb = a.rails[r], b.rails[r]
             scope = "unit" if a.scalable_unit == b.scalable_unit else "across units"
@@ -152,7 +153,7 @@ class Acceptance:
                 rail=r,
                 peer=b.name,
             )
-            out.append((c, _bind(self.runner.pair, a, ra, b, rb)))
+            out.append((c, partial(self.runner.pair, a, ra, b, rb)))
         return out
 
     def bandwidth_stage(self, stage: str, runs: list[tuple[Check, Callable[[], float]]]) -> None:
@@ -176,9 +177,7 @@ class Acceptance:
                 except MeasureError:
                     value = float("nan")
                 seen.append(value)
-                good = [v for v in seen if not math.isnan(v)]
-                c.value = max(good) if good else float("nan")
-                c.detail = f"best of {len(seen)} runs: " + ", ".join(_fmt(v) for v in seen)
+                c.value, c.detail = _best_of(seen)
             self._judge_bandwidth(stage, runs)
         self.report.checks.extend(c for c, _ in runs)
         # A node's rail stands for itself by its links where they are measured, else by any of its pairs passing.
@@ -198,7 +197,7 @@ class Acceptance:
         for c, _ in runs:
             kinds.setdefault(c.metric, []).append(c)
         for checks in kinds.values():
-            values = [c.value for c in checks if isinstance(c.value, float) and c.value == c.value]
+            values = [c.value for c in checks if isinstance(c.value, float) and not math.isnan(c.value)]
             best = max(values, default=0.0)
             for c in checks:
                 assert isinstance(c.value, float) and c.node is not None
@@ -256,7 +255,7 @@ class Acceptance:
             checks.append((c, scope, ranks))
         best: dict[str, float] = {}
         for c, scope, _ in checks:
-            if isinstance(c.value, float) and c.value == c.value:
+            if isinstance(c.value, float) and not math.isnan(c.value):
                 best[scope] = max(best.get(scope, 0.0), c.value)
         for c, scope, ranks in checks:
             assert isinstance(c.value, float)
@@ -266,9 +265,7 @@ class Acceptance:
             for attempt in range(self.opts.retries if c.verdict == "fail" else 0):
                 self.say(f"group again ({attempt + 2}/{self.opts.retries + 1}): {c.subject}")
                 seen.append(self._allreduce(c.subject.split("[")[0], ranks, scope, c))
-                good = [v for v in seen if not math.isnan(v)]
-                c.value = max(good) if good else float("nan")
-                c.detail = f"best of {len(seen)} runs: " + ", ".join(_fmt(v) for v in seen)
+                c.value, c.detail = _best_of(seen)
                 c.verdict = judge(c.value, floor, best.get(scope, 0.0), self.a.fail_fraction, self.a.degraded_fraction)
                 if c.verdict != "fail":
                     break
@@ -410,5 +407,7 @@ def _fmt(value: float | str | None) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
-def _bind(fn: Callable[..., float], *args: object) -> Callable[[], float]:
-    return lambda: fn(*args)
+def _best_of(runs: list[float]) -> tuple[float, str]:
+    """The best of a measurement's runs (a run that gave no figure is NaN) and the detail that lists them."""
+    good = [v for v in runs if not math.isnan(v)]
+    return (max(good) if good else float("nan")), f"best of {len(runs)} runs: " + ", ".join(_fmt(v) for v in runs)

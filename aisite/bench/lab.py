@@ -49,13 +49,18 @@ def pid(plan: Plan, host: str) -> int:
     return int(out[1])
 
 
+def in_netns(plan: Plan, host: str, *cmd: str, check: bool = True) -> str:
+    """`cmd` run (with this machine's tools) inside a lab host's network namespace; its stdout."""
+    return run(["nsenter", "-t", str(pid(plan, host)), "-n", *cmd], check=check, what=f"{host}: {' '.join(cmd[:4])}")
+
+
 def fabric_bytes(plan: Plan) -> dict[str, int]:
     """tx bytes per switch, summed over its ports (read inside each switch's namespace)."""
     out = {}
     for sw in plan.switches:
         if sw.role not in FABRIC_ROLES:
             continue
-        links = json.loads(run(["nsenter", "-t", str(pid(plan, sw.name)), "-n", "ip", "-j", "-s", "link", "show"]))
+        links = json.loads(in_netns(plan, sw.name, "ip", "-j", "-s", "link", "show"))
         out[sw.name] = sum(
             link["stats64"]["tx"]["bytes"] for link in links if link.get("ifname") != "lo" and "stats64" in link
         )

@@ -4,8 +4,8 @@ removed); nothing outside the lab's own namespaces is touched."""
 
 from __future__ import annotations
 
-from aisite.bench.lab import pid
-from aisite.lab.podman import LabError, run
+from aisite.bench.lab import in_netns
+from aisite.lab.podman import LabError
 from aisite.plan import Plan, Rail
 
 
@@ -17,10 +17,6 @@ def _rail(plan: Plan, node: str, interface: str) -> Rail:
     return rail
 
 
-def _ns(plan: Plan, node: str, *cmd: str, check: bool = True) -> str:
-    return run(["nsenter", "-t", str(pid(plan, node)), "-n", *cmd], check=check, what=f"{node}: {' '.join(cmd[:4])}")
-
-
 def slow_rail(plan: Plan, node: str, interface: str, rate_mbit: int = 500, delay_ms: int = 0) -> str:
     """Limit what the node sends on a rail: tc netem (rate, and delay if asked) where the kernel has it, else a
     token bucket (tbf: rate alone; this machine's kernel has no sch_netem). Returns the qdisc used."""
@@ -28,13 +24,13 @@ def slow_rail(plan: Plan, node: str, interface: str, rate_mbit: int = 500, delay
     netem = ["tc", "qdisc", "replace", "dev", interface, "root", "netem", "rate", f"{rate_mbit}mbit"]
     netem += ["delay", f"{delay_ms}ms"] if delay_ms else []
     try:
-        _ns(plan, node, *netem)
+        in_netns(plan, node, *netem)
         return "netem"
     except LabError:
         if delay_ms:
             raise
     burst = max(32, rate_mbit // 8)  # KiB: at least one jumbo frame, about 1 ms of the rate
-    _ns(
+    in_netns(
         plan,
         node,
         "tc",
@@ -56,18 +52,18 @@ def slow_rail(plan: Plan, node: str, interface: str, rate_mbit: int = 500, delay
 
 def set_mtu(plan: Plan, node: str, interface: str, mtu: int) -> None:
     _rail(plan, node, interface)
-    _ns(plan, node, "ip", "link", "set", "dev", interface, "mtu", str(mtu))
+    in_netns(plan, node, "ip", "link", "set", "dev", interface, "mtu", str(mtu))
 
 
 def link_down(plan: Plan, node: str, interface: str) -> None:
     """The rail's link down on the node's side (a cable pulled, as the node sees it)."""
     _rail(plan, node, interface)
-    _ns(plan, node, "ip", "link", "set", "dev", interface, "down")
+    in_netns(plan, node, "ip", "link", "set", "dev", interface, "down")
 
 
 def clear(plan: Plan, node: str, interface: str) -> None:
     """The rail as the plan has it: up, its MTU, no root qdisc of ours. (A link set down loses its routes: the
     hosts layer puts them back, as systemd-networkd does when the link returns on a node.)"""
     rail = _rail(plan, node, interface)
-    _ns(plan, node, "tc", "qdisc", "del", "dev", interface, "root", check=False)
-    _ns(plan, node, "ip", "link", "set", "dev", interface, "mtu", str(rail.mtu), "up")
+    in_netns(plan, node, "tc", "qdisc", "del", "dev", interface, "root", check=False)
+    in_netns(plan, node, "ip", "link", "set", "dev", interface, "mtu", str(rail.mtu), "up")
