@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -19,6 +20,7 @@ import ansible_runner
 
 from aisite.paths import deploys_dir
 from aisite.playbooks import ROOT
+from aisite.render.inventory import Template, inventory_text
 
 EventHandler = Callable[[dict[str, Any]], None]
 
@@ -75,6 +77,22 @@ def _recap(stats: Mapping[str, Any] | None) -> dict[str, HostRecap]:
     return dict(sorted(recap.items()))
 
 
+# The only extra vars Ansible may evaluate as templates: the project's own, written by aisite itself. Empty:
+# nothing a caller passes needs evaluating (a value used in a template is substituted, not re-evaluated).
+TEMPLATED_EXTRAVARS: frozenset[str] = frozenset()
+
+
+def extravars_text(extravars: Mapping[str, Any]) -> str:
+    """Extra vars as the YAML Ansible reads with `-e @file`: every string `!unsafe` (a node's, a BMC's, a
+    cluster's or a report's words reach playbooks here, and ansible-core trusts extra vars as templates), except
+    the allowlisted keys' own values. Keys must be the caller's names (identifiers), never foreign data."""
+    for key in extravars:
+        if not key.isidentifier():
+            raise ValueError(f"extra var name {key!r} is not an identifier")
+    tagged = {k: Template(v) if k in TEMPLATED_EXTRAVARS and isinstance(v, str) else v for k, v in extravars.items()}
+    return inventory_text(tagged, header="Extra vars from aisite: every string is data (!unsafe).")
+
+
 def run_playbook(
     playbook: str,
     inventory: str,
@@ -88,7 +106,8 @@ def run_playbook(
     """Run `playbook` (relative to the project) against `inventory` (YAML text).
 
     The private data directory is a fresh 0700 directory removed afterwards; secrets go only into the child's
-    environment, so neither they nor the inventory stay on disk.
+    environment, so neither they nor the inventory stay on disk. `extravars` are data, never templates: every
+    string in them is written `!unsafe` (see `extravars_text`), whatever its caller read it from.
     """
     work = Path(tempfile.mkdtemp(prefix="aisite-run-"))
     # SIGTERM (a reconcile or systemd stopping us) cancels Ansible, whose process group ansible-runner kills
@@ -145,7 +164,14 @@ def run_playbook(
         inv = work / "inventory.yml"
         inv.touch(mode=0o600)
         inv.write_text(inventory)
-        cmdline = "--check" if check else None
+        # Extra vars go in a file of our own, tagged: ansible-runner's own (JSON) file would be trusted as templates.
+        args = ["--check"] if check else []
+        if extravars:
+            ev = work / "extravars.yml"
+            ev.touch(mode=0o600)
+            ev.write_text(extravars_text(extravars))
+            args += ["-e", f"@{ev}"]
+        cmdline = " ".join(shlex.quote(a) for a in args) or None
         env = {
             # ansible-playbook of this interpreter's environment, whatever the caller's PATH.
             "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),
@@ -171,7 +197,6 @@ def run_playbook(
                 envvars=env,
                 limit=limit,
                 cmdline=cmdline,
-                extravars=dict(extravars or {}),
                 quiet=True,
                 event_handler=handler,
                 artifact_dir=str(work / "artifacts"),

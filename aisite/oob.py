@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import socket
 import subprocess
 import threading
@@ -15,6 +16,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from aisite.foreign import clean
 
 PowerState = str  # "on" | "off"
 ONE_TIME_BOOT = ("pxe", "cd")
@@ -82,23 +85,49 @@ def _redfish_system(t: Target) -> Any:
     return members[0]
 
 
+MAC = re.compile(r"[0-9a-f]{2}(?::[0-9a-f]{2}){5}")
+_POWER = {"on", "off", "poweringon", "poweringoff", "paused"}
+
+
+def _word(value: Any, limit: int = 64) -> str | None:
+    """A BMC's string, printable and bounded (it reaches tables, records and proposed stack changes)."""
+    return clean(value, limit) if isinstance(value, str) and value else None
+
+
+def mac(value: Any) -> str | None:
+    """A MAC as a BMC reports it, normalised, or None where it is not one."""
+    text = value.strip().lower().replace("-", ":") if isinstance(value, str) else ""
+    return text if MAC.fullmatch(text) else None
+
+
 def _redfish_facts(t: Target) -> Facts:
     system = _redfish_system(t)
     try:
-        macs = tuple(str(e.mac_address) for e in system.ethernet_interfaces.get_members() if e.mac_address)
+        return _redfish_read(t, system)
+    except BmcError:
+        raise
+    except Exception as exc:  # a BMC's body sushy did not expect: that BMC's error, not a traceback
+        raise BmcError(f"Redfish BMC {t.address}:{t.port} answered what it cannot read: {clean(exc, 160)}") from exc
+
+
+def _redfish_read(t: Target, system: Any) -> Facts:
+    try:
+        reported = [e.mac_address for e in system.ethernet_interfaces.get_members()]
     except Exception:
-        macs = ()
+        reported = []
+    macs = tuple(m for m in (mac(r) for r in reported) if m)
     boot = system.boot
-    target = str(boot.target.value).lower() if boot and boot.target else None
+    target = _word(str(boot.target.value).lower(), 16) if boot and boot.target else None
+    power = str(system.power_state.value).lower() if system.power_state else "unknown"
     return Facts(
         protocol="redfish",
         address=t.address,
-        power=str(system.power_state.value).lower() if system.power_state else "unknown",
-        name=system.name,
-        manufacturer=system.manufacturer,
-        model=system.model,
-        serial=system.serial_number,
-        uuid=system.uuid,
+        power=power if power in _POWER else "unknown",
+        name=_word(system.name),
+        manufacturer=_word(system.manufacturer),
+        model=_word(system.model),
+        serial=_word(system.serial_number),
+        uuid=_word(system.uuid),
         macs=macs,
         boot_override=target,
     )
@@ -161,6 +190,7 @@ def _ipmi_call(t: Target, what: str, fn: Callable[[Any], Any]) -> Any:
 def _ipmi_facts(t: Target) -> Facts:
     def read(c: Any) -> Facts:
         power = str(c.get_power()["powerstate"])
+        power = power if power in _POWER else "unknown"
         boot = c.get_bootdev()
         device = {"network": "pxe", "optical": "cd", "hd": "hdd"}.get(str(boot.get("bootdev")), "none")
         return Facts(protocol="ipmi", address=t.address, power=power, boot_override=device)
@@ -271,35 +301,53 @@ class Discovery:
         return asdict(self)
 
 
+def may_send_credentials(address: str, declared: Iterable[str], probe: ipaddress.IPv4Network | None = None) -> bool:
+    """Whether discovery may try the site's BMC credentials at `address`: a declared BMC's own address, or one
+    inside the range the operator named to probe. Anything else answering on the network (a rogue Redfish server
+    collecting passwords, say) is only seen to answer."""
+    if address in set(declared):
+        return True
+    return probe is not None and ipaddress.IPv4Address(address) in probe
+
+
+NO_CREDENTIALS = "answers; not declared, so no credentials were sent (--probe-credentials to read it)"
+
+
 def probe(
     address: str,
     node: str | None,
-    target_for: Callable[[str, str], Target],
+    target_for: Callable[[str, str], Target | None],
     protocols: Iterable[tuple[str, int]],
     timeout: float,
 ) -> Found:
-    """What answers at one address: Redfish (HTTPS port open) or IPMI (channel capabilities answered)."""
+    """What answers at one address: Redfish (HTTPS port open) or IPMI (channel capabilities answered). Its facts
+    are read only where `target_for` gives credentials for that address (None: liveness alone)."""
     for protocol, port in protocols:
         alive = answers_tcp(address, port, timeout) if protocol == "redfish" else answers_ipmi(address, port, timeout)
         if not alive:
             continue
+        target = target_for(address, protocol)
+        if target is None:
+            return Found(address, protocol, node, error=NO_CREDENTIALS)
         try:
-            return Found(address, protocol, node, facts(target_for(address, protocol)))
+            return Found(address, protocol, node, facts(target))
         except BmcError as exc:
-            return Found(address, protocol, node, error=str(exc))
+            return Found(address, protocol, node, error=clean(str(exc), 300))
+        except Exception as exc:  # whatever else a hostile answer raises is that address's error
+            return Found(address, protocol, node, error=clean(f"{type(exc).__name__}: {exc}", 300))
     return Found(address, None, node)
 
 
 def discover(
     network: str,
     declared: dict[str, tuple[str, str, int]],
-    target_for: Callable[[str, str], Target],
+    target_for: Callable[[str, str], Target | None],
     *,
     timeout: float = 1.0,
     workers: int = 128,
 ) -> Discovery:
     """Probe every host address of `network`. `declared` maps BMC address -> (node, protocol, port);
-    `target_for(address, protocol)` gives the credentials to try there."""
+    `target_for(address, protocol)` gives the credentials to try there (None: send none, see what answers)."""
     net = ipaddress.IPv4Network(network)
     gateway = net.network_address + 1
     addresses = [str(a) for a in net.hosts() if a != gateway]

@@ -293,3 +293,57 @@ def test_the_health_daemonset_starts_the_nodes_own_check_and_validates() -> None
     assert "sleep 300" in pod["containers"][0]["command"][-1]
     assert inventory(plan)["all"]["vars"]["aisite_health"]["runner"] == "daemonset"
     assert "health.yaml" not in objects(build_plan(load_site("dc1")))
+
+
+LYING = [
+    "not a dict",
+    ["a", "list"],
+    {"node": "gpu01"},  # no problems at all
+    {"node": "gpu01", "problems": [{"check": "rail", "message": "no subject"}]},
+    {"node": "gpu01", "problems": [{"check": "rail", "subject": 5, "message": "x"}]},
+    {"node": "gpu01", "problems": [{"check": "{{ lookup('pipe', 'id') }}", "subject": "s", "message": "m"}]},
+    {"node": "gpu01", "problems": [{"check": "made-up", "subject": "s", "message": "m"}]},
+    {"node": "gpu01", "problems": [{"check": "rail", "subject": "s" * 10_000, "message": "m"}]},
+    {"node": "gpu01", "problems": [{"check": "rail", "subject": "s", "message": "m"}] * 5000},
+    {"node": "gpu02", "problems": []},  # names another node
+    {"node": "gpu01", "problems": [], "checked": 10**400},
+]
+
+
+@pytest.mark.parametrize("doc", LYING, ids=range(len(LYING)))
+def test_a_status_that_does_not_parse_is_the_nodes_unreadable_verdict(doc: object) -> None:
+    from aisite.health.site import from_status
+
+    h = from_status("gpu01", doc)
+    assert [(p.check, p.subject) for p in h.problems] == [("status", "status.json")]
+    assert h.problems[0].message.startswith("unreadable: ") and len(h.problems[0].message) < 200
+
+
+def test_a_nodes_text_is_kept_printable_and_bounded() -> None:
+    from aisite.health.site import from_status
+
+    paint = "\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\x1b]0;title\x07[/x][red]gpu\u202e\n"
+    h = from_status("gpu01", {"node": "gpu01", "problems": [{"check": "rail", "subject": paint, "message": paint}]})
+    for text in (h.problems[0].subject, h.problems[0].message):
+        assert "\x1b" not in text and "\x07" not in text and "\n" not in text and "\u202e" not in text
+        assert text == "[/x][red]gpu"  # markup is escaped where it is shown, not here
+
+
+def test_quarantine_takes_the_gravest_node_not_the_one_reporting_most() -> None:
+    """A node reporting 500 trivial problems does not take the only place from a node with an ECC failure; of two
+    equally grave, the one failing longest goes first."""
+    from aisite.health.quarantine import summary
+
+    noisy = NodeHealth("gpu01", [Problem("clock", "node", f"offset {i}") for i in range(500)])
+    ecc = NodeHealth("gpu02", [Problem("ecc", "GPU 0", "row remapping failed: the GPU needs replacing")])
+    state, actions = decide({}, {"gpu01": noisy, "gpu02": ecc}, 1, 3, "2026-01-01T00:00:00")
+    assert [(a.node, a.kind) for a in actions] == [("gpu02", "quarantine"), ("gpu01", "held")]
+    assert state["gpu02"].reason == "ecc" and len(actions[1].reason) < 600 and "+495 more" in actions[1].reason
+    assert summary(NodeHealth("n", [Problem("clock", "node", "x"), Problem("xid", "gpu", "79")]))[1] == "xid"
+    # Two rails down: gpu03 has been failing since the first round, gpu04 only since the second.
+    rail = [Problem("rail", "rail0", "down")]
+    first, _ = decide({}, {"gpu03": NodeHealth("gpu03", rail)}, 0, 3, "2026-01-01T00:00:00")
+    _, later = decide(
+        first, {"gpu04": NodeHealth("gpu04", rail), "gpu03": NodeHealth("gpu03", rail)}, 1, 3, "2026-01-01T00:05:00"
+    )
+    assert [(a.node, a.kind) for a in later] == [("gpu03", "quarantine"), ("gpu04", "held")]

@@ -943,6 +943,10 @@ def test_discover_finds_declared_missing_and_undeclared_bmcs(
         wait_for("the new BMC answers", lambda: oob.answers_tcp(extra.address, 443), 60)
         podman("pause", f"aisite-{SITE}-{gone.name}-bmc")
         r = run_cli("oob", "discover", str(stack_file), "--json", env=BMC_ENV)
+        # The new BMC is sent the site's credentials only when the operator names a range that holds it.
+        named = run_cli(
+            "oob", "discover", str(stack_file), "--json", "--probe-credentials", f"{extra.address}/32", env=BMC_ENV
+        )
     finally:
         podman("unpause", f"aisite-{SITE}-{gone.name}-bmc")
         podman("rm", "-f", "-t", "0", extra.name)
@@ -953,8 +957,11 @@ def test_discover_finds_declared_missing_and_undeclared_bmcs(
     assert [(f["node"], f["address"]) for f in doc["missing"]] == [(gone.name, gone.bmc.address)]
     (new,) = doc["undeclared"]
     assert new["address"] == extra.address and new["protocol"] == "redfish"
+    assert new["facts"] is None and new["error"] == oob.NO_CREDENTIALS, new
+    assert named.returncode == 0, named.stderr
+    (new,) = json.loads(named.stdout)["undeclared"]
     assert new["facts"]["name"] == "extra01" and new["facts"]["macs"], new
-    assert BMC_PASSWORD not in r.stdout + r.stderr
+    assert BMC_PASSWORD not in r.stdout + r.stderr + named.stdout + named.stderr
 
 
 def test_fabric_converges_and_a_second_run_changes_nothing(

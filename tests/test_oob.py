@@ -4,6 +4,7 @@ machine does not sit on. The BMCs themselves are exercised in tests/test_lab_int
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import socket
 import threading
@@ -92,3 +93,54 @@ def test_discover_refuses_a_range_not_on_a_local_link() -> None:
     r = run_cli("oob", "discover", "dc1", env={"AISITE_DC1_BMC_PASSWORD": "dc1-secret-x"})
     assert r.returncode == 1, r.stderr
     assert "site.networks.oob: 10.10.0.0/24 is reached" in r.stderr and "--via-gateway" in r.stderr
+
+
+def test_credentials_go_only_to_declared_bmcs_or_a_range_the_operator_names() -> None:
+    import ipaddress
+
+    declared = {"10.251.0.11": ("gpu01", "redfish", 443)}
+    assert oob.may_send_credentials("10.251.0.11", declared)
+    assert not oob.may_send_credentials("10.251.0.200", declared)
+    probe = ipaddress.IPv4Network("10.251.0.192/26")
+    assert oob.may_send_credentials("10.251.0.200", declared, probe)
+    assert not oob.may_send_credentials("10.251.0.12", declared, probe)
+
+
+def test_an_undeclared_server_sees_a_connection_and_no_credentials() -> None:
+    """A rogue 'BMC' on loopback: discovery sees it answer and sends it nothing (no request, no password)."""
+    received: list[bytes] = []
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    server.settimeout(3)
+
+    def serve() -> None:
+        try:
+            while True:
+                conn, _ = server.accept()
+                conn.settimeout(1)
+                with contextlib.suppress(OSError):
+                    received.append(conn.recv(4096))
+                conn.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    port = server.getsockname()[1]
+    asked: list[str] = []
+
+    def target_for(address: str, protocol: str) -> oob.Target | None:
+        asked.append(address)
+        return oob.Target(protocol, address, port, "admin", "s3cret") if oob.may_send_credentials(address, {}) else None
+
+    found = oob.probe("127.0.0.1", None, target_for, [("redfish", port)], 1.0)
+    server.close()
+    thread.join(timeout=5)
+    assert found.protocol == "redfish" and found.facts is None and found.error == oob.NO_CREDENTIALS
+    assert asked == ["127.0.0.1"] and b"s3cret" not in b"".join(received) and not any(received)
+
+
+def test_a_bmcs_words_are_data() -> None:
+    assert oob.mac("AA-BB-CC-DD-EE-FF") == "aa:bb:cc:dd:ee:ff"
+    assert oob.mac("aa:bb:cc:dd:ee:ff\n@cert-authority *") is None and oob.mac(5) is None

@@ -521,6 +521,10 @@ def test_a_node_without_a_boot_mac_is_refused_by_provision_and_proposed_by_disco
             "nics": ["aa:bb:cc:00:00:02", "aa:bb:cc:00:00:01"],
         }
     ]
+    # A BMC's "MAC" with a newline (extra YAML in the proposed change) or that is no MAC is not proposed.
+    hostile = {"infer01": ["aa:bb:cc:00:00:02\n  rogue: true", "[/x]", "AA-BB-CC-00-00-03"]}
+    proposed = run.boot_mac_proposals(p.provisioning.targets, paths, hostile)
+    assert [x["nics"] for x in proposed] == [["aa:bb:cc:00:00:03"]]
     # A node whose MAC is declared, or that is not installed by provision, gets no proposal.
     declared = build_plan(parse_site(lab_config())).provisioning
     assert declared is not None and run.boot_mac_proposals(declared.targets, paths, macs) == []

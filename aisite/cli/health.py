@@ -13,7 +13,7 @@ from rich.table import Table
 
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, group_sizes, load_plan, out
 from aisite.cli.deploy import progress_runner
-from aisite.health.site import run_pass
+from aisite.health.site import apply_vars, run_pass
 from aisite.paths import health_dir
 from aisite.render.inventory import inventory, inventory_text
 
@@ -51,10 +51,7 @@ def health_command(
             limit=None,
             check=False,
             groups=groups,
-            extravars={
-                "health_actions": [asdict(a) for a in hp.actions if a.kind != "held"],
-                "health_objects_dir": hp.files["objects"],
-            },
+            extravars=apply_vars(hp),
         )
     skipped = [
         s for v in ((applied.stats.get("skipped") or {}) if applied else {}).values() for s in v.get("health", [])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -12,6 +13,7 @@ from rich.table import Table
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out
 from aisite.errors import SiteError
 from aisite.fields import secret_env
+from aisite.foreign import show
 from aisite.loader import resolve_stack
 from aisite.plan import Plan
 from aisite.provision.run import boot_mac_proposals
@@ -41,14 +43,36 @@ def oob_discover(
             "--via-gateway", help="Probe even though the range is reached through a gateway, not a local link."
         ),
     ] = False,
+    probe_credentials: Annotated[
+        str | None,
+        typer.Option(
+            "--probe-credentials",
+            metavar="CIDR",
+            help="Also try the site's BMC credentials on undeclared BMCs answering inside this range (part of "
+            "the out-of-band network). Without it, credentials go only to each declared BMC's own address.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Probe the plan's out-of-band range: which declared BMCs answer (with serials and MACs), which are
     missing, and which BMCs answer at addresses the site does not declare (new hardware); for nodes to install
-    without a boot MAC, the MAC their BMC reports, as a stack change to commit."""
+    without a boot MAC, the MAC their BMC reports, as a stack change to commit. Credentials are sent only to a
+    declared BMC's address (and to a range the operator names with --probe-credentials); what a BMC answers is
+    shown as data (printable, bounded)."""
     from aisite import oob  # sushy and pyghmi load only for this command
 
     p = load_plan(stack, as_json)
+    oob_net = ipaddress.IPv4Network(p.networks.oob)
+    probe_net = None
+    if probe_credentials is not None:
+        try:
+            probe_net = ipaddress.IPv4Network(probe_credentials, strict=False)
+        except ValueError as exc:
+            print(f"--probe-credentials: {exc}", file=sys.stderr)
+            raise typer.Exit(2) from None
+        if not probe_net.subnet_of(oob_net):
+            print(f"--probe-credentials: {probe_net} is not inside site.networks.oob {oob_net}", file=sys.stderr)
+            raise typer.Exit(2)
     values, problems = resolve(p)
     if problems:
         raise invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
@@ -67,10 +91,15 @@ def oob_discover(
     creds = {n.bmc.address: n.bmc.credentials for n in p.nodes}
     default_creds = next(iter(creds.values()), "")
     tls = {n.bmc.address: n.bmc.tls_verify for n in p.nodes}
-    default_tls = all(tls.values()) if tls else True
+    # An undeclared BMC's certificate is verified unless the stack is a lab's (self-signed emulators) that turned
+    # verification off for its own BMCs.
+    default_tls = not (p.connection == "lab" and tls and not any(tls.values()))
 
-    def target_for(address: str, protocol: str) -> oob.Target:
-        # An undeclared BMC is tried with the credentials of the site's BMCs (new hardware is usually set up alike).
+    def target_for(address: str, protocol: str) -> oob.Target | None:
+        # Credentials go to the address the site declares for that BMC; an undeclared one gets the site's
+        # credentials (new hardware is usually set up alike) only inside the range the operator named.
+        if not oob.may_send_credentials(address, declared, probe_net):
+            return None
         name = creds.get(address, default_creds)
         port = declared[address][2] if address in declared else (443 if protocol == "redfish" else 623)
         username = str(p.secrets.get(name, {}).get("username") or "")
@@ -98,9 +127,9 @@ def oob_discover(
                 f.node or "-",
                 f.protocol or "-",
                 what,
-                facts.power if facts else "-",
-                (facts.serial or "-") if facts else "-",
-                ", ".join(facts.macs) if facts and facts.macs else (f.error or "-"),
+                show(facts.power) if facts else "-",
+                show(facts.serial or "-") if facts else "-",
+                show(", ".join(facts.macs) if facts and facts.macs else (f.error or "-"), 300),
                 style=style,
             )
     out.print(table)

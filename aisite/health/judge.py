@@ -80,9 +80,27 @@ class Facts:
     previous_counters: dict[str, dict[str, int]] | None = None  # "device/port" -> counters at the last check
 
 
+# Every check a node reports, by severity for the quarantine (0 first): the GPU itself failing, then a rail or
+# its RDMA port gone, then what degrades without losing hardware (error counters, disk, clock). `status`: the
+# controller could not read the node's report at all.
+CHECKS = {
+    "xid": 0,
+    "ecc": 0,
+    "nvlink": 0,
+    "gpu-count": 0,
+    "dcgm-diag": 0,
+    "rail": 1,
+    "rdma": 1,
+    "status": 1,
+    "rdma-counters": 2,
+    "filesystem": 2,
+    "clock": 2,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
-    check: str  # xid | ecc | nvlink | gpu-count | rail | filesystem | clock
+    check: str  # one of CHECKS
     subject: str  # the GPU, link or mount
     message: str
 
@@ -144,7 +162,7 @@ def _rdma(facts: Facts, expected: Expected, h: NodeHealth) -> None:
             if grew:
                 h.problems.append(
                     Problem(
-                        "rdma",
+                        "rdma-counters",
                         device,
                         "errors since the last check: " + ", ".join(f"{k} +{v}" for k, v in grew.items()),
                     )

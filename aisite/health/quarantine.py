@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from aisite.health.judge import NodeHealth
+from aisite.health.judge import CHECKS, NodeHealth
 
 TAINT_KEY = "aisite.io/unhealthy"
 FIELD_MANAGER = "aisite-health"  # server-side apply: releasing is applying without the fields this manager owns
@@ -23,6 +23,7 @@ class NodeRecord:
     clean: int = 0  # consecutive clean checks since the last failure
     reason: str = ""
     since: str = ""
+    failing_since: str = ""  # when its current run of failed checks began ("" while clean)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,7 @@ def decide(
     state: dict[str, NodeRecord], results: dict[str, NodeHealth], limit: int, recover_after: int, now: str
 ) -> tuple[dict[str, NodeRecord], list[Action]]:
     """The next state and the actions that lead there. A node with no result this round keeps its state."""
-    new = {n: NodeRecord(r.quarantined, r.clean, r.reason, r.since) for n, r in state.items()}
+    new = {n: NodeRecord(r.quarantined, r.clean, r.reason, r.since, r.failing_since) for n, r in state.items()}
     actions: list[Action] = []
     # Releases first: a node that recovered frees its place under the cap for one that fails this round.
     for node in sorted(n for n, h in results.items() if h.healthy):
@@ -54,21 +55,44 @@ def decide(
         if rec.quarantined and rec.clean >= recover_after:
             actions.append(Action(node, "release", f"{rec.clean} clean checks", now))
             new[node] = NodeRecord(clean=rec.clean)
-    # The worst first (most problems), so a cap reached keeps the likeliest-broken node out.
-    for node in sorted((n for n, h in results.items() if not h.healthy), key=lambda n: (-len(results[n].problems), n)):
-        h = results[node]
+        else:
+            rec.failing_since = ""
+    failing = [n for n, h in results.items() if not h.healthy]
+    for node in failing:
         rec = new.setdefault(node, NodeRecord())
+        rec.failing_since = rec.failing_since or now
+    # The worst first, so a cap reached keeps the likeliest-broken node out: by the gravest problem (a GPU's XID
+    # or ECC failure before a rail down, before counters, disk and clock; never by how many a node reports, which
+    # is the node's to inflate), then the longest failing.
+    for node in sorted(failing, key=lambda n: (severity(results[n]), new[n].failing_since, n)):
+        h = results[node]
+        rec = new[node]
         rec.clean = 0
-        problem = "; ".join(f"{p.check} {p.subject}: {p.message}" for p in h.problems)
+        problem, reason = summary(h)
         if rec.quarantined:
-            rec.reason = h.reason
+            rec.reason = reason
             continue
         if sum(r.quarantined for r in new.values()) >= limit:
             actions.append(Action(node, "held", f"cap of {limit} quarantined node(s) reached: {problem}", now))
             continue
-        rec.quarantined, rec.reason, rec.since = True, h.reason, now
+        rec.quarantined, rec.reason, rec.since = True, reason, now
         actions.append(Action(node, "quarantine", problem, now))
     return new, actions
+
+
+def severity(h: NodeHealth) -> int:
+    """The gravest of a node's problems (0 gravest); a check this version does not know ranks last."""
+    return min((CHECKS.get(p.check, len(CHECKS)) for p in h.problems), default=len(CHECKS))
+
+
+def summary(h: NodeHealth, shown: int = 5) -> tuple[str, str]:
+    """A failing node's problems, gravest first and the first few only (a node may report thousands), and the
+    check of the gravest: the taint's value."""
+    ranked = sorted(h.problems, key=lambda p: CHECKS.get(p.check, len(CHECKS)))
+    text = "; ".join(f"{p.check} {p.subject}: {p.message}" for p in ranked[:shown])
+    if len(ranked) > shown:
+        text += f"; +{len(ranked) - shown} more"
+    return text, ranked[0].check if ranked else ""
 
 
 def node_object(node: str, record: NodeRecord | None) -> dict[str, Any]:

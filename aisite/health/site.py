@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from aisite.health.judge import NodeHealth, Problem
+from aisite.foreign import clean
+from aisite.health.judge import CHECKS, NodeHealth, Problem
 from aisite.health.quarantine import Action, NodeRecord, cap, decide, metrics, node_object
 from aisite.plan import Plan
 
@@ -27,13 +29,43 @@ class HealthPass:
     files: dict[str, str] = field(default_factory=dict)  # what was written: state, actions, metrics, objects
 
 
-def from_status(doc: dict[str, Any]) -> NodeHealth:
-    """A node's status.json (aisite/health/node.py) as its verdict; what does not parse is itself a problem."""
+class _Problem(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    check: str = Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")
+    subject: str = Field(max_length=256)
+    message: str = Field(max_length=1024)
+
+
+class _Status(BaseModel):
+    """status.json as node.py writes it; a node's word, so strict: what does not fit is not read at all."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+    node: str = Field(max_length=253)
+    problems: list[_Problem] = Field(max_length=1000)
+    checked: list[str] = Field(default=[], max_length=64)
+    skipped: list[str] = Field(default=[], max_length=64)
+
+
+def unreadable(node: str, why: str) -> NodeHealth:
+    return NodeHealth(node, [Problem("status", "status.json", f"unreadable: {clean(why, 160)}")])
+
+
+def from_status(node: str, doc: Any) -> NodeHealth:
+    """The node's status.json (aisite/health/node.py) as its verdict. What does not parse, names another node or
+    reports a check this version does not know is the node's `status` problem, never a traceback; its text is
+    kept printable and bounded (it reaches terminals, records and the taint)."""
     try:
-        problems = [Problem(str(p["check"]), str(p["subject"]), str(p["message"])) for p in doc["problems"]]
-        return NodeHealth(str(doc["node"]), problems, list(doc.get("checked", [])), list(doc.get("skipped", [])))
-    except (KeyError, TypeError):
-        return NodeHealth(str(doc.get("node", "?")), [Problem("status", "status.json", "unreadable")])
+        st = _Status.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return unreadable(node, f"{'.'.join(map(str, first['loc']))}: {first['msg']}")
+    if st.node != node:
+        return unreadable(node, f"it names another node ({st.node!r})")
+    unknown = sorted({p.check for p in st.problems} - CHECKS.keys())
+    if unknown:
+        return unreadable(node, f"unknown check {unknown[0]!r}")
+    problems = [Problem(p.check, clean(p.subject, 120), clean(p.message, 300)) for p in st.problems]
+    return NodeHealth(node, problems, [clean(c, 120) for c in st.checked], [clean(c, 300) for c in st.skipped])
 
 
 def load_state(path: Path) -> dict[str, NodeRecord]:
@@ -42,11 +74,20 @@ def load_state(path: Path) -> dict[str, NodeRecord]:
     return {k: NodeRecord(**v) for k, v in json.loads(path.read_text()).items()}
 
 
+def apply_vars(hp: HealthPass) -> dict[str, Any]:
+    """What playbooks/health-apply.yml is given: the actions to take and where their Node objects are."""
+    return {
+        "health_actions": [asdict(a) for a in hp.actions if a.kind != "held"],
+        "health_objects_dir": hp.files["objects"],
+    }
+
+
 def run_pass(plan: Plan, records: dict[str, Any], folder: Path, now: datetime | None = None) -> HealthPass:
     assert plan.health is not None
     at = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     nodes = [n.name for n in plan.nodes]
-    results = {n: from_status(records[n]) for n in nodes if isinstance(records.get(n), dict)}
+    # A node that answered with no status at all (None) has not checked yet; anything else is parsed.
+    results = {n: from_status(n, records[n]) for n in nodes if records.get(n) is not None}
     missing = [n for n in nodes if n not in results]
     h = plan.health
     limit = cap(len(nodes), h.max_quarantined_fraction, h.max_quarantined)

@@ -283,9 +283,12 @@ def boot_mac_proposals(
     """A stack change per node to install that has no boot MAC and whose BMC reported its system's NICs (Redfish
     EthernetInterfaces): `path` (where the stack declares the node) gets `management.mac`, the first NIC the BMC
     lists; all of them are given, as a server may list several and the boot NIC need not be first."""
+    from aisite.oob import mac
+
     out = []
     for t in targets:
-        found = list(macs.get(t.node, ()))
+        # A BMC's word: only what is a MAC is proposed (one with a newline would print as extra YAML).
+        found = [m for m in (mac(x) for x in macs.get(t.node, ())) if m]
         if t.mac is None and found and t.node in paths:
             out.append({"node": t.node, "path": f"{paths[t.node]}.management.mac", "mac": found[0], "nics": found})
     return out

@@ -184,8 +184,9 @@ _InventoryLoader.add_constructor(
 
 # Every JSON string that is a value (followed by a comma or the end of its line), never a key (followed by `:`).
 _VALUE = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"(?=,?$)', re.M)
-# What a YAML reader refuses as raw text (not printable), written as \u escapes; JSON's own escapes cover < 0x20.
-_UNPRINTABLE = re.compile("[\x7f-\x84\x86-\x9f\ud800-\udfff\ufeff\ufffe\uffff]")
+# What a YAML reader refuses as raw text (not printable) or reads as a line break inside a quoted scalar (NEL,
+# LS, PS: folded to a space), written as \u escapes; JSON's own escapes cover < 0x20.
+_UNPRINTABLE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
 # First characters of the scalars YAML 1.1 reads as something other than a string (bool, int, float, null,
 # timestamp, merge, value): only those need the resolver.
 _RESOLVABLE = frozenset("-+0123456789.yYnNtTfFoO~=<")
@@ -213,7 +214,7 @@ def _tagged(token: str, cache: dict[str, str], template: str) -> str:
     return out
 
 
-def inventory_text(inv: dict[str, Any]) -> str:
+def inventory_text(inv: dict[str, Any], header: str = "Rendered by aisite from the plan; do not edit.") -> str:
     """An inventory as Ansible reads it: site strings are `!unsafe`, never templates.
 
     Written as JSON by orjson (a 32,768-GPU site's 58 MB in well under a second; PyYAML's representer took 20 s)
@@ -237,7 +238,7 @@ def inventory_text(inv: dict[str, Any]) -> str:
         text = _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     cache: dict[str, str] = {}
     text = _VALUE.sub(lambda m: _tagged(m.group(), cache, template), text)
-    return "# Rendered by aisite from the plan; do not edit.\n" + text + "\n"
+    return f"# {header}\n{text}\n"
 
 
 def load_inventory(text: str) -> Any:
