@@ -5,6 +5,7 @@ attribution of failed checks to the node, rail or path that explains them. The l
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -240,3 +241,48 @@ def test_a_measurement_that_fails_once_is_taken_again_and_forgiven() -> None:
     assert retried.detail == "best of 2 runs: 50, 391" and retried.value == 391.2
     none = Acceptance(plan, Options(retries=0), SiteRunner(plan, Options(retries=0), Hiccup()), lambda _: None).run()
     assert [f.peer is not None for f in none.findings] == [True]  # without a second look, a path is blamed
+
+
+class Liar(FakeCluster):
+    """One node reports a figure no 400G NIC can reach for every pair it sends on; the others tell the truth."""
+
+    def __init__(self, liar: str, figure: str) -> None:
+        super().__init__("nobody", 3)
+        self.liar, self.figure = liar, figure
+
+    def run(self, objects, result_pod, timeout):  # type: ignore[no-untyped-def]
+        from tests.test_bench import IB
+
+        if objects[0]["metadata"]["name"].startswith("accept-pair-"):
+            client = objects[1]["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"]
+            if client == self.liar:
+                self.runs.append(result_pod)
+                return IB.replace("92.37", self.figure)
+        return super().run(objects, result_pod, timeout)
+
+
+@pytest.mark.parametrize("figure", ["99999.00", "401000.00"])
+def test_a_node_that_lies_is_charged_and_moves_no_one_elses_reference(figure: str) -> None:
+    """The issue's reproducer: with `best = max`, one node reporting 99999 Gb/s failed 496 pairs of a 32-node
+    site and blamed the 31 others. Above its rail's line rate a figure is invalid, charged to the node that
+    reported it, and the reference is the median of the valid figures."""
+    from aisite.accept.site import SiteRunner
+
+    plan = build_plan(load_site("h100pod"))
+    liar = [n for n in plan.by_role("gpu") if n.rails][7].name
+    report = Acceptance(plan, Options(), SiteRunner(plan, Options(), Liar(liar, figure)), lambda _: None).run()
+    assert {f.node for f in report.findings} == {liar}, [(f.node, f.what) for f in report.findings]
+    assert all("impossible figure" in f.what and "above the line rate 400" in f.what for f in report.findings)
+    honest = [c for c in report.checks if c.stage == "pair" and c.node != liar]
+    assert honest and all(c.verdict == "pass" and "of the median (391 Gb/s)" in c.expected for c in honest)
+
+
+def test_impossible_figures_are_invalid_whatever_their_form(lab: Plan) -> None:
+    from aisite.accept.stages import checked_figure
+
+    for lie in (float("inf"), 1e308, -5.0, 101.0 * 1.06):
+        c = Check("pair", "s", "bandwidth", None, "", "pass", node="gpu01", rail=0)
+        assert math.isnan(checked_figure(c, lie, 100.0, "Gb/s")) and c.invalid, lie
+    c = Check("pair", "s", "bandwidth", None, "", "pass", node="gpu01", rail=0)
+    assert checked_figure(c, 99.0, 100.0, "Gb/s") == 99.0 and not c.invalid
+    assert math.isnan(checked_figure(c, float("nan"), 100.0, "Gb/s")) and not c.invalid  # no figure is not a lie

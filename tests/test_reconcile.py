@@ -541,6 +541,15 @@ def test_the_nodes_convergence_is_judged_from_their_own_records() -> None:
     junk = rows["n6"]
     assert junk.last_outcome == "unknown" and junk.applied_commit == "" and junk.last_pass_age_seconds is None
     assert "\x1b" not in junk.message and "\n" not in junk.message and len(junk.message) <= 400
+    # The crashers: markup as a commit, a time past a float; neither crashes, neither is believed.
+    hostile = {"n7": {"status": "applied", "applied_commit": "[/x]", "ended": 10**400, "last_success": 1e308}}
+    (row,) = convergence(["n7"], hostile, tip, now)
+    assert (row.state, row.applied_commit, row.last_pass_age_seconds, row.since_success_seconds) == (
+        "failing",
+        "",
+        None,
+        None,
+    )
     # Without a known tip, an applied pass counts as converged.
     assert convergence(["n2"], records, None, now)[0].state == "converged"
 

@@ -25,6 +25,9 @@ class Check:
     rail: int | None = None
     peer: str | None = None  # the other end (pairs)
     members: tuple[str, ...] = ()  # a group's nodes
+    # The figure was impossible (not finite, negative, above the physical limit the plan knows): the node that
+    # reported it is charged, and it is no reference for anyone else.
+    invalid: bool = False
 
 
 @dataclass(slots=True)
@@ -96,8 +99,9 @@ def _worst(a: Verdict, b: Verdict) -> Verdict:
 
 
 def judge(value: float, floor: float | None, best: float, fail_fraction: float, degraded_fraction: float) -> Verdict:
-    """A bandwidth against its absolute floor (a table's figure or the lab's) and against the best of its kind:
-    below the floor or fail_fraction x best fails, below degraded_fraction x best is degraded."""
+    """A bandwidth against its absolute floor (a table's figure or the lab's) and against the reference of its
+    kind (`best`: the median of the valid figures, which one node's lie cannot move): below the floor or
+    fail_fraction x the reference fails, below degraded_fraction x it is degraded."""
     if math.isnan(value) or (floor is not None and value < floor) or value < fail_fraction * best:
         return "fail"
     return "degraded" if value < degraded_fraction * best else "pass"
@@ -105,7 +109,7 @@ def judge(value: float, floor: float | None, best: float, fail_fraction: float, 
 
 def expected_text(floor: float | None, best: float, fail_fraction: float, unit: str) -> str:
     parts = [f">= {floor:g} {unit}"] if floor is not None else []
-    parts.append(f">= {fail_fraction:.0%} of the best ({best:.3g} {unit})")
+    parts.append(f">= {fail_fraction:.0%} of the median ({best:.3g} {unit})")
     return " and ".join(parts)
 
 

@@ -23,6 +23,7 @@ from aisite.accept.report import Check
 from aisite.accept.stages import MeasureError, Options
 from aisite.health import parse
 from aisite.health.judge import Expected, Facts, judge
+from aisite.health.site import from_status
 from aisite.payloads import tools
 from aisite.plan import GPU_TAINT, Node, Plan, Rail
 from aisite.platform.common import GPU_RESOURCE, labels, obj
@@ -228,28 +229,27 @@ class SiteRunner:
             ]
         expected = Expected(n.name, n.gpu.count if n.gpu else 0, bool(n.gpu and n.gpu.nvswitch), ())
         diag = judge(Facts(diag=parse.dcgm_diag(diag_text)), expected) if n.gpu else None
+        # The node's own word, read as `aisite health` reads it: strictly, bounded, never a traceback.
+        h = from_status(n.name, status)
         checks = [
             Check(
                 "node",
-                f"{n.name}:{p['subject']}",
-                p["check"],
-                p["message"],
+                f"{n.name}:{p.subject}",
+                p.check,
+                p.message,
                 "none",
                 "fail",
                 node=n.name,
-                rail=_rail(n, p["subject"]),
+                rail=_rail(n, p.subject),
             )
-            for p in status.get("problems", [])
+            for p in h.problems
         ]
         checks += [
             Check("node", n.name, c, "ok", "no problem", "pass", node=n.name)
-            for c in status.get("checked", [])
+            for c in h.checked
             if not any(x.metric == c for x in checks)
         ]
-        checks += [
-            Check("node", n.name, s.split(":")[0], None, "", "skipped", s, node=n.name)
-            for s in status.get("skipped", [])
-        ]
+        checks += [Check("node", n.name, s.split(":")[0], None, "", "skipped", s, node=n.name) for s in h.skipped]
         if diag is not None:
             checks += [
                 Check("node", f"{n.name}:{p.subject}", "dcgm-diag", p.message, "PASS", "fail", node=n.name)

@@ -5,6 +5,7 @@ nsenter and iperf3, a site's jobs); this module decides what to measure and what
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Protocol
 
 from aisite.accept.bisect import isolate
 from aisite.accept.report import Check, Finding, Report, expected_text, judge
+from aisite.foreign import clean, number
 from aisite.plan import Node, Plan, Rail
 
 Say = Callable[[str], None]
@@ -56,6 +58,37 @@ class Runner(Protocol):
     def bandwidth_floor(self, stage: str, n: Node) -> float | None: ...
 
     def busbw_floor(self, scope: str, ranks: Sequence[tuple[Node, Rail]]) -> float | None: ...
+
+
+def bandwidth_ceiling(n: Node, rail: int | None) -> float | None:
+    """The most a rail can carry (Gb/s): its NIC's line rate as the plan has it (None: not known)."""
+    speed = next((r.speed_gbps for r in n.rails if r.index == rail), 0) if rail is not None else 0
+    return float(speed) if speed > 0 else None
+
+
+def busbw_ceiling(scope: str, ranks: Sequence[tuple[Node, Rail]]) -> float | None:
+    """The most an all_reduce's bus bandwidth can be (GB/s): over rails, the slowest rank's rail line rate; within
+    a node, None (its NVLink bandwidth is not in the catalog), so only finiteness holds it."""
+    if scope == "node" or not ranks:
+        return None
+    speeds = [r.speed_gbps for _, r in ranks]
+    return min(speeds) / 8 if min(speeds) > 0 else None
+
+
+def checked_figure(c: Check, value: float, ceiling: float | None, unit: str) -> float:
+    """A runner's figure, or NaN with the check failed and marked invalid where it cannot be true: a node that
+    reports infinity or more than its link can carry has lied or broken, and is charged for it."""
+    figure = number(value, 0.0, ceiling * 1.05 if ceiling is not None else 1e7)  # 5 %: counters' rounding
+    if figure is None and not (isinstance(value, float) and math.isnan(value)):
+        limit = f"above the line rate {ceiling:g} {unit}" if ceiling is not None else "not a finite figure"
+        c.invalid, c.detail = True, f"impossible figure {clean(value, 40)}: {limit}"
+        return float("nan")
+    return value if figure is not None else float("nan")
+
+
+def reference(values: Sequence[float]) -> float:
+    """What a figure is compared with: the median of its kind's valid figures (0 without any)."""
+    return statistics.median(values) if values else 0.0
 
 
 class Acceptance:
@@ -160,9 +193,9 @@ class Acceptance:
         for i, (c, measure) in enumerate(runs):
             self.say(f"{stage} {i + 1}/{len(runs)}: {c.subject}")
             try:
-                c.value = measure()
+                c.value = self._figure(c, measure())
             except MeasureError as exc:
-                c.value, c.verdict, c.detail = float("nan"), "fail", str(exc)[-300:]
+                c.value, c.verdict, c.detail = float("nan"), "fail", clean(str(exc)[-300:], 300)
         self._judge_bandwidth(stage, runs)
         tries: dict[int, list[float]] = {}
         for attempt in range(self.opts.retries):
@@ -173,11 +206,12 @@ class Acceptance:
                 self.say(f"{stage} again ({attempt + 2}/{self.opts.retries + 1}): {c.subject}")
                 seen = tries.setdefault(id(c), [c.value] if isinstance(c.value, float) else [])
                 try:
-                    value = measure()
+                    value = self._figure(c, measure())
                 except MeasureError:
                     value = float("nan")
                 seen.append(value)
-                c.value, c.detail = _best_of(seen)
+                c.value, detail = _best_of(seen)
+                c.detail = c.detail if c.invalid else detail
             self._judge_bandwidth(stage, runs)
         self.report.checks.extend(c for c, _ in runs)
         # A node's rail stands for itself by its links where they are measured, else by any of its pairs passing.
@@ -192,18 +226,23 @@ class Acceptance:
                 elif not self.runner.links:
                     self.member_ok[key] = self.member_ok.get(key, False) or c.verdict != "fail"
 
+    def _figure(self, c: Check, value: float) -> float:
+        node = next(n for n in self.nodes if n.name == c.node)
+        return checked_figure(c, value, bandwidth_ceiling(node, c.rail), "Gb/s")
+
     def _judge_bandwidth(self, stage: str, runs: list[tuple[Check, Callable[[], float]]]) -> None:
         kinds: dict[str, list[Check]] = {}
         for c, _ in runs:
             kinds.setdefault(c.metric, []).append(c)
         for checks in kinds.values():
             values = [c.value for c in checks if isinstance(c.value, float) and not math.isnan(c.value)]
-            best = max(values, default=0.0)
+            best = reference(values)
             for c in checks:
                 assert isinstance(c.value, float) and c.node is not None
                 node = next(n for n in self.nodes if n.name == c.node)
                 floor = self.runner.bandwidth_floor(stage, node)
                 c.verdict = judge(c.value, floor, best, self.a.fail_fraction, self.a.degraded_fraction)
+                c.verdict = "fail" if c.invalid else c.verdict
                 c.expected = expected_text(floor, best, self.a.fail_fraction, self.runner.unit)
 
     # ----------------------------------------------------------------------------------------------- groups
@@ -253,10 +292,11 @@ class Acceptance:
             )
             c.value = self._allreduce(name, ranks, scope, c)
             checks.append((c, scope, ranks))
-        best: dict[str, float] = {}
+        kinds: dict[str, list[float]] = {}
         for c, scope, _ in checks:
             if isinstance(c.value, float) and not math.isnan(c.value):
-                best[scope] = max(best.get(scope, 0.0), c.value)
+                kinds.setdefault(scope, []).append(c.value)
+        best = {scope: reference(values) for scope, values in kinds.items()}
         for c, scope, ranks in checks:
             assert isinstance(c.value, float)
             floor = self.runner.busbw_floor(scope, ranks)
@@ -265,10 +305,12 @@ class Acceptance:
             for attempt in range(self.opts.retries if c.verdict == "fail" else 0):
                 self.say(f"group again ({attempt + 2}/{self.opts.retries + 1}): {c.subject}")
                 seen.append(self._allreduce(c.subject.split("[")[0], ranks, scope, c))
-                c.value, c.detail = _best_of(seen)
+                c.value, detail = _best_of(seen)
+                c.detail = c.detail if c.invalid else detail
                 c.verdict = judge(c.value, floor, best.get(scope, 0.0), self.a.fail_fraction, self.a.degraded_fraction)
-                if c.verdict != "fail":
+                if c.verdict != "fail" and not c.invalid:
                     break
+            c.verdict = "fail" if c.invalid else c.verdict
             c.expected = expected_text(floor, best.get(scope, 0.0), self.a.fail_fraction, "GB/s")
             self.report.checks.append(c)
             if c.verdict == "fail" and scope != "node":
@@ -276,9 +318,9 @@ class Acceptance:
 
     def _allreduce(self, name: str, ranks: Sequence[tuple[Node, Rail]], scope: str, c: Check) -> float:
         try:
-            return self.runner.allreduce(name, ranks, scope)
+            return checked_figure(c, self.runner.allreduce(name, ranks, scope), busbw_ceiling(scope, ranks), "GB/s")
         except MeasureError as exc:
-            c.detail = str(exc)[-300:]
+            c.detail = clean(str(exc)[-300:], 300)
             return float("nan")
 
     def _bisect(self, failed: Check, ranks: Sequence[tuple[Node, Rail]], best: float, floor: float | None) -> None:
@@ -343,6 +385,11 @@ class Acceptance:
         # Degraded checks stay in the report (and the node's verdict) but name nothing: a share of the best is
         # noisy on small groups, and a finding must stand.
         bad = [c for c in self.report.checks if c.verdict == "fail"]
+        # An impossible figure is the reporting node's own fault, before anything it might be taken to explain.
+        for c in bad:
+            if c.invalid:
+                add(c.node or c.members[0], c.rail, None, c, f"{c.subject} {c.metric}: {c.detail}")
+        bad = [c for c in bad if not c.invalid]
         for c in bad:
             if c.stage == "node" and c.node:
                 detail = f" ({c.detail})" if c.detail else ""

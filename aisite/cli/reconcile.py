@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from aisite.cli.common import (
@@ -28,6 +27,7 @@ from aisite.cli.common import (
 )
 from aisite.cli.deploy import progress_runner
 from aisite.diff import markdown, site_diff
+from aisite.foreign import show
 from aisite.loader import resolve_stack
 from aisite.reconcile.hook import post_receive
 from aisite.reconcile.nodes import convergence
@@ -80,7 +80,7 @@ def _print_pass(rec: PassRecord, as_json: bool) -> None:
         return
     colour = {"applied": "green", "unchanged": "green", "drift": "yellow"}.get(rec.outcome, "red")
     # A commit's subject and git's words are the pusher's text: never read as markup.
-    out.print(f"[{colour}]{rec.outcome}[/] {rec.commit[:12]} {escape(repr(rec.subject))} ({rec.mode}, {rec.seconds} s)")
+    out.print(f"[{colour}]{rec.outcome}[/] {rec.commit[:12]} {show(repr(rec.subject))} ({rec.mode}, {rec.seconds} s)")
     if rec.signer:
         out.print(f"  signed: {rec.signer}", markup=False)
     if rec.rewound_from:
@@ -95,7 +95,7 @@ def _print_pass(rec: PassRecord, as_json: bool) -> None:
         for task in tasks:
             out.print(f"  [yellow]drift[/] {host}: {task}")
     for e in rec.errors:
-        err.print(f"  [red]error[/]: {escape(e)}")
+        err.print(f"  [red]error[/]: {show(e, 1000)}")
 
 
 @reconcile_app.callback()
@@ -253,7 +253,7 @@ def nodes(
                 r.applied_commit[:12],
                 f"{r.last_outcome} {r.last_pass_age_seconds:.0f} s ago" if r.last_pass_age_seconds else r.last_outcome,
                 f"{r.since_success_seconds:.0f} s" if r.since_success_seconds is not None else "never",
-                escape(r.message),
+                show(r.message),
                 style=style.get(r.state, "red"),
             )
         out.print(table)

@@ -3,12 +3,15 @@ recorded (its state.json, read by playbooks/pull-status.yml), judged against the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+
+from aisite.foreign import clean, number
 
 # A node's pass outcomes (role pull's aisite-pull).
 _OUTCOMES = ("applied", "refused", "failed")
@@ -29,12 +32,18 @@ class NodeConvergence:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+    # A time a node recorded (seconds since the epoch): finite, after 1970 and before 5138.
+    return number(value, 1e-9, 1e11)
 
 
 def _text(value: Any, limit: int = 400) -> str:
     # A node's record is its own word: kept to a short printable string whatever it holds.
-    return "".join(c for c in str(value) if c.isprintable())[:limit] if isinstance(value, str) else ""
+    return clean(value, limit) if isinstance(value, str) else ""
+
+
+def _commit(value: Any) -> str | None:
+    """A commit the node says it applied: a full hash, else None (not believed, whatever it holds)."""
+    return value if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{40}", value) else None
 
 
 def convergence(
@@ -53,8 +62,12 @@ def convergence(
             out.append(NodeConvergence(node, "never", "", "", None, None, "no pass recorded on the node"))
             continue
         outcome = rec.get("status") if rec.get("status") in _OUTCOMES else "unknown"
-        applied = _text(rec.get("applied_commit"), 64)
+        commit = _commit(rec.get("applied_commit"))
+        applied = commit or ""
         ended, success = _number(rec.get("ended")), _number(rec.get("last_success"))
+        message = _text(rec.get("message"))
+        if outcome == "applied" and commit is None:
+            outcome, message = "unknown", "its record names no commit it applied (not a full hash)"
         if outcome != "applied":
             state = "failing"
         elif tip is not None and applied != tip:
@@ -69,7 +82,7 @@ def convergence(
                 str(outcome),
                 round(now - ended, 1) if ended else None,
                 round(now - success, 1) if success else None,
-                _text(rec.get("message")),
+                message,
             )
         )
     return out
