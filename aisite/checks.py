@@ -130,6 +130,15 @@ def _check_gitops(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Pro
                 + (", ...)" if len(nodes) > 8 else ")"),
             )
         )
+    if g.pull_layers and not g.allowed_signers:
+        # A pulling node runs as root whatever commit it accepts, fetched over transports (git://, a mirror) that
+        # authenticate nothing: without signers it would accept whatever answers its fetch.
+        out.append(
+            Problem(
+                "site.gitops.pull_layers",
+                "nodes that pull their layers apply only signed commits: list the signers' keys in allowed_signers",
+            )
+        )
     if g.signers_secret and not g.allowed_signers:
         out.append(
             Problem(

@@ -355,6 +355,14 @@ def test_gitops_settings_are_checked_together(lab: dict[str, Any]) -> None:
     assert has(problems(lab), "site.gitops.git_secret", "'Lab_Git' is not a DNS-1123 subdomain")
 
 
+def test_pull_mode_without_signers_is_refused(lab: dict[str, Any]) -> None:
+    """A node that pulls runs what it accepts as root: with no signers it would accept whatever answers its fetch."""
+    lab["gitops"]["pull_layers"] = ["hosts"]
+    lab["gitops"]["allowed_signers"] = []
+    lab["gitops"].pop("signers_secret")
+    assert has(problems(lab), "site.gitops.pull_layers", "apply only signed commits")
+
+
 def test_gitops_refuses_an_unsigned_looking_signer_line(lab: dict[str, Any]) -> None:
     lab["gitops"]["allowed_signers"] = ["admin@example.com not-a-key"]
     lab["gitops"]["interval_seconds"] = 5

@@ -50,3 +50,10 @@ def test_unsigned_other_signer_and_rewind_are_refused(host, repo) -> None:  # ty
     host.run_test(f"git --git-dir={repo}/t.git update-ref refs/heads/main {tip}~1")
     r = host.run(f"{VERIFY} {repo}/t.git main '' {tip}")
     assert r.rc == 1 and "does not descend from the installed" in r.stderr, r.stderr
+
+
+def test_a_signers_file_that_lists_no_key_accepts_nothing(host, repo) -> None:  # type: ignore[no-untyped-def]
+    """An empty (or comments-only) signers file is refused, not read as 'no one to check'."""
+    host.run_test(f"printf '# no one\\n\\n' > {repo}/empty_signers")
+    r = host.run(f"{VERIFY} {repo}/site.git main {repo}/empty_signers ''")
+    assert r.rc == 1 and "lists no key" in r.stderr and r.stdout == "", r.stderr
