@@ -6,6 +6,7 @@ projects document, written out below; iperf3 and fio run for real on loopback an
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -91,6 +92,12 @@ def test_collector_refuses_a_line_that_breaks_the_schema() -> None:
     with pytest.raises(CollectError, match=r"job:2: not a valid aisite.bench/v1 result"):
         collect("log line\n" + broken, "job")
     assert collect("no result here\n{}\n") == []
+    # What a node could print to write elsewhere or poison the report: a path as the workload, an infinite figure.
+    good = json.loads(out.strip().splitlines()[-1])
+    for field, lie in (("workload", "../../../etc/cron.d/x"), ("value", 1e400), ("host", "h" * 300)):
+        line = json.dumps(good | {field: lie}).replace("Infinity", "1e400")
+        with pytest.raises(CollectError):
+            collect(line)
 
 
 def _iperf3_server() -> tuple[subprocess.Popen[bytes], str]:

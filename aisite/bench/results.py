@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -13,34 +13,39 @@ from aisite.paths import results_dir
 from aisite.payloads.result import SCHEMA
 
 
+# A payload's result is what a node printed: every field as narrow as its use (the workload names a file).
+_WORD = r"^[A-Za-z0-9][A-Za-z0-9._/:+-]{0,127}$"
+
+
 class Device(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     type: Literal["cuda", "cpu", "nic", "nfs"]
-    name: str
-    count: int = Field(ge=0)
+    name: str = Field(max_length=256)
+    count: int = Field(ge=0, le=1_000_000)
 
 
 class Result(BaseModel):
     """One payload run (aisite/payloads/result.py writes it; README there has the fields)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     schema_: Literal["aisite.bench/v1"] = Field(alias="schema")
-    workload: str
-    kind: str
-    metric: str
-    unit: str
-    value: float = Field(ge=0)
-    per_process: list[float]
-    world_size: int = Field(ge=1)
-    nodes: int = Field(ge=1)
-    processes_per_node: int = Field(ge=1)
+    # A file name's first part: a workload's name, never a path.
+    workload: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    kind: str = Field(pattern=_WORD)
+    metric: str = Field(pattern=_WORD)
+    unit: str = Field(pattern=r"^[A-Za-z0-9/%._-]{1,32}$")
+    value: float = Field(ge=0, le=1e12)
+    per_process: list[Annotated[float, Field(ge=0, le=1e12)]] = Field(max_length=100_000)
+    world_size: int = Field(ge=1, le=1_000_000)
+    nodes: int = Field(ge=1, le=100_000)
+    processes_per_node: int = Field(ge=1, le=1024)
     device: Device
-    backend: str | None
+    backend: str | None = Field(max_length=64)
     params: dict[str, Any]
-    host: str
-    started: str
-    seconds: float = Field(ge=0)
-    tool: dict[str, str]
+    host: str = Field(max_length=253)
+    started: str = Field(pattern=r"^[0-9T:.+Z-]{1,40}$")
+    seconds: float = Field(ge=0, le=1e9)
+    tool: dict[str, Annotated[str, Field(max_length=256)]]
 
     def doc(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True)
@@ -71,6 +76,8 @@ def save(site: str, result: Result) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     stamp = re.sub(r"[^0-9T]", "", result.started)[:15]
     path = d / f"{result.workload}-{result.world_size}p-{stamp}.json"
+    if path.parent != d:  # the model's pattern already holds it to one name; never write elsewhere
+        raise CollectError(f"workload {result.workload!r} is not a file name")
     path.write_text(json.dumps(result.doc(), indent=2, sort_keys=True) + "\n")
     return path
 
