@@ -34,6 +34,7 @@ from aisite.provision import image, run
 from aisite.render.inventory import BOOT_SERVER, inventory
 
 LAB = ROOT / "stacks" / "Pulumi.lab.yaml"
+V1 = "0123456789abcdef"  # a version as the boot server gives it (a digest's first 16 hex digits)
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIF7V9ITCcLwZIDrBJdhvD/Yx38T197ysAO8J3IguOvhK"
 
 
@@ -392,10 +393,10 @@ class ScriptedWorld:
         self.reports[t.node] = {
             "events": [*events, {"event": "installed", "time": now + 0.2}],
             "host_keys": [KEY],
-            "version": "v1",
+            "version": V1,
         }
         if what == "ok":
-            self.installed[t.node] = "v1"
+            self.installed[t.node] = V1
 
     def power_cycle(self, t: ProvisionTarget) -> None:
         self.cycles.append(t.node)
@@ -404,7 +405,7 @@ class ScriptedWorld:
         return self.reports.get(node, {})
 
     def version(self, node: str) -> str:
-        return "v1"
+        return V1
 
     def installed_version(self, t: ProvisionTarget, host_keys: Sequence[str]) -> str | None:
         return self.installed.get(t.node) if list(host_keys) == [KEY] else None
@@ -488,7 +489,7 @@ def test_an_installed_node_is_left_alone_unless_reinstalled_and_records_keep_wha
     world = ScriptedWorld({"n1": ["ok", "no-dhcp", "fail:layout", "fail:image"]})
     (first,) = _provision(world, prov, targets)
     rec = run.record(None, first, "t1")
-    assert rec["installed"] == {"version": "v1", "host_keys": [KEY], "at": "t1"}
+    assert rec["installed"] == {"version": V1, "host_keys": [KEY], "at": "t1"}
     (again,) = _provision(world, prov, targets, records={"n1": rec})
     assert again.status == "unchanged" and world.booted == ["n1"]
     assert run.record(rec, again, "t2")["last"]["checked"] == "t2"
@@ -544,3 +545,27 @@ def test_provision_refuses_a_site_without_provisioning_and_an_unknown_limit() ->
         env=env,
     )
     assert r.returncode == 2 and "--limit: gpu01, nope: not a node to install" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        {"events": [{"event": "installed", "time": "x"}]},
+        {"events": ["installed"]},
+        {"events": [{"event": "installed", "time": 10**400}]},
+        {"events": [{"event": "installed", "time": 1.0}], "host_keys": [KEY + "\n@cert-authority * " + KEY]},
+        {"events": [{"event": "installed", "time": 1.0}], "host_keys": "not a list"},
+        {"events": [{"event": "installed", "time": 1.0}], "version": "[/x]"},
+        "a string",
+    ],
+)
+def test_a_report_that_does_not_parse_is_no_report(report: object) -> None:
+    """What the issue sent `aisite provision` through the boot server: a bad time or event crashed it; a "key"
+    with a newline reached known_hosts as a line of its own. Each is now no report at all."""
+    assert run.read_report(report) == {}
+
+
+def test_a_report_that_parses_keeps_its_keys_and_times() -> None:
+    doc = {"events": [{"event": "ipxe", "time": 1}, {"event": "installed", "time": 2.5}], "host_keys": [KEY]}
+    got = run.read_report(doc | {"step": "grub", "version": V1, "extra": "ignored"})
+    assert got["host_keys"] == [KEY] and [e["time"] for e in got["events"]] == [1.0, 2.5] and got["version"] == V1

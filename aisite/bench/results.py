@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from aisite.paths import results_dir
 from aisite.payloads.result import SCHEMA
 
-
 # A payload's result is what a node printed: every field as narrow as its use (the workload names a file).
 _WORD = r"^[A-Za-z0-9][A-Za-z0-9._/:+-]{0,127}$"
 

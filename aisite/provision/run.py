@@ -14,12 +14,15 @@ one piece of code whatever drives it.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aisite.plan import ProvisioningPlan, ProvisionTarget
 
@@ -71,6 +74,34 @@ class Outcome:
 Say = Callable[[str, str], None]  # node, what it is doing now
 
 
+# What the boot server relays of an install: the installer's report and the server's own events. The installer
+# speaks from a machine on the provisioning network, so it is read strictly: a report that does not fit is no
+# report (the node goes on as silent), and only host keys of the known types, one key a line, are ever kept.
+HOSTKEY = re.compile(r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]{16,2048}")
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
+    event: Literal["ipxe", "vmlinuz", "installer.img", "image.tar.zst", "started", "installed", "failed"]
+    time: float = Field(ge=0, le=1e11)
+
+
+class _Report(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    events: list[_Event] = Field(default=[], max_length=1000)
+    step: Annotated[str, Field(pattern=r"^[a-z-]{0,32}$")] = ""
+    host_keys: list[Annotated[str, Field(pattern=f"^(?:{HOSTKEY.pattern})$")]] = Field(default=[], max_length=16)
+    version: Annotated[str, Field(pattern=r"^[0-9a-f]{0,64}$")] = ""
+
+
+def read_report(doc: Any) -> dict[str, Any]:
+    """The boot server's report of a node, as far as it can be believed: {} where it does not parse."""
+    try:
+        return _Report.model_validate(doc).model_dump()
+    except ValidationError:
+        return {}
+
+
 def _event_time(report: dict[str, Any], *names: str) -> float | None:
     times = [float(e["time"]) for e in report.get("events", []) if e.get("event") in names]
     return min(times) if times else None
@@ -107,7 +138,7 @@ def install_once(world: World, plan: ProvisioningPlan, t: ProvisionTarget, say: 
         deadline = time.monotonic() + plan.install_timeout_s
         # Arming cleared the node's last report: what it holds now is this attempt's.
         while True:
-            report = world.report(t.node)
+            report = read_report(world.report(t.node))
             events = {e.get("event") for e in report.get("events", [])}
             if "installed" in events:
                 break
