@@ -10,6 +10,7 @@ import importlib.util
 import io
 import json
 import re
+import socket
 import subprocess
 import sys
 import tarfile
@@ -18,7 +19,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -204,7 +204,7 @@ class Boot:
             (self.root / "images" / "debian-12-test" / name).write_text(f"{name}\n")
         self.site = _site_json(prov)
         (self.root / "site.json").write_text(json.dumps(self.site))
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), svc.Handler)
+        self.server = svc.Server(("127.0.0.1", 0), svc.Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         state = svc.State(self.root, self.state, self.url)
         self.server.RequestHandlerClass = type("Bound", (svc.Handler,), {"state": state})
@@ -299,7 +299,10 @@ def test_an_armed_node_gets_the_installer_and_its_files_behind_a_one_time_token(
 def test_a_report_spends_the_token_and_a_reused_token_is_refused(boot: Boot) -> None:
     boot.arm(MAC, "infer01")
     first = _token(boot.get(f"boot/{MAC}")[1])
-    # A second network boot of the node mints a new token: the first is revoked.
+    # One token per arming: a second request (the node again, or anyone who learnt its MAC) gets none.
+    assert boot.get(f"boot/{MAC}")[1].endswith(b"exit\n")
+    # Arming again (provision's retry) mints a new token and revokes the first.
+    boot.arm(MAC, "infer01")
     token = _token(boot.get(f"boot/{MAC}")[1])
     assert token != first and boot.get(f"n/{first}/vmlinuz")[0] == 403
     assert boot.post(f"n/{token}/report", "status started\nstep network\n") == 200
@@ -313,6 +316,51 @@ def test_a_report_spends_the_token_and_a_reused_token_is_refused(boot: Boot) -> 
     assert boot.get(f"boot/{MAC}")[1].endswith(b"exit\n")
     # Only the tokens' digests are kept.
     assert token not in "".join(p.read_text() for p in (boot.state).rglob("*.json"))
+
+
+def _raw(boot: Boot, request: bytes, source: str = "127.0.0.1") -> bytes:
+    with socket.create_connection(boot.server.server_address[:2], timeout=5, source_address=(source, 0)) as conn:
+        conn.sendall(request)
+        out = b""
+        while chunk := conn.recv(65536):
+            out += chunk
+        return out
+
+
+def test_a_token_serves_only_the_address_it_was_handed_to_and_only_while_armed(boot: Boot) -> None:
+    boot.arm(MAC, "infer01")
+    token = _token(boot.get(f"boot/{MAC}")[1])
+    stolen = f"GET /n/{token}/node.tar HTTP/1.0\r\n\r\n".encode()
+    assert _raw(boot, stolen, "127.0.0.2").startswith(b"HTTP/1.0 403")
+    report = f"POST /n/{token}/report HTTP/1.0\r\nContent-Length: 17\r\n\r\nstatus installed\n".encode()
+    assert _raw(boot, report, "127.0.0.2").startswith(b"HTTP/1.0 403")
+    assert _raw(boot, stolen).startswith(b"HTTP/1.0 200")
+    # The arming expires: its token with it, though it was never spent.
+    (tok,) = (boot.state / "tokens").glob("*.json")
+    tok.write_text(json.dumps(json.loads(tok.read_text()) | {"expires": time.time() - 1}))
+    assert _raw(boot, stolen).startswith(b"HTTP/1.0 403")
+
+
+def test_the_service_bounds_what_a_client_can_make_it_hold(boot: Boot) -> None:
+    """The issue's reproducers: a negative or non-numeric Content-Length, a request line over 64 KiB, idle
+    connections; each is refused or dropped, and the service keeps answering."""
+    boot.arm(MAC, "infer01")
+    token = _token(boot.get(f"boot/{MAC}")[1])
+    for length in (b"-1", b"abc", b"+5", b"99999999999999999999"):
+        answer = _raw(
+            boot, b"POST /n/" + token.encode() + b"/report HTTP/1.0\r\nContent-Length: " + length + b"\r\n\r\n"
+        )
+        assert answer.split(b" ")[1] in (b"400", b"413"), (length, answer[:60])
+    assert _raw(boot, b"GET /" + b"a" * 70_000 + b" HTTP/1.0\r\n\r\n").split(b" ")[1] == b"414"
+    boot.server.RequestHandlerClass.timeout = 1  # type: ignore[attr-defined]
+    idle = [socket.create_connection(boot.server.server_address[:2], timeout=5) for _ in range(50)]
+    try:
+        assert boot.get("boot.ipxe")[0] in (200, 404)  # still answering
+        idle[0].settimeout(5)
+        assert idle[0].recv(10) == b""  # the server dropped the silent client
+    finally:
+        for conn in idle:
+            conn.close()
 
 
 def test_the_version_follows_what_the_install_writes(boot: Boot) -> None:

@@ -4,10 +4,11 @@ reports. Standard library only: it runs on the boot server's own Python.
 
 - GET /boot.ipxe: the first script of every node (DHCP names it): chain to /boot/<its MAC>.
 - GET /boot/<mac>: an armed node (a file armed/<mac>.json, written by `aisite provision` for as long as the node
-  may be installed) gets an iPXE script that boots the installer with a fresh token; any other MAC gets `exit`
-  (boot from the next device: the disk). Minting a token revokes the node's previous one.
+  may be installed) gets an iPXE script that boots the installer with a fresh token, once per arming; any other
+  MAC, or a second request for the same arming, gets `exit` (boot from the next device: the disk). The token is
+  bound to the address that asked and expires with the arming; minting one revokes the node's previous one.
 - GET /n/<token>/<file>: the node's install files (kernel, installer, image, partition table, file systems, its
-  own files as a tar), while its token is live.
+  own files as a tar), while its token is live and presented from the address it was handed to.
 - POST /n/<token>/report: `status started|installed|failed`, `step NAME`, `hostkey TYPE KEY` lines. installed and
   failed spend the token and disarm the node: a reused token is refused (403), a finished node boots from disk.
 - GET /versions/<node>: the version the node would be installed at now (its image and its own files' digest).
@@ -83,7 +84,16 @@ class State:
             return None
         return doc
 
-    def mint(self, mac: str, node: str) -> str:
+    def mint(self, mac: str, node: str, armed: dict[str, Any], source: str) -> str | None:
+        """A token for the node's install, once per arming (a second request for the same arming, from the node
+        or from anyone who learnt its MAC, gets none), bound to the address that asked and expiring with the
+        arming. None: this arming has had its token."""
+        if armed.get("minted"):
+            return None
+        armed_file = self.state / "armed" / f"{mac}.json"
+        tmp = armed_file.with_name(f".{armed_file.name}")
+        tmp.write_text(json.dumps(armed | {"minted": True}))
+        tmp.replace(armed_file)
         token = secrets.token_urlsafe(32)
         for old in (self.state / "tokens").glob("*.json"):
             try:
@@ -92,19 +102,24 @@ class State:
             except (OSError, ValueError):
                 continue
         digest = hashlib.sha256(token.encode()).hexdigest()
-        (self.state / "tokens" / f"{digest}.json").write_text(json.dumps({"node": node, "mac": mac}))
+        doc = {"node": node, "mac": mac, "source": source, "expires": float(armed["expires"])}
+        (self.state / "tokens" / f"{digest}.json").write_text(json.dumps(doc))
         # A new install of the node starts a new report.
         (self.state / "reports" / f"{node}.json").unlink(missing_ok=True)
         return token
 
-    def holder(self, token: str) -> dict[str, Any] | None:
+    def holder(self, token: str, source: str) -> dict[str, Any] | None:
+        """Whose token this is, if it is live and presented from the address it was handed to."""
         if not TOKEN.fullmatch(token):
             return None
         digest = hashlib.sha256(token.encode()).hexdigest()
         try:
-            return dict(json.loads((self.state / "tokens" / f"{digest}.json").read_text()))
+            doc = dict(json.loads((self.state / "tokens" / f"{digest}.json").read_text()))
         except (OSError, ValueError):
             return None
+        if doc.get("source") != source or float(doc.get("expires", 0)) < time.time():
+            return None
+        return doc
 
     def spend(self, token: str, mac: str) -> None:
         digest = hashlib.sha256(token.encode()).hexdigest()
@@ -271,11 +286,19 @@ def node_tar(files: dict[str, tuple[int, str]]) -> bytes:
 class Handler(BaseHTTPRequestHandler):
     server_version = "aisite-boot"
     state: State
+    # A client that sends nothing (or trickles) is dropped after this many seconds, whatever it holds.
+    timeout = 30
 
     def log_message(self, format: str, *args: Any) -> None:
-        # The path holds tokens: log the route, never the token.
-        path = re.sub(r"/n/[^/]+/", "/n/<token>/", self.path)
-        sys.stderr.write(f"{self.address_string()} {self.command} {path} {args[1] if len(args) > 1 else ''}\n")
+        # The path holds tokens: log the route, never the token; a request too long or garbled to parse has no
+        # path yet, and whatever it sent is logged printable and short.
+        path = re.sub(r"/n/[^/]+/", "/n/<token>/", str(getattr(self, "path", "") or ""))[:200]
+        path = "".join(c if c.isprintable() else "?" for c in path)
+        code = args[1] if len(args) > 1 and isinstance(args[1], (int, str)) else ""
+        sys.stderr.write(f"{self.address_string()} {getattr(self, 'command', '-')} {path} {code}\n")
+
+    def _source(self) -> str:
+        return str(self.client_address[0])
 
     def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
         self.send_response(code)
@@ -310,14 +333,17 @@ class Handler(BaseHTTPRequestHandler):
                     self._send(200, b"#!ipxe\necho aisite: not armed for install, booting from disk\nexit\n")
                     return
                 node = str(armed["node"])
-                token = st.mint(mac, node)
+                token = st.mint(mac, node, armed, self._source())
+                if token is None:
+                    self._send(200, b"#!ipxe\necho aisite: this arming has had its token, booting from disk\nexit\n")
+                    return
                 st.event(node, "ipxe", mac=mac.replace("-", ":"), version=version(st.site(), st.target(node)))
                 script = ipxe_script(st, token, node, mac)
             self._send(200, script.encode())
         elif len(parts) == 3 and parts[0] == "n":
-            holder = st.holder(parts[1])
+            holder = st.holder(parts[1], self._source())
             if holder is None:
-                self._send(403, b"token unknown or spent\n")
+                self._send(403, b"token unknown, spent, expired or not yours\n")
                 return
             node, name = str(holder["node"]), parts[2]
             site = st.site()
@@ -357,15 +383,19 @@ class Handler(BaseHTTPRequestHandler):
             self._send(404, b"not found\n")
             return
         st = self.state
-        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.headers.get("Content-Length") or "0"
+        if not raw.isdigit():  # negative, signed or not a number: refused, never read as "until the end"
+            self._send(400, b"bad Content-Length\n")
+            return
+        length = int(raw[:12])
         if length > MAX_REPORT:
             self._send(413, b"report too large\n")
             return
         body = self.rfile.read(length).decode("ascii", errors="replace")
         with st.lock:
-            holder = st.holder(parts[1])
+            holder = st.holder(parts[1], self._source())
             if holder is None:
-                self._send(403, b"token unknown or spent\n")
+                self._send(403, b"token unknown, spent, expired or not yours\n")
                 return
             node, mac = str(holder["node"]), str(holder["mac"])
             status, step, keys = "", "", []
@@ -389,12 +419,39 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, b"ok\n")
 
 
+class Server(ThreadingHTTPServer):
+    """At most MAX_CONNECTIONS requests at once: one more is closed at once, so idle clients cannot hold every
+    thread (each is dropped after Handler.timeout in any case)."""
+
+    daemon_threads = True
+    MAX_CONNECTIONS = 64
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.slots = threading.BoundedSemaphore(self.MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
 def main(argv: list[str]) -> int:
     config = json.loads(Path(argv[1] if len(argv) > 1 else "/etc/aisite-boot/http.json").read_text())
     state = State(Path(config["root"]), Path(config["state"]), config["url"])
     handler = type("BoundHandler", (Handler,), {"state": state})
-    server = ThreadingHTTPServer((config["listen"], int(config["port"])), handler)
-    server.daemon_threads = True
+    server = Server((config["listen"], int(config["port"])), handler)
     server.serve_forever()
     return 0
 
