@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from aisite.plan import Plan
+from aisite.platform.admission import admission_objects
 from aisite.platform.charts import Chart, RemoteManifest, charts, release_namespaces, remote_manifests
 from aisite.platform.common import labels, obj, pod_security_labels
 from aisite.platform.health import health_objects
@@ -44,6 +45,8 @@ def objects(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     for t in plan.tenants:
         extra = ([local_queue(plan, t)] if kueue else []) + ([rail_quota(plan, t)] if rails else [])
         out[f"tenant-{t.name}.yaml"] = tenant_objects(plan, t) + extra
+    if plan.tenants:
+        out["admission.yaml"] = admission_objects(plan)
     out["acceptance.yaml"] = [acceptance_namespace(plan)]
     if plan.health and plan.health.runner == "daemonset":
         out["health.yaml"] = health_objects(plan)

@@ -11,7 +11,8 @@ from typing import Any
 
 import yaml
 
-from aisite.plan import LABEL_PREFIX, Plan
+from aisite.plan import Plan
+from aisite.platform.admission import TENANT_NAMESPACES
 from aisite.platform.common import labels, obj, pod_security_labels
 from aisite.platform.monitoring import dcgm_metrics_csv
 
@@ -135,9 +136,9 @@ def kueue_frameworks(addons: tuple[str, ...] | list[str]) -> list[str]:
     return [*KUEUE_FRAMEWORKS, *(f for addon, f in KUEUE_ADDON_FRAMEWORKS.items() if addon in addons)]
 
 
-# Only tenants' namespaces carry this label: Kueue's pod webhook (failurePolicy Fail) and its management of pods
-# stay out of every other namespace (operators, monitoring, kube-system).
-KUEUE_NAMESPACES = {"matchExpressions": [{"key": f"{LABEL_PREFIX}/tenant", "operator": "Exists"}]}
+# Only tenants' namespaces carry the tenant label: Kueue's pod webhook (failurePolicy Fail) and its management of
+# pods stay out of every other namespace (operators, monitoring, kube-system), as the placement policy does.
+KUEUE_NAMESPACES = TENANT_NAMESPACES
 
 
 def _kueue(plan: Plan, monitoring: bool) -> dict[str, Any]:
@@ -150,6 +151,9 @@ def _kueue(plan: Plan, monitoring: bool) -> dict[str, Any]:
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         **KUEUE_CHART_DEFAULTS,
         "managedJobsNamespaceSelector": KUEUE_NAMESPACES,
+        # Every job in a tenant's namespace is Kueue's, queue name or not: one without waits, suspended, instead of
+        # running past the tenant's quota and the flavors' placement.
+        "manageJobsWithoutQueueName": True,
         "integrations": {"frameworks": kueue_frameworks(plan.kubernetes.addons)},
         "resources": {"excludeResourcePrefixes": list(KUEUE_IGNORED)},
     }
