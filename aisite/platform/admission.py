@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from aisite.health.quarantine import TAINT_KEY
-from aisite.plan import Plan
-from aisite.platform.common import LABEL_PREFIX, labels, obj
+from aisite.plan import LABEL_PREFIX, Plan
+from aisite.platform.common import labels, obj
 
 POLICY = "aisite-tenant-placement"
 # The taints a tenant's pod may not tolerate: the health quarantine's, and the cordon's (which the scheduler reads
