@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 # Commands run with no prompt and no pager, whatever the user's git configuration says.
@@ -145,3 +147,17 @@ def copy_checkout(top: Path, dest: Path) -> None:
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             (dest / rel).write_bytes(src.read_bytes())
+
+
+def verified_tip(url: str, branch: str, allowed_signers: Sequence[str]) -> str:
+    """The commit at `branch` of `url`, fetched into a scratch clone and verified as a reconcile verifies one
+    (an SSH signature by one of `allowed_signers`, OpenSSH lines); GitError otherwise, and with no signers."""
+    if not allowed_signers:
+        raise GitError("no allowed signers: an unverified commit is trusted for nothing")
+    with tempfile.TemporaryDirectory(prefix="aisite-tip-") as scratch:
+        clone = Path(scratch) / "clone"
+        tip = fetch(url, branch, clone)
+        signers = Path(scratch) / "allowed_signers"
+        signers.write_text("".join(f"{line}\n" for line in allowed_signers))
+        verify_commit(clone, tip, signers)
+    return tip

@@ -18,7 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -327,6 +327,29 @@ def _raw(boot: Boot, request: bytes, source: str = "127.0.0.1") -> bytes:
         return out
 
 
+def test_the_host_key_the_controller_made_goes_only_to_the_tokens_holder_and_then_is_gone(boot: Boot) -> None:
+    """known_hosts is written from the controller's key before the install: the boot server hands the private key
+    to the token's holder inside node.tar (not in the version: a new key each install), and forgets it when the
+    node reports; a report naming another key changes nothing the controller trusts (the sequencing tests)."""
+    key = run.new_host_key()
+    (boot.state / "hostkeys").mkdir(exist_ok=True)
+    (boot.state / "hostkeys" / "infer01").write_text(key.private)
+    version = json.loads(boot.get("versions/infer01")[1])["version"]
+    boot.arm(MAC, "infer01")
+    token = _token(boot.get(f"boot/{MAC}")[1])
+    with tarfile.open(fileobj=io.BytesIO(boot.get(f"n/{token}/node.tar")[1])) as tar:
+        member = tar.getmember("etc/ssh/ssh_host_ed25519_key")
+        assert member.mode == 0o600 and tar.extractfile(member).read().decode() == key.private  # type: ignore[union-attr]
+        marker = json.loads(tar.extractfile("etc/aisite/installed.json").read())  # type: ignore[union-attr]
+    assert marker["version"] == version
+    derived = subprocess.run(
+        ["ssh-keygen", "-y", "-f", "/dev/stdin"], input=key.private, capture_output=True, text=True, check=True
+    )
+    assert derived.stdout.split()[:2] == key.public.split()[:2]
+    assert boot.post(f"n/{token}/report", f"status installed\nstep done\nhostkey {KEY}\n") == 200
+    assert not (boot.state / "hostkeys" / "infer01").exists()
+
+
 def test_a_token_serves_only_the_address_it_was_handed_to_and_only_while_armed(boot: Boot) -> None:
     boot.arm(MAC, "infer01")
     token = _token(boot.get(f"boot/{MAC}")[1])
@@ -416,12 +439,15 @@ class ScriptedWorld:
         self.cycles: list[str] = []
         self.reports: dict[str, dict[str, Any]] = {}
         self.installed: dict[str, str] = {}
+        self.keys: dict[str, str] = {}
         self.lock = threading.Lock()
 
-    def arm(self, targets: Sequence[ProvisionTarget]) -> None:
+    def arm(self, targets: Sequence[ProvisionTarget], host_keys: Mapping[str, run.HostKey]) -> None:
         self.armed.append([t.node for t in targets])
         for t in targets:
             self.reports[t.node] = {"events": []}
+            # The node answers SSH with the key it was handed (its installer's report names another: KEY).
+            self.keys[t.node] = host_keys[t.node].public
 
     def disarm(self, targets: Sequence[ProvisionTarget]) -> None:
         self.disarmed.append([t.node for t in targets])
@@ -456,7 +482,7 @@ class ScriptedWorld:
         return V1
 
     def installed_version(self, t: ProvisionTarget, host_keys: Sequence[str]) -> str | None:
-        return self.installed.get(t.node) if list(host_keys) == [KEY] else None
+        return self.installed.get(t.node) if list(host_keys) == [self.keys.get(t.node)] else None
 
 
 def _plan(nodes: int, **over: Any) -> tuple[ProvisioningPlan, list[ProvisionTarget]]:
@@ -499,7 +525,9 @@ def test_a_wrong_boot_mac_times_out_with_its_own_error_while_the_wave_goes_on(
     world = ScriptedWorld({"n1": ["no-dhcp"], "n2": ["ok"]})
     start = time.monotonic()
     n1, n2 = _provision(world, prov, targets)
-    assert n2.status == "installed" and n2.attempts == 1 and n2.host_keys == [KEY]
+    # Trusted: the key the controller made and armed the node with, not the one its report names.
+    assert n2.status == "installed" and n2.attempts == 1 and n2.host_keys == [world.keys["n2"]] != [KEY]
+    assert n2.host_keys[0].startswith("ssh-ed25519 ")
     assert n1.status == "failed" and n1.step == "dhcp" and not n1.disk_touched
     assert "no network boot from 02:a1:5e:00:01:f0" in (n1.error or "")
     assert world.armed == [["n1", "n2"]]  # one wave, armed once
@@ -537,7 +565,8 @@ def test_an_installed_node_is_left_alone_unless_reinstalled_and_records_keep_wha
     world = ScriptedWorld({"n1": ["ok", "no-dhcp", "fail:layout", "fail:image"]})
     (first,) = _provision(world, prov, targets)
     rec = run.record(None, first, "t1")
-    assert rec["installed"] == {"version": V1, "host_keys": [KEY], "at": "t1"}
+    key = world.keys["n1"]
+    assert rec["installed"] == {"version": V1, "host_keys": [key], "at": "t1"}
     (again,) = _provision(world, prov, targets, records={"n1": rec})
     assert again.status == "unchanged" and world.booted == ["n1"]
     assert run.record(rec, again, "t2")["last"]["checked"] == "t2"
@@ -549,7 +578,7 @@ def test_an_installed_node_is_left_alone_unless_reinstalled_and_records_keep_wha
     assert layout.step == "install" and run.record(rec, layout, "t4")["installed"] == rec["installed"]
     (late,) = _provision(world, prov0, targets, records={"n1": rec}, reinstall=True)
     assert late.step == "install" and run.record(rec, late, "t5")["installed"] is None
-    assert run.known_hosts_lines({"n1": "10.0.0.1"}, {"n1": rec}) == [f"10.0.0.1 {KEY}"]
+    assert run.known_hosts_lines({"n1": "10.0.0.1"}, {"n1": rec}) == [f"10.0.0.1 {key}"]
 
 
 def test_a_node_without_a_boot_mac_is_refused_by_provision_and_proposed_by_discovery() -> None:

@@ -579,3 +579,24 @@ def test_the_nodes_convergence_is_kept_as_metrics(tmp_path: Path) -> None:
     since = {dict(k[1])["node"]: v for k, v in samples.items() if k[0] == "aisite_reconcile_node_since_success_seconds"}
     assert since == {"n2": 60.0}  # n3 never succeeded, n4 said nothing
     assert samples[("aisite_reconcile_nodes_checked_timestamp_seconds", ())] == 100.0
+
+
+def test_the_pull_floor_is_a_tip_the_controller_verified(tmp_path: Path) -> None:
+    """`deploy --layer pull` installs, as the nodes' floor, the branch's tip only when it is signed by an allowed
+    signer: unsigned, or with no signers, there is no floor (and nothing is deployed)."""
+    from aisite.repo import GitError, verified_tip
+    from tests.conftest import git, make_site_repo, ssh_signer
+
+    key, line = ssh_signer(tmp_path, "floor@example.com")
+    repo = make_site_repo(tmp_path / "repo")
+    (repo / "f").write_text("1\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "gpg.format=ssh", "-c", f"user.signingkey={key}", "commit", "-S", "--quiet", "-m", "signed")
+    signed = git(repo, "rev-parse", "HEAD")
+    assert verified_tip(str(repo), "main", [line]) == signed
+    with pytest.raises(GitError, match="no allowed signers"):
+        verified_tip(str(repo), "main", [])
+    (repo / "f").write_text("2\n")
+    git(repo, "commit", "-aqm", "unsigned")
+    with pytest.raises(GitError, match="not signed"):
+        verified_tip(str(repo), "main", [line])

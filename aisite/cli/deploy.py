@@ -35,6 +35,7 @@ from aisite.loader import resolve_stack
 from aisite.render.bundle import write_bundle
 from aisite.render.inventory import inventory, inventory_text
 from aisite.render.manifests import layer_files, manifest_files
+from aisite.repo import GitError, verified_tip
 from aisite.secrets import resolve
 
 
@@ -238,6 +239,18 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
             "platform_files": json.dumps([name for name in applies["platform"] if not name.startswith("charts/")]),
             "workload_files": json.dumps(list(applies["workloads"])),
         }
+        if layer == "pull" and p.gitops and p.pulled_layers and not check:
+            # The floor a node's first pass must descend from: the branch's tip as this controller fetched and
+            # verified it now (a signed commit by an allowed signer), never one a node is served later.
+            try:
+                extravars["pull_floor"] = verified_tip(
+                    p.gitops.pull_repository, p.gitops.branch, p.gitops.allowed_signers
+                )
+            except GitError as exc:
+                print(
+                    f"--layer pull: no trusted floor for the nodes' first pass: {exc}; nothing was run", file=sys.stderr
+                )
+                raise typer.Exit(EXIT_FAILED) from None
         if one_time_boot:
             extravars["bmc_one_time_boot"] = one_time_boot
         if boot_media:

@@ -41,8 +41,29 @@ class ProvisionError(Exception):
         self.step = step
 
 
+@dataclass(frozen=True, slots=True)
+class HostKey:
+    """A node's SSH host key, made by the controller for one install: the public line is what known_hosts trusts
+    before the node ever answers; the private key reaches the node only over its install token's channel."""
+
+    private: str = field(repr=False)  # OpenSSH PEM
+    public: str  # "ssh-ed25519 AAAA..."
+
+
+def new_host_key() -> HostKey:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    ).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    return HostKey(private, public.decode())
+
+
 class World(Protocol):
-    def arm(self, targets: Sequence[ProvisionTarget]) -> None: ...
+    def arm(self, targets: Sequence[ProvisionTarget], host_keys: Mapping[str, HostKey]) -> None: ...
     def disarm(self, targets: Sequence[ProvisionTarget]) -> None: ...
     def boot_from_network(self, target: ProvisionTarget) -> None: ...
     def power_cycle(self, target: ProvisionTarget) -> None: ...
@@ -124,8 +145,9 @@ def _stalled_at(report: dict[str, Any], mac: str | None) -> ProvisionError:
     )
 
 
-def install_once(world: World, plan: ProvisioningPlan, t: ProvisionTarget, say: Say) -> Outcome:
-    """One attempt: boot the node from the network and follow it to SSH. Raises nothing: a failure is an Outcome."""
+def install_once(world: World, plan: ProvisioningPlan, t: ProvisionTarget, say: Say, host_key: HostKey) -> Outcome:
+    """One attempt: boot the node from the network and follow it to SSH, trusting only the host key the controller
+    made for this install (whatever the report says). Raises nothing: a failure is an Outcome."""
     out = Outcome(t.node, "failed")
     start = time.time()
     try:
@@ -159,9 +181,11 @@ def install_once(world: World, plan: ProvisioningPlan, t: ProvisionTarget, say: 
             "boot-files": round(started - ipxe, 1),
             "install": round(installed - started, 1),
         }
-        out.host_keys = list(report.get("host_keys", []))
+        # The installer's own report of its keys is not what is trusted: the key the controller made and handed
+        # over the token's channel is (a report, from whoever holds the token, cannot change known_hosts).
+        out.host_keys = [host_key.public]
         out.version = str(report.get("version") or "")
-        say(t.node, "first-boot: waiting for SSH with the host key the install recorded")
+        say(t.node, "first-boot: waiting for SSH with the host key the controller made for it")
         version = _wait_ssh(world, plan, t, out.host_keys, installed)
         if version != out.version:
             raise ProvisionError("first-boot", f"the node says it is at version {version}, not {out.version}")
@@ -195,7 +219,7 @@ def _wait_ssh(world: World, plan: ProvisioningPlan, t: ProvisionTarget, keys: Se
             return version
         now = time.time()
         if now > deadline:
-            raise ProvisionError("first-boot", f"no SSH with the recorded host key within {plan.boot_timeout_s} s")
+            raise ProvisionError("first-boot", f"no SSH with the host key it was given within {plan.boot_timeout_s} s")
         if not cycled and now > since + plan.boot_timeout_s / 2:
             cycled = True
             try:
@@ -256,9 +280,12 @@ def provision(
         attempts: dict[str, int] = {}
         spent: dict[str, float] = {}
         while todo:
-            world.arm(todo)
+            # A new host key per attempt: one handed to an install that did not finish is never trusted again.
+            keys = {t.node: new_host_key() for t in todo}
+            world.arm(todo, keys)
             with ThreadPoolExecutor(max_workers=len(todo)) as pool:
-                results = list(pool.map(lambda t: install_once(world, plan, t, say), todo))
+                given = [keys[t.node] for t in todo]
+                results = list(pool.map(lambda t, k: install_once(world, plan, t, say, k), todo, given))
             # Failed without the installer's report (which disarms): disarmed now, armed again for a retry. Left
             # armed, such a node's next network boot would install it.
             silent = [t for t, r in zip(todo, results, strict=True) if r.status == "failed" and r.step != "install"]

@@ -16,6 +16,13 @@ from aisite import oob
 from aisite.deploy import run_playbook
 from aisite.fields import secret_env
 from aisite.plan import Node, Plan, ProvisionTarget
+from aisite.provision.run import HostKey
+
+
+def hostkey_env(node: str) -> str:
+    """The environment variable that carries a node's new private host key to the boot-arm play."""
+    return "AISITE_HOSTKEY_" + node.upper().replace("-", "_")
+
 
 # The boot server is on the site's own network: never through a proxy the environment names.
 _HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -45,17 +52,19 @@ class SiteWorld:
         self.nodes: dict[str, Node] = {n.name: n for n in plan.nodes}
 
     # -- the boot server
-    def _arm(self, key: str, targets: Sequence[ProvisionTarget]) -> None:
+    def _arm(self, key: str, targets: Sequence[ProvisionTarget], host_keys: Mapping[str, HostKey]) -> None:
         nodes = [{"node": t.node, "mac": t.mac} for t in targets]
-        result = run_playbook("playbooks/boot-arm.yml", self.inventory, self.secrets, extravars={key: nodes})
+        # The private host keys go as secrets do: through the environment, never a file or an extra var.
+        secrets = self.secrets | {hostkey_env(n): k.private for n, k in host_keys.items()}
+        result = run_playbook("playbooks/boot-arm.yml", self.inventory, secrets, extravars={key: nodes})
         if not result.ok:
             raise ArmError(f"{key} on the boot server failed: " + "; ".join(result.failures[-3:] or [result.status]))
 
-    def arm(self, targets: Sequence[ProvisionTarget]) -> None:
-        self._arm("boot_server_arm", targets)
+    def arm(self, targets: Sequence[ProvisionTarget], host_keys: Mapping[str, HostKey]) -> None:
+        self._arm("boot_server_arm", targets, host_keys)
 
     def disarm(self, targets: Sequence[ProvisionTarget]) -> None:
-        self._arm("boot_server_disarm", targets)
+        self._arm("boot_server_disarm", targets, {})
 
     def _get(self, path: str) -> dict[str, Any]:
         try:

@@ -8,7 +8,8 @@ reports. Standard library only: it runs on the boot server's own Python.
   MAC, or a second request for the same arming, gets `exit` (boot from the next device: the disk). The token is
   bound to the address that asked and expires with the arming; minting one revokes the node's previous one.
 - GET /n/<token>/<file>: the node's install files (kernel, installer, image, partition table, file systems, its
-  own files as a tar), while its token is live and presented from the address it was handed to.
+  own files as a tar, with the SSH host key `aisite provision` made for this install), while its token is live and
+  presented from the address it was handed to.
 - POST /n/<token>/report: `status started|installed|failed`, `step NAME`, `hostkey TYPE KEY` lines. installed and
   failed spend the token and disarm the node: a reused token is refused (403), a finished node boots from disk.
 - GET /versions/<node>: the version the node would be installed at now (its image and its own files' digest).
@@ -56,7 +57,7 @@ class State:
         self.state = state
         self.url = url
         self.lock = threading.Lock()
-        for sub in ("armed", "tokens", "reports"):
+        for sub in ("armed", "tokens", "reports", "hostkeys"):
             (state / sub).mkdir(parents=True, exist_ok=True)
 
     # -- reports: one JSON file per node, rewritten whole
@@ -121,10 +122,23 @@ class State:
             return None
         return doc
 
-    def spend(self, token: str, mac: str) -> None:
+    def spend(self, token: str, mac: str, node: str) -> None:
         digest = hashlib.sha256(token.encode()).hexdigest()
         (self.state / "tokens" / f"{digest}.json").unlink(missing_ok=True)
         (self.state / "armed" / f"{mac}.json").unlink(missing_ok=True)
+        # The node has its host key (or failed with it): no copy stays here.
+        (self.state / "hostkeys" / node).unlink(missing_ok=True)
+
+    def host_key(self, node: str) -> dict[str, tuple[int, str]]:
+        """The SSH host key the controller made for this install (armed with it), as the node's files; none when
+        provision armed the node without one (the installer then makes its own)."""
+        try:
+            private = (self.state / "hostkeys" / node).read_text()
+        except OSError:
+            return {}
+        if not private.startswith("-----BEGIN OPENSSH PRIVATE KEY-----"):
+            return {}
+        return {"etc/ssh/ssh_host_ed25519_key": (0o600, private if private.endswith("\n") else private + "\n")}
 
     def site(self) -> dict[str, Any]:
         """site.json (the role writes it from the plan), read again when it changed."""
@@ -359,6 +373,7 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(200, filesystems(profile).encode())
             elif name == "node.tar":
                 files = node_files(site, target) | {"etc/aisite/installed.json": (0o644, install_marker(site, target))}
+                files |= st.host_key(node)  # not part of the version: a new key each install
                 self._send(200, node_tar(files), "application/x-tar")
             else:
                 self._send(404, b"not found\n")
@@ -415,7 +430,7 @@ class Handler(BaseHTTPRequestHandler):
                 extra["host_keys"] = keys
             st.event(node, status, **extra)
             if status in ("installed", "failed"):
-                st.spend(parts[1], mac)
+                st.spend(parts[1], mac, node)
         self._send(200, b"ok\n")
 
 

@@ -57,3 +57,16 @@ def test_a_signers_file_that_lists_no_key_accepts_nothing(host, repo) -> None:  
     host.run_test(f"printf '# no one\\n\\n' > {repo}/empty_signers")
     r = host.run(f"{VERIFY} {repo}/site.git main {repo}/empty_signers ''")
     assert r.rc == 1 and "lists no key" in r.stderr and r.stdout == "", r.stderr
+
+
+def test_a_first_pass_takes_only_the_floor_or_what_descends_from_it(host, repo) -> None:  # type: ignore[no-untyped-def]
+    """No applied commit (a node's first pass, or its state lost): an older signed commit served at the branch is
+    refused when it does not descend from the floor the controller installed."""
+    tip = host.check_output(f"git --git-dir={repo}/site.git rev-parse main")
+    first = host.check_output(f"git --git-dir={repo}/site.git rev-parse main~1")
+    host.run_test(f"rm -rf {repo}/f.git && git clone -q --bare {repo}/site.git {repo}/f.git")
+    assert host.check_output(f"{VERIFY} {repo}/f.git main {repo}/allowed_signers '' '' {first}") == tip
+    assert host.check_output(f"{VERIFY} {repo}/f.git main {repo}/allowed_signers '' '' {tip}") == tip
+    host.run_test(f"git --git-dir={repo}/f.git update-ref refs/heads/main {first}")
+    r = host.run(f"{VERIFY} {repo}/f.git main {repo}/allowed_signers '' '' {tip}")
+    assert r.rc == 1 and "does not descend from the trusted floor" in r.stderr and r.stdout == "", r.stderr
