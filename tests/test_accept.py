@@ -154,6 +154,8 @@ def test_every_job_a_site_acceptance_submits_validates(stack: str) -> None:
         if shapes.get((o["kind"], o["metadata"]["name"].split("-")[1], o["metadata"]["name"][-2:])) is not o:
             continue
         assert o["metadata"]["namespace"] == "aisite-acceptance" and len(o["metadata"]["name"]) <= 63
+        if o["kind"] == "Job":  # a measurement reads the host and the fabric, not the API: no token
+            assert o["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
         if o["kind"] == "MPIJob":
             jsonschema.Draft7Validator(schemas[(o["apiVersion"], o["kind"])]).validate(o)
         else:

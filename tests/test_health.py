@@ -289,6 +289,7 @@ def test_the_health_daemonset_starts_the_nodes_own_check_and_validates() -> None
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     pod = ds["spec"]["template"]["spec"]
     assert pod["hostPID"] and pod["tolerations"] == [{"operator": "Exists"}]
+    assert pod["automountServiceAccountToken"] is False  # it talks to no API: no token in a privileged pod
     assert "systemctl start aisite-health.service" in pod["containers"][0]["command"][-1]
     assert "sleep 300" in pod["containers"][0]["command"][-1]
     assert inventory(plan)["all"]["vars"]["aisite_health"]["runner"] == "daemonset"

@@ -75,6 +75,8 @@ class SiteRunner:
                 "nodeSelector": {"kubernetes.io/hostname": node},
                 "tolerations": [toleration, {"key": "aisite.io/unhealthy", "operator": "Exists"}],
                 "restartPolicy": "Never",
+                # The measurements read the host and the fabric, never the API: no token to steal from them.
+                "automountServiceAccountToken": False,
                 "containers": containers,
             }
             | spec,

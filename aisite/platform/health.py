@@ -25,6 +25,9 @@ def health_objects(plan: Plan) -> list[dict[str, Any]]:
         "metadata": {"labels": lbls},
         "spec": {
             "hostPID": True,  # nsenter into PID 1's namespaces: the host's systemd runs the check
+            # It starts a host unit and reads nothing of the API: no service-account token in the pod.
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
             "priorityClassName": "system-node-critical",
             "tolerations": [{"operator": "Exists"}],  # every node, quarantined ones included
             "containers": [
