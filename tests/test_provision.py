@@ -6,6 +6,7 @@ tests/test_lab_integration.py."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib.util
 import io
 import json
@@ -206,7 +207,8 @@ class Boot:
         (self.root / "site.json").write_text(json.dumps(self.site))
         self.server = svc.Server(("127.0.0.1", 0), svc.Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        state = svc.State(self.root, self.state, self.url)
+        self.token = "controller-token-of-the-tests-0123456789"
+        state = svc.State(self.root, self.state, self.url, hashlib.sha256(self.token.encode()).hexdigest())
         self.server.RequestHandlerClass = type("Bound", (svc.Handler,), {"state": state})
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -216,9 +218,12 @@ class Boot:
             json.dumps({"node": node, "expires": time.time() + seconds})
         )
 
-    def get(self, path: str) -> tuple[int, bytes]:
+    def get(self, path: str, controller: bool = True) -> tuple[int, bytes]:
+        request = urllib.request.Request(f"{self.url}/{path}")
+        if controller:
+            request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(f"{self.url}/{path}", timeout=5) as r:
+            with urllib.request.urlopen(request, timeout=5) as r:
                 return r.status, r.read()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
@@ -384,6 +389,16 @@ def test_the_service_bounds_what_a_client_can_make_it_hold(boot: Boot) -> None:
     finally:
         for conn in idle:
             conn.close()
+
+
+def test_reports_and_versions_answer_the_controller_only(boot: Boot) -> None:
+    """They name nodes, their versions and the MAC of a node being installed: a machine on the provisioning network
+    that asks without the controller's token (or with another) learns nothing, not even whether a node exists."""
+    for path in ("reports/infer01", "versions/infer01", "reports/nope", "versions/nope"):
+        assert boot.get(path, controller=False)[0] == 401, path
+        forged = _raw(boot, f"GET /{path} HTTP/1.0\r\nAuthorization: Bearer {'x' * 40}\r\n\r\n".encode())
+        assert forged.startswith(b"HTTP/1.0 401"), path
+    assert boot.get("versions/infer01")[0] == 200 and boot.get("versions/nope")[0] == 404
 
 
 def test_the_version_follows_what_the_install_writes(boot: Boot) -> None:

@@ -22,7 +22,7 @@ from aisite.plan import Plan, ProvisionTarget
 from aisite.plan.provisioning import missing_boot_macs
 from aisite.provision import image as images
 from aisite.provision.run import Outcome, known_hosts_lines, load_records, provision, record
-from aisite.provision.world import ArmError, SiteWorld
+from aisite.provision.world import CONTROLLER_TOKEN_ENV, ArmError, SiteWorld, controller_token
 from aisite.render.inventory import inventory, inventory_text
 from aisite.secrets import resolve
 
@@ -88,6 +88,9 @@ def provision_command(
     ]
     inv = inventory(p)
     text = inventory_text(inv)
+    folder = provision_dir(p.site)
+    token = controller_token(folder)
+    secrets = dict(secrets) | {CONTROLLER_TOKEN_ENV: token}
     extra: dict[str, Any] = {
         "boot_server_images": [
             {"name": i.path.name, "os": i.os, "digest": i.digest, "src": str(i.path)} for i in built
@@ -100,10 +103,8 @@ def provision_command(
     if not result.ok:
         print(f"the boot server's playbook failed: {'; '.join(result.failures[-3:]) or result.status}", file=sys.stderr)
         raise typer.Exit(EXIT_FAILED)
-    folder = provision_dir(p.site)
-    folder.mkdir(parents=True, exist_ok=True)
     records = load_records(folder)
-    world = SiteWorld(p, text, secrets, identity=identity)
+    world = SiteWorld(p, text, secrets, identity=identity, controller_token=token)
     addresses = {t.node: t.address for t in prov.targets}
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err) as progress:

@@ -4,6 +4,7 @@ Ansible to arm it) and SSH to the installed nodes."""
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import tempfile
 import urllib.error
@@ -17,6 +18,21 @@ from aisite.deploy import run_playbook
 from aisite.fields import secret_env
 from aisite.plan import Node, Plan, ProvisionTarget
 from aisite.provision.run import HostKey
+
+CONTROLLER_TOKEN_ENV = "AISITE_BOOT_CONTROLLER_TOKEN"
+
+
+def controller_token(folder: Path) -> str:
+    """The token this controller reads the boot server's reports with: made once (0600 under the site's provision
+    state), handed to the boot server's play only as its SHA-256."""
+    path = folder / "controller-token"
+    if path.is_file():
+        return path.read_text().strip()
+    folder.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    path.touch(mode=0o600)
+    path.write_text(token + "\n")
+    return token
 
 
 def hostkey_env(node: str) -> str:
@@ -41,6 +57,7 @@ class SiteWorld:
         *,
         identity: Path | None = None,
         user: str | None = None,
+        controller_token: str = "",
     ) -> None:
         assert plan.provisioning is not None
         self.plan = plan
@@ -50,6 +67,7 @@ class SiteWorld:
         self.identity = identity
         self.user = user or plan.ansible_user
         self.nodes: dict[str, Node] = {n.name: n for n in plan.nodes}
+        self.controller_token = controller_token
 
     # -- the boot server
     def _arm(self, key: str, targets: Sequence[ProvisionTarget], host_keys: Mapping[str, HostKey]) -> None:
@@ -67,8 +85,10 @@ class SiteWorld:
         self._arm("boot_server_disarm", targets, {})
 
     def _get(self, path: str) -> dict[str, Any]:
+        request = urllib.request.Request(f"{self.prov.url}/{path}")
+        request.add_header("Authorization", f"Bearer {self.controller_token}")
         try:
-            with _HTTP.open(f"{self.prov.url}/{path}", timeout=10) as r:
+            with _HTTP.open(request, timeout=10) as r:
                 return dict(json.loads(r.read()))
         except (OSError, ValueError, urllib.error.URLError):
             return {}

@@ -14,6 +14,8 @@ reports. Standard library only: it runs on the boot server's own Python.
   failed spend the token and disarm the node: a reused token is refused (403), a finished node boots from disk.
 - GET /versions/<node>: the version the node would be installed at now (its image and its own files' digest).
 - GET /reports/<node>: what the node reported, with the time of each event, as JSON (for `aisite provision`).
+  Both only for the controller: `Authorization: Bearer <token>` whose SHA-256 the configuration holds (they name
+  nodes and the MAC of a node being installed); anyone else gets 401.
 
 Tokens are kept as their SHA-256 only. Nothing a request carries is used as a path: MACs, node names and file
 names are matched against fixed patterns and sets before they touch the file system.
@@ -22,6 +24,7 @@ names are matched against fixed patterns and sets before they touch the file sys
 from __future__ import annotations
 
 import hashlib
+import hmac
 import io
 import json
 import os
@@ -52,10 +55,11 @@ class State:
     """The service's files: the boot root (images/, nodes/<node>/) and the state folder (armed/, tokens/,
     reports/). One lock: requests are few (a handful per node install) and each holds it briefly."""
 
-    def __init__(self, root: Path, state: Path, url: str) -> None:
+    def __init__(self, root: Path, state: Path, url: str, controller_sha256: str = "") -> None:
         self.root = root
         self.state = state
         self.url = url
+        self.controller_sha256 = controller_sha256
         self.lock = threading.Lock()
         for sub in ("armed", "tokens", "reports", "hostkeys"):
             (state / sub).mkdir(parents=True, exist_ok=True)
@@ -311,6 +315,15 @@ class Handler(BaseHTTPRequestHandler):
         code = args[1] if len(args) > 1 and isinstance(args[1], (int, str)) else ""
         sys.stderr.write(f"{self.address_string()} {getattr(self, 'command', '-')} {path} {code}\n")
 
+    def _controller(self) -> bool:
+        """Whether the request carries the controller's token (compared by digest, in constant time)."""
+        want = self.state.controller_sha256
+        said = str(self.headers.get("Authorization") or "")
+        if not want or not said.startswith("Bearer "):
+            return False
+        got = hashlib.sha256(said[len("Bearer ") :].strip().encode()).hexdigest()
+        return hmac.compare_digest(got, want)
+
     def _source(self) -> str:
         return str(self.client_address[0])
 
@@ -377,6 +390,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(200, node_tar(files), "application/x-tar")
             else:
                 self._send(404, b"not found\n")
+        elif len(parts) == 2 and parts[0] in ("reports", "versions") and not self._controller():
+            self._send(401, b"for the controller only\n")
         elif len(parts) == 2 and parts[0] == "reports" and NODE.fullmatch(parts[1]):
             with st.lock:
                 doc = st.report(parts[1])
@@ -464,7 +479,7 @@ class Server(ThreadingHTTPServer):
 
 def main(argv: list[str]) -> int:
     config = json.loads(Path(argv[1] if len(argv) > 1 else "/etc/aisite-boot/http.json").read_text())
-    state = State(Path(config["root"]), Path(config["state"]), config["url"])
+    state = State(Path(config["root"]), Path(config["state"]), config["url"], config.get("controller_token_sha256", ""))
     handler = type("BoundHandler", (Handler,), {"state": state})
     server = Server((config["listen"], int(config["port"])), handler)
     server.serve_forever()
