@@ -580,6 +580,7 @@ def test_accept_names_the_slowed_rail_and_the_wrong_mtu_and_nothing_else(
         for node, rail in (slow, mtu):
             faults.clear(plan, node.name, rail.interface)
     assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.startswith("{"), r.stderr[-4000:]
     doc = json.loads(r.stdout)
     named = {(f["node"], f["interface"], f["peer"]) for f in doc["findings"]}
     assert named == {(slow[0].name, slow[1].interface, None), (mtu[0].name, mtu[1].interface, None)}, (
