@@ -1,7 +1,14 @@
 """What nodes, BMCs and clusters send back is data: never a template on the controller, never paint on the
 operator's terminal. The canary tests run the real playbooks through `run_playbook` (ansible-runner, ansible-core)
 with a template that would touch a file in every field a node controls; the control test shows the canary does
-fire when the marking is taken away, so the others could fail."""
+fire when the marking is taken away, so the others could fail.
+
+run_playbook's callers and what covers them here: `aisite health` (health-status.yml reads the nodes' records,
+health-apply.yml gets the decision: both run with canaries), `reconcile nodes` (pull-status.yml: canaries),
+`accept` on a site (accept-job.yml: canaries), `provision` (boot-arm.yml: canaries; boot-server.yml gets the
+controller's own image paths and keys), `render --switch-configs` and `deploy` (the controller's own paths, file
+names and CLI flags). Every one goes through the same marking (`extravars_text`, property-tested); discovery and the
+reconcile records never reach Ansible (test_one_way_to_ansible holds ansible-runner to run_playbook)."""
 
 from __future__ import annotations
 
@@ -237,3 +244,35 @@ def test_numbers_from_nodes_are_finite_and_bounded() -> None:
     assert foreign.number(5, 0, 10) == 5.0
     for bad in (float("inf"), float("nan"), 1e308, 10**400, -1, True, "5", None):
         assert foreign.number(bad, 0, 1e6) is None, bad
+
+
+def test_arming_the_boot_server_writes_names_and_keys_as_data(canary: Canaries, tmp_path: Path) -> None:
+    """provision's run_playbook caller (boot-arm.yml, the role's arm tasks) on a local 'boot server': node names and
+    MACs are the plan's, but they reach Ansible through the same marking; a canary in each is written as text, and
+    the host key from the environment lands 0600 and never in the play's output."""
+    from aisite.provision.run import new_host_key
+    from aisite.provision.world import hostkey_env
+
+    state = tmp_path / "state"
+    (state / "armed").mkdir(parents=True)
+    (state / "reports").mkdir()
+    (state / "hostkeys").mkdir()
+    key = new_host_key()
+    node = canary("node")
+    # (A MAC is a file name on the boot server: the plan's type keeps it one; the canary rides in the node name.)
+    arm = [{"node": "gpu01", "mac": "02-00-00-00-00-01"}, {"node": node, "mac": "02-00-00-00-00-02"}]
+    events: list[str] = []
+    result = run_playbook(
+        "playbooks/boot-arm.yml",
+        local_inventory(["boot_server"]),
+        {hostkey_env("gpu01"): key.private},
+        extravars={"boot_server_arm": arm, "boot_server_state": str(state)},
+        on_event=lambda e: events.append(json.dumps(e)),
+    )
+    assert result.ok, result.failures
+    assert canary.fired() == []
+    written = {p.name: json.loads(p.read_text())["node"] for p in (state / "armed").iterdir()}
+    assert written["02-00-00-00-00-01.json"] == "gpu01" and node in written.values()
+    keyfile = state / "hostkeys" / "gpu01"
+    assert keyfile.read_text().strip() == key.private.strip() and keyfile.stat().st_mode & 0o777 == 0o600
+    assert not any(key.private.splitlines()[1] in e for e in events)  # no_log: the private key is in no event
