@@ -288,3 +288,17 @@ def test_impossible_figures_are_invalid_whatever_their_form(lab: Plan) -> None:
     c = Check("pair", "s", "bandwidth", None, "", "pass", node="gpu01", rail=0)
     assert checked_figure(c, 99.0, 100.0, "Gb/s") == 99.0 and not c.invalid
     assert math.isnan(checked_figure(c, float("nan"), 100.0, "Gb/s")) and not c.invalid  # no figure is not a lie
+
+
+def test_a_cluster_log_that_is_not_text_is_a_failed_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's `log of 5`: what the cluster hands back is checked before it is read."""
+    from aisite import deploy
+    from aisite.accept.site import AnsibleCluster
+    from aisite.accept.stages import MeasureError
+
+    plan = build_plan(load_site("h100pod"))
+    monkeypatch.setattr(
+        deploy, "run_playbook", lambda *a, **k: deploy.RunResult("successful", 0, {}, stats={"accept_log": 5})
+    )
+    with pytest.raises(MeasureError, match="no log"):
+        AnsibleCluster(plan, "aisite-acceptance").run([], "pod", 5)

@@ -144,3 +144,17 @@ def test_an_undeclared_server_sees_a_connection_and_no_credentials() -> None:
 def test_a_bmcs_words_are_data() -> None:
     assert oob.mac("AA-BB-CC-DD-EE-FF") == "aa:bb:cc:dd:ee:ff"
     assert oob.mac("aa:bb:cc:dd:ee:ff\n@cert-authority *") is None and oob.mac(5) is None
+
+
+def test_a_bmc_answer_nothing_expects_is_that_bmcs_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 401 with a body sushy cannot read, or any other surprise, is the address's error (printable, bounded),
+    never a traceback that stops discovery."""
+
+    def surprise(target: oob.Target) -> oob.Facts:
+        raise ValueError("\x1b]52;c;cHduZWQ=\x07[/x] unexpected body " + "x" * 5000)
+
+    monkeypatch.setattr(oob, "facts", surprise)
+    monkeypatch.setattr(oob, "answers_tcp", lambda *a, **k: True)
+    found = oob.probe("127.0.0.1", "gpu01", lambda a, p: oob.Target(p, a, 443, "u", "p"), [("redfish", 443)], 0.1)
+    assert found.protocol == "redfish" and found.facts is None and found.error
+    assert "\x1b" not in found.error and len(found.error) <= 300 and found.error.startswith("ValueError: ")
