@@ -94,7 +94,12 @@ def test_collector_refuses_a_line_that_breaks_the_schema() -> None:
     assert collect("no result here\n{}\n") == []
     # What a node could print to write elsewhere or poison the report: a path as the workload, an infinite figure.
     good = json.loads(out.strip().splitlines()[-1])
-    for field, lie in (("workload", "../../../etc/cron.d/x"), ("value", 1e400), ("host", "h" * 300)):
+    for field, lie in (
+        ("workload", "../../../etc/cron.d/x"),
+        ("workload", "/etc/x"),
+        ("value", 1e400),
+        ("host", "h" * 300),
+    ):
         line = json.dumps(good | {field: lie}).replace("Infinity", "1e400")
         with pytest.raises(CollectError):
             collect(line)
@@ -202,3 +207,16 @@ def test_report_judges_gpu_runs_against_the_reference_and_cpu_runs_not(tmp_path:
     assert rows[2].scaling_efficiency == pytest.approx(0.75) and rows[2].verdict == "not judged"
     png = plot(judge(lab, cpu), tmp_path / "r.png", "lab")
     assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_a_result_is_saved_as_one_file_of_the_results_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workload's name, or a measurement's such as acceptance's `unit0/rail1`, becomes one file name there, even
+    one that tries to climb out (`a/../../x`)."""
+    from aisite.bench import results
+
+    out = finish(payload("resnet.py", "--workload", "w", *TINY))
+    (r,) = collect(out)
+    monkeypatch.setattr(results, "results_dir", lambda site: tmp_path / "results")
+    for name in ("unit0/rail1", "a/../../x"):
+        path = results.save("lab", r.model_copy(update={"workload": name}))
+        assert path.parent == tmp_path / "results" and "/" not in path.name and ".." not in path.name

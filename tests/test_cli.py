@@ -92,6 +92,7 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
         "gitops/stack.yaml",
         "inventory.yml",
         "manifests/acceptance.yaml",
+        "manifests/admission.yaml",
         "manifests/charts/csi-driver-nfs.values.yaml",
         "manifests/charts/gpu-operator.values.yaml",
         "manifests/charts/index.yaml",

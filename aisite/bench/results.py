@@ -13,7 +13,7 @@ from aisite.paths import results_dir
 from aisite.payloads.result import SCHEMA
 
 # A payload's result is what a node printed: every field as narrow as its use (the workload names a file).
-_WORD = r"^[A-Za-z0-9][A-Za-z0-9._/:+-]{0,127}$"
+_WORD = r"^[A-Za-z0-9][A-Za-z0-9_./:+-]{0,127}$"
 
 
 class Device(BaseModel):
@@ -28,8 +28,9 @@ class Result(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     schema_: Literal["aisite.bench/v1"] = Field(alias="schema")
-    # A file name's first part: a workload's name, never a path.
-    workload: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    # A workload's name, or a measurement's (acceptance names its groups `unit0/rail1`): `save` makes it one file
+    # name, never a path.
+    workload: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
     kind: str = Field(pattern=_WORD)
     metric: str = Field(pattern=_WORD)
     unit: str = Field(pattern=r"^[A-Za-z0-9/%._-]{1,32}$")
@@ -74,9 +75,8 @@ def save(site: str, result: Result) -> Path:
     d = results_dir(site)
     d.mkdir(parents=True, exist_ok=True)
     stamp = re.sub(r"[^0-9T]", "", result.started)[:15]
-    path = d / f"{result.workload}-{result.world_size}p-{stamp}.json"
-    if path.parent != d:  # the model's pattern already holds it to one name; never write elsewhere
-        raise CollectError(f"workload {result.workload!r} is not a file name")
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", result.workload)  # one file name: no separator, no dot-dot
+    path = d / f"{name}-{result.world_size}p-{stamp}.json"
     path.write_text(json.dumps(result.doc(), indent=2, sort_keys=True) + "\n")
     return path
 
