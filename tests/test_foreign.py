@@ -260,7 +260,10 @@ def test_arming_the_boot_server_writes_names_and_keys_as_data(canary: Canaries, 
     key = new_host_key()
     node = canary("node")
     # (A MAC is a file name on the boot server: the plan's type keeps it one; the canary rides in the node name.)
-    arm = [{"node": "gpu01", "mac": "02-00-00-00-00-01"}, {"node": node, "mac": "02-00-00-00-00-02"}]
+    arm = [
+        {"node": "gpu01", "mac": "02-00-00-00-00-01", "key_env": hostkey_env("gpu01")},
+        {"node": node, "mac": "02-00-00-00-00-02"},
+    ]
     events: list[str] = []
     result = run_playbook(
         "playbooks/boot-arm.yml",

@@ -136,11 +136,6 @@ def kueue_frameworks(addons: tuple[str, ...] | list[str]) -> list[str]:
     return [*KUEUE_FRAMEWORKS, *(f for addon, f in KUEUE_ADDON_FRAMEWORKS.items() if addon in addons)]
 
 
-# Only tenants' namespaces carry the tenant label: Kueue's pod webhook (failurePolicy Fail) and its management of
-# pods stay out of every other namespace (operators, monitoring, kube-system), as the placement policy does.
-KUEUE_NAMESPACES = TENANT_NAMESPACES
-
-
 def _kueue(plan: Plan, monitoring: bool) -> dict[str, Any]:
     config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -150,7 +145,9 @@ def _kueue(plan: Plan, monitoring: bool) -> dict[str, Any]:
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         **KUEUE_CHART_DEFAULTS,
-        "managedJobsNamespaceSelector": KUEUE_NAMESPACES,
+        # Only tenants' namespaces carry the tenant label: Kueue's pod webhook (failurePolicy Fail) and its management
+        # of pods stay out of every other namespace (operators, monitoring, kube-system), as the placement policy does.
+        "managedJobsNamespaceSelector": TENANT_NAMESPACES,
         # Every job in a tenant's namespace is Kueue's, queue name or not: one without waits, suspended, instead of
         # running past the tenant's quota and the flavors' placement.
         "manageJobsWithoutQueueName": True,

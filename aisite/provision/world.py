@@ -71,8 +71,12 @@ class SiteWorld:
 
     # -- the boot server
     def _arm(self, key: str, targets: Sequence[ProvisionTarget], host_keys: Mapping[str, HostKey]) -> None:
-        nodes = [{"node": t.node, "mac": t.mac} for t in targets]
-        # The private host keys go as secrets do: through the environment, never a file or an extra var.
+        # The private host keys go as secrets do: through the environment, never a file or an extra var; each node
+        # is told the variable that carries its key (none: the installer makes its own).
+        nodes = [
+            {"node": t.node, "mac": t.mac} | ({"key_env": hostkey_env(t.node)} if t.node in host_keys else {})
+            for t in targets
+        ]
         secrets = self.secrets | {hostkey_env(n): k.private for n, k in host_keys.items()}
         result = run_playbook("playbooks/boot-arm.yml", self.inventory, secrets, extravars={key: nodes})
         if not result.ok:
