@@ -38,6 +38,17 @@ GPU_TYPES: dict[str, GpuType] = {
 
 
 @dataclass(frozen=True, slots=True)
+class NicPort:
+    """One network port of a server as its vendor documents it; "" where the document does not say."""
+
+    label: str  # the label on the chassis a technician cables to (OSFP1P1)
+    netdev: str = ""  # the network interface's default name
+    rdma: str = ""  # the RDMA device (mlx5_11)
+    pci: str = ""  # the PCI function (0000:dc:00.0): what a .link file matches, whatever the netdev is called
+    gpu: int | None = None  # the GPU on the same PCIe switch: rail-optimised cabling puts rail N on GPU N's NIC
+
+
+@dataclass(frozen=True, slots=True)
 class ServerModel:
     name: str
     gpu_type: str
@@ -46,14 +57,54 @@ class ServerModel:
     compute_nics: int
     nic_speed_gbps: int
     nic_model: str
+    # The compute ports in rail order (rail N is the port nearest GPU N); empty where no document found here
+    # gives them, and the site declares them (gpu_nodes[].ports).
+    compute_ports: tuple[NicPort, ...] = ()
+    # The storage and in-band management ports, by label (their names are not in the documents cited).
+    other_ports: tuple[NicPort, ...] = ()
+    source: str = ""
 
+
+# DGX H100/H200 User Guide (NVIDIA, Nov 2024), 1.2.3 Network Modules, Table 6: port, ConnectX, network module/CPU,
+# nearest GPU, default netdev, RDMA device. PCI functions: bus = the netdev's pNNN in hex, the same list the DGX
+# BasePOD Deployment Guide's SR-IOV section passes to mlxconfig (dc 9a ce c0 4f 40 5e 18, Table 6's order).
+# Storage/in-band: two dual-port QSFP112 ConnectX-7 in slots 1 and 2; port 2 of each bonded for in-band management
+# and Ethernet storage, port 1 of each for InfiniBand storage (DGX BasePOD Deployment Guide, Networking).
+_DGX_H100_SOURCE = (
+    "NVIDIA DGX H100/H200 User Guide, Network Modules (Table 6); DGX BasePOD Deployment Guide, Networking and "
+    "Compute network/IB Interfaces Configuration"
+)
+_DGX_H100_PORTS = tuple(
+    sorted(
+        (
+            NicPort(label, f"ibp{bus}s0", rdma, f"0000:{bus:02x}:00.0", gpu)
+            for label, bus, rdma, gpu in (
+                ("OSFP1P1", 220, "mlx5_11", 7),
+                ("OSFP1P2", 154, "mlx5_6", 4),
+                ("OSFP2P1", 206, "mlx5_10", 6),
+                ("OSFP2P2", 192, "mlx5_9", 5),
+                ("OSFP3P1", 79, "mlx5_4", 2),
+                ("OSFP3P2", 64, "mlx5_3", 1),
+                ("OSFP4P1", 94, "mlx5_5", 3),
+                ("OSFP4P2", 24, "mlx5_0", 0),
+            )
+        ),
+        key=lambda p: p.gpu or 0,
+    )
+)
+_DGX_H100_OTHER = tuple(NicPort(f"slot{s}-port{p}") for s in (1, 2) for p in (1, 2))
 
 SERVER_MODELS: dict[str, ServerModel] = {
     m.name: m
     for m in (
         ServerModel("dgx-2", "v100", 16, True, 8, 100, "ConnectX-5"),
         ServerModel("dgx-a100", "a100", 8, True, 8, 200, "ConnectX-6"),
-        ServerModel("dgx-h100", "h100", 8, True, 8, 400, "ConnectX-7"),
+        ServerModel(
+            "dgx-h100", "h100", 8, True, 8, 400, "ConnectX-7", _DGX_H100_PORTS, _DGX_H100_OTHER, _DGX_H100_SOURCE
+        ),
+        ServerModel(
+            "dgx-h200", "h200", 8, True, 8, 400, "ConnectX-7", _DGX_H100_PORTS, _DGX_H100_OTHER, _DGX_H100_SOURCE
+        ),
     )
 }
 
@@ -69,21 +120,31 @@ class SwitchHardware:
     cages: int
     cage_gbps: int
     max_ports: int
+    lanes: int  # electrical lanes a cage: SONiC numbers ports by their first lane
 
     def ports_at(self, gbps: int) -> int:
         """The most ports at `gbps`: each cage split into native/gbps ports, up to the ASIC's port count."""
         return min(self.max_ports, self.cages * max(1, self.cage_gbps // gbps))
 
+    def split(self, ports: int) -> int:
+        """Ports a cage must be split into (1, 2, 4 or 8) to offer `ports`: the breakout of every cage."""
+        need = -(-ports // self.cages)
+        return next((n for n in (1, 2, 4, 8) if n >= need and n <= self.lanes), 0)
+
 
 # NVIDIA Spectrum fabric switches (datasheets): Spectrum-4 SN5600, 64 x 800G OSFP, 51.2 Tb/s, up to 256 ports
 # (128 x 400G, 256 x 200G and below); Spectrum-3 SN4700, 32 x 400G QSFP-DD, up to 128 ports; Spectrum SN2700,
 # 32 x 100G QSFP28, up to 64 ports. A site naming one of these is held to it; other models are taken at their word.
+# Lanes a cage: 8 for OSFP and QSFP-DD, 4 for QSFP28; SONiC's port_config.ini of the SN5600 (ACS-SN5600) and SN2700
+# (ACS-MSN2700) give each port 8 and 4 lanes. More ports than cages is a breakout: Cumulus Linux's user guide
+# (Switch Port Attributes, Breakout Ports) lists the SN5600's 400G as "128x 400G - 64x OSFP break out into 2x",
+# a 2x split of an 8-lane port taking 4 lanes a port, the split ports named swp1s0, swp1s1.
 SWITCH_MODELS: dict[str, SwitchHardware] = {
     m.name: m
     for m in (
-        SwitchHardware("SN5600", 64, 800, 256),
-        SwitchHardware("SN4700", 32, 400, 128),
-        SwitchHardware("SN2700", 32, 100, 64),
+        SwitchHardware("SN5600", 64, 800, 256, 8),
+        SwitchHardware("SN4700", 32, 400, 128, 8),
+        SwitchHardware("SN2700", 32, 100, 64, 4),
     )
 }
 

@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 
-from aisite.catalog import GENERIC_MODEL, GPU_TYPES, SWITCH_MODELS
+from aisite.catalog import GENERIC_MODEL, GPU_TYPES, SERVER_MODELS, SWITCH_MODELS
 from aisite.errors import Problem
 from aisite.fields import DNS_LABEL, secret_env
 from aisite.model import (
@@ -22,6 +22,7 @@ from aisite.model import (
     Site,
     SwitchGroup,
     SwitchGroupBase,
+    compute_ports,
     group_hardware,
 )
 from aisite.plan import FabricLayout, fabric_capacity, fabric_layout, group_rails, rail_block_prefix
@@ -210,10 +211,43 @@ def _check_gpu_groups(site: Site, out: list[Problem]) -> None:
         if group.rails is not None and group.rails > nics:
             out.append(Problem(f"{path}.rails", f"{group.rails} rails but {group.model} has {nics} compute NICs"))
         rails = group_rails(group)
+        _check_ports(path, group, nics, out)
         if group.interfaces.rails is not None and len(group.interfaces.rails) < rails:
             out.append(Problem(f"{path}.interfaces.rails", f"{len(group.interfaces.rails)} names for {rails} rails"))
         if gpu_type:
             _check_driver(site, path, group, gpu_type, out)
+
+
+def _check_ports(path: str, group: GpuGroup, nics: int, out: list[Problem]) -> None:
+    """A site's port list names each compute NIC once; for a catalogued model it is a permutation of the
+    model's ports (firmware that numbers differently), never a port the model does not have."""
+    if group.ports is None:
+        return
+    if len(group.ports) != nics:
+        out.append(Problem(f"{path}.ports", f"{len(group.ports)} ports for {nics} compute NICs"))
+    model = SERVER_MODELS.get(group.model)
+    labels = {p.label for p in model.compute_ports} if model else set()
+    seen: dict[str, int] = {}
+    for j, port in enumerate(group.ports):
+        if labels and port.label not in labels:
+            known = ", ".join(sorted(labels))
+            out.append(
+                Problem(f"{path}.ports[{j}].label", f"{group.model} has no port {port.label!r}; its ports: {known}")
+            )
+        if port.label in seen:
+            out.append(Problem(f"{path}.ports[{j}].label", f"{port.label!r} is already ports[{seen[port.label]}]"))
+        seen.setdefault(port.label, j)
+    missing = labels - {p.label for p in group.ports}
+    if labels and missing and len(group.ports) == nics:
+        out.append(
+            Problem(f"{path}.ports", "not a permutation of the model's ports: missing " + ", ".join(sorted(missing)))
+        )
+    resolved = compute_ports(group)
+    for key in ("netdev", "rdma", "pci"):
+        values = [getattr(p, key) for p in resolved if getattr(p, key)]
+        dup = sorted({v for v in values if values.count(v) > 1})
+        if dup:
+            out.append(Problem(f"{path}.ports", f"two ports share the {key} " + ", ".join(dup)))
 
 
 def _check_driver(site: Site, path: str, group: GpuGroup, gpu_type: str, out: list[Problem]) -> None:
@@ -525,6 +559,18 @@ def _check_switch_models(site: Site, out: list[Problem]) -> None:
                     f"{model.ports_at(group.speed_gbps)} ports at {group.speed_gbps} Gbps",
                 )
             )
+        elif group.ports > model.cages and group.os == "onyx":
+            # More ports than cages splits each cage (an SN5600's 2x400G): rendered for Cumulus (NVUE `link
+            # breakout`), SONiC (BREAKOUT_CFG) and the lab's FRR (its ports named as Cumulus names them), not yet
+            # for Onyx: refuse rather than configure ports the switch does not have.
+            out.append(
+                Problem(
+                    f"site.switches.{path}.ports",
+                    f"{group.ports} ports on {model.cages} cages means splitting each {model.name} cage, and aisite "
+                    f"renders no Onyx breakout yet: declare at most {model.cages} (one {group.speed_gbps}G port a "
+                    "cage) or run Cumulus or SONiC",
+                )
+            )
 
 
 def _check_switch_os(site: Site, out: list[Problem]) -> None:
@@ -555,14 +601,14 @@ def _check_switch_os(site: Site, out: list[Problem]) -> None:
                 )
             )
     oses = {group.os for _, group in groups}
-    if site.fabric.bfd and "sonic" in oses:
+    if site.fabric.bfd is True and "sonic" in oses:
         # bgpcfgd's BGP_NEIGHBOR (what aisite writes) has no BFD field in SONiC's YANG; only frrcfgd's
         # vrf-keyed table does, a different management mode aisite does not render.
         out.append(
             Problem(
                 "site.fabric.bfd",
-                "true, but SONiC's BGP_NEIGHBOR table (bgpcfgd) cannot enable BFD on a session: set "
-                "site.fabric.bfd: false for a SONiC fabric (sessions then fail over on the BGP hold time, 9 s)",
+                "true, but SONiC's BGP_NEIGHBOR table (bgpcfgd) cannot enable BFD on a session: leave it unset "
+                "or false for a SONiC fabric (sessions then fail over on the BGP hold time, 9 s)",
             )
         )
     if "onyx" in oses:
@@ -949,6 +995,19 @@ def _check_workloads(site: Site, out: list[Problem], tenants: set[str]) -> None:
             )
         if w.kind in ("ib-write-bw", "iperf3") and w.nodes < 2:
             out.append(Problem(f"{path}.nodes", f"{w.kind} measures between nodes: give 2 or more"))
+        if w.kind == "ib-write-bw":
+            for j, g in enumerate(site.gpu_nodes):
+                ports = compute_ports(g)[: group_rails(g)]
+                if g.ports is not None and len(g.ports) != group_hardware(g)[2]:
+                    continue  # the port list itself is refused above
+                if g.size and group_rails(g) and (len(ports) < group_rails(g) or not all(p.rdma for p in ports)):
+                    out.append(
+                        Problem(
+                            f"{path}.kind",
+                            f"ib-write-bw runs on each rail's RDMA device and no document or port list names "
+                            f"those of site.gpu_nodes[{j}] ({g.name}, {g.model}): declare its ports with each rdma",
+                        )
+                    )
         if w.kind in ("fio", "iperf3") and not w.image:
             out.append(
                 Problem(

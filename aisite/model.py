@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from aisite.catalog import GENERIC_MODEL, GPU_TYPES, KNOWN_MODELS, SERVER_MODELS
+from aisite.catalog import GENERIC_MODEL, GPU_TYPES, KNOWN_MODELS, SERVER_MODELS, NicPort
 from aisite.fields import (
     AbsPath,
     Account,
@@ -172,9 +172,22 @@ class ControlPlane(NodeGroup):
     vip: IPv4Address
 
 
+class PortSpec(Strict):
+    """One compute port of a GPU server, in rail order: for a catalogued model, the label picks the model's port
+    (the list a permutation of the model's, for firmware that numbers differently) and any field given overrides
+    the document's; for the generic model, what the site knows of its NICs."""
+
+    label: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,31}$")]
+    netdev: IfName | None = None
+    rdma: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")] | None = None
+    pci: Annotated[str, Field(pattern=r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")] | None = None
+    gpu: Annotated[int, Field(ge=0, le=63)] | None = None
+
+
 class GpuGroup(NodeGroup):
     name: Name
     model: Annotated[str, AfterValidator(_model)]
+    ports: list[PortSpec] | None = None
     # Only for the generic model: the catalog knows these for named models.
     gpu_type: Annotated[str, AfterValidator(_gpu_type)] | None = None
     gpus: Annotated[int, Field(ge=1, le=64)] | None = None
@@ -320,7 +333,8 @@ class Fabric(Strict):
     # Addresses per GPU node, in each leaf's block of each rail, for pods' rail interfaces (macvlan pods are the
     # leaf's neighbours, so they must be in its block). 0: no pod rail networks; the block holds the hosts alone.
     rail_pod_addresses: Annotated[int, Field(ge=0, le=64)] = 0
-    bfd: bool = True
+    # BFD on the fabric's BGP sessions; None: on, except on SONiC (whose BGP_NEIGHBOR table has no BFD field).
+    bfd: bool | None = None
     roce: RoceProfile = RoceProfile()
 
 
@@ -615,6 +629,27 @@ class Site(Strict):
     provisioning: Provisioning | None = None
     acceptance: Acceptance = Acceptance()
     health: Health = Health()
+
+
+def compute_ports(group: GpuGroup) -> tuple[NicPort, ...]:
+    """The group's compute ports in rail order: the site's list over the catalog's, else the catalog's (empty
+    where neither says; checks hold a site's list to the model's labels)."""
+    known = {p.label: p for p in SERVER_MODELS[group.model].compute_ports} if group.model in SERVER_MODELS else {}
+    if group.ports is None:
+        return tuple(known.values())
+    out = []
+    for spec in group.ports:
+        base = known.get(spec.label, NicPort(spec.label))
+        out.append(
+            NicPort(
+                spec.label,
+                spec.netdev if spec.netdev is not None else base.netdev,
+                spec.rdma if spec.rdma is not None else base.rdma,
+                spec.pci if spec.pci is not None else base.pci,
+                spec.gpu if spec.gpu is not None else base.gpu,
+            )
+        )
+    return tuple(out)
 
 
 def group_hardware(group: GpuGroup) -> tuple[str, int, int, int, bool]:

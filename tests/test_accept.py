@@ -168,8 +168,8 @@ class FakeCluster:
     """Answers each measurement with recorded tool output: perftest's and nccl-tests' documented tables, DCGM's
     real diagnostic document; one node's rail 3 is slow (its pairs and the groups it is in)."""
 
-    def __init__(self, bad: str, rail: int) -> None:
-        self.bad, self.rail, self.runs = bad, rail, []  # type: ignore[var-annotated]
+    def __init__(self, bad: str, rail: int, device: str) -> None:
+        self.bad, self.rail, self.device, self.runs = bad, rail, device, []  # type: ignore[var-annotated]
 
     def run(self, objects, result_pod, timeout):  # type: ignore[no-untyped-def]
         from tests.test_bench import IB, NCCL
@@ -181,7 +181,7 @@ class FakeCluster:
             nodes = worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
             nodes = nodes["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
             hca = {e["name"]: e["value"] for e in worker["containers"][0]["env"]}.get("NCCL_IB_HCA")
-            busbw = 480.0 if hca is None else (9.0 if self.bad in nodes and hca == f"=mlx5_{self.rail}" else 44.0)
+            busbw = 480.0 if hca is None else (9.0 if self.bad in nodes and hca == f"={self.device}" else 44.0)
             return NCCL.replace("112.46", f"{busbw:.2f}")
         if o["metadata"]["name"].startswith("accept-node-"):
             node = o["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"]
@@ -197,8 +197,11 @@ def test_a_site_acceptance_names_the_bad_rail_from_the_jobs_answers() -> None:
     from aisite.accept.site import SiteRunner
 
     plan = build_plan(load_site("h100pod"))
-    bad = [n for n in plan.by_role("gpu") if n.rails][5].name
-    cluster = FakeCluster(bad, 3)
+    node = [n for n in plan.by_role("gpu") if n.rails][5]
+    bad = node.name
+    # Rail 3 of a DGX H100 is OSFP4P1, RDMA device mlx5_5 (its user guide's Table 6): the group's job names it.
+    assert (node.rails[3].port, node.rails[3].rdma) == ("OSFP4P1", "mlx5_5")
+    cluster = FakeCluster(bad, 3, node.rails[3].rdma)
     report = Acceptance(plan, Options(), SiteRunner(plan, Options(), cluster), lambda _: None).run()
     assert [(f.node, f.interface, f.peer) for f in report.findings] == [(bad, "rail3", None)]
     (finding,) = report.findings
@@ -219,7 +222,7 @@ class Hiccup(FakeCluster):
     """One pair is slow the first time it is measured only: contention on the hosts, not a cable."""
 
     def __init__(self) -> None:
-        super().__init__("nobody", 3)
+        super().__init__("nobody", 3, "mlx5_5")
         self.first = True
 
     def run(self, objects, result_pod, timeout):  # type: ignore[no-untyped-def]
@@ -249,7 +252,7 @@ class Liar(FakeCluster):
     """One node reports a figure no 400G NIC can reach for every pair it sends on; the others tell the truth."""
 
     def __init__(self, liar: str, figure: str) -> None:
-        super().__init__("nobody", 3)
+        super().__init__("nobody", 3, "mlx5_5")
         self.liar, self.figure = liar, figure
 
     def run(self, objects, result_pod, timeout):  # type: ignore[no-untyped-def]

@@ -11,6 +11,8 @@ import yaml
 from aisite.errors import SiteError
 from aisite.examples import dgx_h100_site
 from aisite.loader import load_site, parse_site
+from aisite.model import Site
+from aisite.plan import build_plan, fabric_bfd
 from tests.conftest import STACKS, run_cli, stack_data
 
 
@@ -385,6 +387,13 @@ def test_switch_os_release_bfd_and_tenant_pod_security(lab: dict[str, Any]) -> N
     assert has(found, "site.workloads[0].tenant", "sshd as root", "pod_security: baseline")
     assert has(found, "site.fabric.roce.pfc_watchdog_detection_ms", "250 is not a whole number of polls of 100 ms")
     lab["switches"]["leaves"]["os"] = lab["switches"]["spines"]["os"] = "sonic"
+    # Unset, BFD follows the OS (off on SONiC): a SONiC fabric is valid as it comes.
+    assert not any(p.startswith("site.fabric.bfd") for p in problems(lab))
+    assert fabric_bfd(Site.model_validate(lab)) is False
+    lab["switches"]["leaves"]["os"] = lab["switches"]["spines"]["os"] = "cumulus"
+    assert fabric_bfd(Site.model_validate(lab)) is True
+    lab["switches"]["leaves"]["os"] = lab["switches"]["spines"]["os"] = "sonic"
+    lab["fabric"]["bfd"] = True
     assert has(problems(lab), "site.fabric.bfd", "SONiC's BGP_NEIGHBOR table (bgpcfgd) cannot enable BFD")
     lab["fabric"]["bfd"] = False
     assert not any(p.startswith("site.fabric.bfd") for p in problems(lab))
@@ -510,4 +519,7 @@ def test_a_known_switch_model_holds_its_tier_to_its_front_panel() -> None:
     site["switches"]["spines"] |= {"model": "SN2700", "ports": 64, "speed_gbps": 50}  # each cage split in two
     site["switches"]["leaves"]["speed_gbps"] = 50
     site["switches"]["super_spines"]["speed_gbps"] = 50
-    parse_site(site, "test")
+    # Each cage split in two: the lab's FRR names the ports as Cumulus does (swp1s0, swp1s1).
+    plan = build_plan(parse_site(site, "test"))
+    spine = next(s for s in plan.switches if s.role == "spine")
+    assert (spine.breakout, spine.cages) == (2, 32) and spine.neighbors[0].interface == "swp1s0"

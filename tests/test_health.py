@@ -250,7 +250,7 @@ def _sysfs(tmp_path: Path, edit: dict[str, str] | None = None) -> Path:
 
 def test_rdma_ports_state_rate_and_error_counters(tmp_path: Path) -> None:
     rails = tuple((f"rail{i}", 9000, f"10.0.{i}.2/24") for i in range(2))
-    expected = Expected("dgx01", 0, False, rails, rail_gbps=400)
+    expected = Expected("dgx01", 0, False, rails, rail_gbps=400, rdma=("mlx5_0", "mlx5_1"))
     ports = parse.rdma_ports(_sysfs(tmp_path / "ok"))
     assert len(ports) == 9 and {p.device for p in ports} >= {"mlx5_0", "mlx5_1", "mlx5_bond_0"}
     p0 = next(p for p in ports if p.device == "mlx5_0")
@@ -272,6 +272,38 @@ def test_rdma_ports_state_rate_and_error_counters(tmp_path: Path) -> None:
     gone = parse.rdma_ports(_sysfs(tmp_path / "gone", {"mlx5_0/ports/1/state": "1: DOWN\n"}))
     assert [p.message for p in judge(Facts(rdma=gone), expected).problems] == ["port DOWN (LinkUp)"]
     assert "rdma: no RDMA device on this node" in judge(Facts(), expected).skipped
+
+
+def test_rdma_devices_are_the_models_and_the_machine_must_agree(tmp_path: Path) -> None:
+    """The rails' RDMA devices come from the plan (a DGX H100's from its user guide's Table 6): on the recording of
+    another 8x H100 system, whose firmware numbered them mlx5_0,1,4..9, three of the DGX's devices are missing; a
+    rail whose interface sits on another device than the plan's is the plan disagreeing with the machine; a rail
+    whose device no document names is judged by the device behind its interface."""
+    from aisite.catalog import SERVER_MODELS
+
+    dgx = tuple(p.rdma for p in SERVER_MODELS["dgx-h100"].compute_ports)
+    assert dgx == ("mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11")
+    rails = tuple((f"rail{i}", 9000, f"10.0.{i}.2/24") for i in range(8))
+    ports = parse.rdma_ports(_sysfs(tmp_path))
+    h = judge(Facts(rdma=ports), Expected("dgx01", 0, False, rails, rail_gbps=400, rdma=dgx))
+    assert sorted((p.subject, p.message) for p in h.problems) == [
+        ("mlx5_10", "missing"),
+        ("mlx5_11", "missing"),
+        ("mlx5_3", "missing"),
+    ]
+    wrong = judge(
+        Facts(rdma=ports, rail_rdma={"rail0": "mlx5_0", "rail1": "mlx5_1"}),
+        Expected("dgx01", 0, False, rails[:2], rail_gbps=400, rdma=("mlx5_0", "mlx5_3")),
+    )
+    assert ("rail1", "RDMA device mlx5_1, the plan's mlx5_3 (ports map wrong)") in [
+        (p.subject, p.message) for p in wrong.problems
+    ]
+    unknown = Expected("gpu01", 0, False, rails[:2], rail_gbps=400)
+    found = judge(Facts(rdma=ports, rail_rdma={"rail0": "mlx5_4", "rail1": "mlx5_bond_0"}), unknown)
+    # mlx5_bond_0 is the 200G Ethernet bond: behind rail1, it is judged as rail1's device and is too slow.
+    assert [(p.subject, p.message) for p in found.problems] == [("mlx5_bond_0", "200 Gb/s, the plan's 400")]
+    blind = judge(Facts(rdma=ports, rail_rdma={}), unknown)
+    assert blind.healthy and any("rail0's RDMA device is neither in the plan" in s for s in blind.skipped)
 
 
 def test_the_health_daemonset_starts_the_nodes_own_check_and_validates() -> None:

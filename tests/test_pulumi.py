@@ -299,7 +299,7 @@ def test_rail_networks_wait_for_the_network_operator(stack: str) -> None:
     units = {n.scalable_unit for n in plan.nodes if n.rails}
     n_rails = max(len(n.rails) for n in plan.nodes)
     assert len([o for o in objs if o["kind"] == "IPPool"]) == n_rails * len(units)
-    assert len([o for o in objs if o["kind"] == "MacvlanNetwork"]) == n_rails * len(units) * len(plan.tenants)
+    assert len([o for o in objs if o["kind"] == "NetworkAttachmentDefinition"]) == n_rails * len(plan.tenants)
 
 
 def test_jobs_wait_for_their_operator_and_the_tenants_objects(stack: str) -> None:

@@ -37,6 +37,17 @@ CASES: dict[str, tuple[str, list[tuple[str, str]], str]] = {
     "lab3": ("lab3", [("os: frr", "os: sonic")], "SN2700"),
     "dc1": ("dc1", [("os: onyx", "os: sonic")], "SN2700"),
     "h100pod-400g": ("h100pod", [("os: cumulus, model: SN5600", "os: sonic, model: SN5600")], "SN5600"),
+    # 128 x 400G: every 800G cage split 2x400G (BREAKOUT_CFG), ports named by first lane (Ethernet0, Ethernet4).
+    "h100pod-2x400g": (
+        "h100pod",
+        [
+            (
+                "os: cumulus, model: SN5600, ports: 64, speed_gbps: 400",
+                "os: sonic, model: SN5600, ports: 128, speed_gbps: 400",
+            )
+        ],
+        "SN5600",
+    ),
     "h100pod-800g": (
         "h100pod",
         [
@@ -147,8 +158,13 @@ def test_every_rendered_config_db_validates_with_sonics_yang(case: str, validato
     model = CASES[case][2]
     failures = {}
     for name, fragment in rendered(case, tmp).items():
-        # Port names come from the HWSKU: a name the switch does not have would be a new, lane-less PORT row.
-        assert set(fragment["PORT"]) <= set(hwsku_ports(model)), sorted(set(fragment["PORT"]) - set(hwsku_ports(model)))
+        # Port names come from the HWSKU: a name the switch does not have would be a new, lane-less PORT row. A
+        # split cage's ports are new rows, each with its share of the parent's lanes, the parent in BREAKOUT_CFG.
+        hw = hwsku_ports(model)
+        parent_of = {lane: p for p, row in hw.items() for lane in row["lanes"].split(",")}
+        for port in set(fragment["PORT"]) - set(hw):
+            lanes = fragment["PORT"][port]["lanes"].split(",")
+            assert {parent_of[lane] for lane in lanes} <= set(fragment.get("BREAKOUT_CFG", {})), port
         if why := problems(validator, merged(base(model, name), fragment)):
             failures[name] = why
         # A table with no model would be dropped unchecked, not refused.

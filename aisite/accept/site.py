@@ -4,8 +4,9 @@ and returns the log that carries the figure.
 
 - node: the node's own health check (roles/node_health, entered through nsenter from a privileged pod) with the
   DCGM diagnostics of the level (`dcgmi diag -r 1|3 -j`, DCGM image the GPU Operator pins);
-- pair: perftest's ib_write_bw on the rail's device (mlx5_<rail>, the RoCE GID and traffic class of the plan),
-  server on one node, client on the other (the nccl-tests image, as the site's ib-write-bw workload);
+- pair: perftest's ib_write_bw on the rail's RDMA device (the catalog's, else the one behind the rail's interface)
+  with the RoCE GID and traffic class of the plan, server on one node, client on the other (the nccl-tests
+  image, as the site's ib-write-bw workload);
 - all_reduce: nccl-tests' all_reduce_perf under mpirun in an MPIJob (MPI Operator), its NCCL_IB_HCA narrowed to
   the group's rail (a node alone: its NVLinks).
 
@@ -31,6 +32,12 @@ from aisite.platform.jobs import pinned_image
 
 MARK = "=====aisite-accept====="
 STATUS_DIR = "/var/lib/aisite/health/accept"
+
+
+def rdma_device(r: Rail) -> str:
+    """The rail's RDMA device for a command on the host's network: the plan's, else the one behind the rail's
+    interface (a model whose documents do not name its devices)."""
+    return r.rdma or f"$(ls /sys/class/net/{r.interface}/device/infiniband | head -n 1)"
 
 
 class Cluster(Protocol):
@@ -119,8 +126,13 @@ class SiteRunner:
 
     def pair_jobs(self, a: Node, ra: Rail, b: Node, rb: Rail) -> list[dict[str, Any]]:
         roce, port = self.plan.roce, 18515 + ra.index
-        base = f"ib_write_bw -d mlx5_{ra.index} -x {roce.nccl_ib_gid_index} --tclass={roce.traffic_class}"
-        base += f" -F --report_gbits -p {port}"
+
+        def base(r: Rail) -> str:
+            return (
+                f"ib_write_bw -d {rdma_device(r)} -x {roce.nccl_ib_gid_index} --tclass={roce.traffic_class}"
+                f" -F --report_gbits -p {port}"
+            )
+
         image = pinned_image(self.plan, "nccl-tests")
         res = {"limits": {f"rdma/rail{ra.index}": "1"}}
 
@@ -134,9 +146,9 @@ class SiteRunner:
             }
 
         name = _name("accept-pair", a.name, b.name, f"rail{ra.index}")
-        server = self._job(f"{name}-s"[:63], self._pod(b.name, [c("server", base)], hostNetwork=True))
+        server = self._job(f"{name}-s"[:63], self._pod(b.name, [c("server", base(rb))], hostNetwork=True))
         # The client retries until the server listens; it reaches the server on the server's rail address.
-        client_cmd = f"until {base} {rb.address}; do sleep 2; done"
+        client_cmd = f"until {base(ra)} {rb.address}; do sleep 2; done"
         client = self._job(f"{name}-c"[:63], self._pod(a.name, [c("client", client_cmd)], hostNetwork=True))
         return [server, client]
 
@@ -149,8 +161,9 @@ class SiteRunner:
             {"name": "NCCL_IB_TC", "value": str(self.plan.roce.traffic_class)},
             {"name": "NCCL_IB_GID_INDEX", "value": str(self.plan.roce.nccl_ib_gid_index)},
         ]
-        if scope != "node":  # one rail: its device alone
-            env.append({"name": "NCCL_IB_HCA", "value": f"=mlx5_{ranks[0][1].index}"})
+        devices = sorted({r.rdma for _, r in ranks})
+        if scope != "node" and "" not in devices:  # one rail: its device alone (one name on every node of a model)
+            env.append({"name": "NCCL_IB_HCA", "value": "=" + ",".join(devices)})
         size = f"{int(self.opts.mbytes * 2**20)}"
         mpirun = ["mpirun", "--allow-run-as-root", "-np", str(len(nodes) * per_node), "--bind-to", "none"]
         mpirun += [a for e in env for a in ("-x", e["name"])]

@@ -48,6 +48,8 @@ class Expected:
     nvlink: bool  # NVSwitch/NVLink systems: every GPU's links active
     rails: tuple[tuple[str, int, str], ...]  # (interface, MTU, address/prefix)
     rail_gbps: int = 0  # each rail NIC's speed: its RDMA port's rate must reach it (0: not judged)
+    # Each rail's RDMA device as the plan names it (aisite.catalog or the site's ports), rail order; "" unknown.
+    rdma: tuple[str, ...] = ()
     max_fs_used: float = 0.95
     max_clock_offset_s: float = 0.5
 
@@ -78,6 +80,8 @@ class Facts:
     diag: list[DiagResult] | None = None  # DCGM diagnostics, where run (acceptance)
     rdma: list[RdmaPort] | None = None  # None: the node has no RDMA device
     previous_counters: dict[str, dict[str, int]] | None = None  # "device/port" -> counters at the last check
+    # rail interface -> the RDMA device the kernel put behind it (/sys/class/net/IF/device/infiniband)
+    rail_rdma: dict[str, str] | None = None
 
 
 # Every check a node reports, by severity for the quarantine (0 first): the GPU itself failing, then a rail or
@@ -143,10 +147,20 @@ def _rdma(facts: Facts, expected: Expected, h: NodeHealth) -> None:
         h.skipped.append("rdma: no RDMA device on this node")
         return
     h.checked.append("rdma")
-    # The rails' RDMA devices by the DGX convention (mlx5_<rail>), as the jobs' NCCL_IB_HCA names them.
+    # The rails' RDMA devices as the plan names them (what jobs' NCCL_IB_HCA and acceptance use); the device the
+    # kernel put behind the rail's interface must be that one, or the plan disagrees with the machine.
     ports = {p.device: p for p in facts.rdma if p.port == 1}
-    for index in range(len(expected.rails)):
-        device = f"mlx5_{index}"
+    behind = facts.rail_rdma or {}
+    for index, rail in enumerate(expected.rails):
+        name = rail[0]
+        planned = expected.rdma[index] if index < len(expected.rdma) else ""
+        found = behind.get(name, "")
+        if planned and found and found != planned:
+            h.problems.append(Problem("rdma", name, f"RDMA device {found}, the plan's {planned} (ports map wrong)"))
+        device = planned or found
+        if not device:
+            h.skipped.append(f"rdma: {name}'s RDMA device is neither in the plan nor behind the interface")
+            continue
         p = ports.get(device)
         if p is None:
             h.problems.append(Problem("rdma", device, "missing"))

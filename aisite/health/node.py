@@ -81,6 +81,12 @@ def collect(expected: Expected, window: int, previous: dict[str, dict[str, int]]
     links = _run("ip", "-j", "addr", "show")
     ib = Path("/sys/class/infiniband")
     rdma = parse.rdma_ports(ib) if ib.is_dir() and any(ib.iterdir()) else None
+    rail_rdma = {}
+    for name, *_ in expected.rails:
+        behind = Path("/sys/class/net") / name / "device" / "infiniband"
+        found = sorted(p.name for p in behind.iterdir()) if behind.is_dir() else []
+        if found:
+            rail_rdma[name] = found[0]
     return Facts(
         xids=parse.xid_events(log) if log is not None else None,
         memory=parse.smi_query(smi) if smi is not None else None,
@@ -90,6 +96,7 @@ def collect(expected: Expected, window: int, previous: dict[str, dict[str, int]]
         clock=_clock(),
         rdma=rdma,
         previous_counters=previous,
+        rail_rdma=rail_rdma,
     )
 
 
@@ -143,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         max_fs_used=float(doc.get("max_fs_used", 0.95)),
         max_clock_offset_s=float(doc.get("max_clock_offset_s", 0.5)),
         rail_gbps=int(doc.get("rail_gbps", 0)),
+        rdma=tuple(str(r.get("rdma", "")) for r in doc["rails"]),
     )
     now = time.time()
     counters_file = a.out / "rdma-counters.json"

@@ -9,6 +9,7 @@ from aisite.plan.build import build_plan, exports
 from aisite.plan.fabric import (
     FabricCapacity,
     FabricLayout,
+    fabric_bfd,
     fabric_capacity,
     fabric_layout,
     group_rails,
@@ -87,6 +88,7 @@ __all__ = [
     "WorkloadPlan",
     "build_plan",
     "exports",
+    "fabric_bfd",
     "fabric_capacity",
     "fabric_layout",
     "group_rails",

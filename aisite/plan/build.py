@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from aisite.catalog import GPU_TYPES
+from aisite.catalog import GPU_TYPES, NicPort
 from aisite.model import (
     AccessSwitchGroup,
     GpuGroup,
@@ -14,12 +14,17 @@ from aisite.model import (
     Site,
     SwitchGroupBase,
     SwitchSpec,
+    compute_ports,
     group_hardware,
 )
 from aisite.plan.acceptance import acceptance_plan
 from aisite.plan.fabric import (
+    fabric_bfd,
     fabric_layout,
     group_rails,
+    panel,
+    pod_network_name,
+    pod_pool_name,
     port_name,
     rail_block,
     rail_block_prefix,
@@ -78,6 +83,7 @@ class _Slots:
     ports: int
     os: str
     speed: int
+    front: tuple[int, int] = (1, 0)
     used: int = 0
 
     def take(self) -> tuple[str, str] | None:
@@ -87,13 +93,13 @@ class _Slots:
         self.used += 1
         if switch >= len(self.names):
             raise ValueError(f"access switches {self.names} have no free port")
-        return self.names[switch], port_name(self.os, port + 1, self.speed)
+        return self.names[switch], port_name(self.os, port + 1, self.speed, self.front)
 
 
 def _access_slots(group: AccessSwitchGroup | None) -> _Slots:
     if group is None:
         return _Slots([], 1, "generic", 0)
-    return _Slots(group.switch_names(), group.ports, group.os, group.speed_gbps)
+    return _Slots(group.switch_names(), group.ports, group.os, group.speed_gbps, panel(group))
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +141,7 @@ class _Builder:
         self.leaf_names = site.switches.leaves.switch_names()
         self.block_prefix = rail_block_prefix(site.fabric.scalable_unit, site.fabric.rail_pod_addresses)
         self.host_ports: dict[tuple[int, int], list[str]] = {}  # (leaf index, rail) -> node-facing ports
+        self.host_peers: dict[tuple[int, int], list[str]] = {}  # the same ports' far ends
         self.neighbors: dict[str, list[BgpNeighbor]] = {}
         self.cables: list[Cable] = []
         self.gpu_position = 0  # position among GPU nodes on the fabric: fixes scalable unit and leaf port
@@ -202,14 +209,17 @@ class _Builder:
         su, pos = divmod(self.gpu_position, self.site.fabric.scalable_unit)
         self.gpu_position += 1
         names = group.interfaces.rails or [f"rail{r}" for r in range(n_rails)]
+        nics = compute_ports(group)
         pods = self.site.fabric.rail_pod_addresses
+        pod_rails = pods > 0 and "network-operator" in self.site.kubernetes.addons
         out: list[Rail] = []
         for r in range(n_rails):
+            nic = nics[r] if r < len(nics) else NicPort("")
             in_su = layout.leaf_of_rail(r)
             leaf_index = su * layout.leaves_per_su + in_su
             leaf = self.leaf_names[leaf_index]
             port_no = pos * layout.max_rails_per_leaf + (r - layout.rails_of_leaf(in_su).start) + 1
-            leaf_port = port_name(leaves.os, port_no, leaves.speed_gbps)
+            leaf_port = port_name(leaves.os, port_no, leaves.speed_gbps, panel(leaves))
             block = rail_block(self.site.networks.rails[r], self.block_prefix, su)
             gateway = block.network_address + 1
             out.append(
@@ -225,10 +235,29 @@ class _Builder:
                     table=RAIL_TABLE_BASE + r,
                     mtu=self.site.fabric.host_mtu,
                     speed_gbps=min(nic_speed, leaves.speed_gbps),
+                    port=nic.label,
+                    netdev=nic.netdev,
+                    rdma=nic.rdma,
+                    pci=nic.pci,
+                    gpu=nic.gpu,
+                    pod_network=pod_network_name(r) if pod_rails else "",
+                    pod_pool=pod_pool_name(r, su) if pod_rails else "",
                 )
             )
             self.host_ports.setdefault((leaf_index, r), []).append(leaf_port)
-            self.cables.append(Cable("rail", ref.name, names[r], leaf, leaf_port, min(nic_speed, leaves.speed_gbps)))
+            label = f" ({nic.label})" if nic.label else ""
+            self.host_peers.setdefault((leaf_index, r), []).append(f"{ref.name}:{names[r]}{label}")
+            self.cables.append(
+                Cable(
+                    "rail",
+                    ref.name,
+                    names[r],
+                    leaf,
+                    leaf_port,
+                    min(nic_speed, leaves.speed_gbps),
+                    nic.label or names[r],
+                )
+            )
         return su, tuple(out)
 
     def placement_labels(self, su: int) -> dict[str, str]:
@@ -325,13 +354,13 @@ class _Builder:
         first_uplink = leaves.ports - layout.uplinks(len(self.leaf_names)) + 1
 
         def leaf_port(n: int) -> str:
-            return port_name(leaves.os, first_uplink + n, leaves.speed_gbps)
+            return port_name(leaves.os, first_uplink + n, leaves.speed_gbps, panel(leaves))
 
         for li, leaf in enumerate(self.leaf_names):
             if spines.count:
                 for si, spine in enumerate(spine_names):
                     for u in range(up):
-                        spine_port = port_name(spines.os, li * up + u + 1, spines.speed_gbps)
+                        spine_port = port_name(spines.os, li * up + u + 1, spines.speed_gbps, panel(spines))
                         self.link((leaf, leaf_port(si * up + u), asn[leaf]), (spine, spine_port, asn[spine]), speed)
             else:
                 # No spines: the leaves mesh directly, each pair joined by uplinks_per_spine links.
@@ -361,8 +390,8 @@ class _Builder:
             for si in range(per_pod):
                 spine = spine_names[pod * per_pod + si]
                 for u in range(up):
-                    leaf_port = port_name(leaves.os, first_uplink + si * up + u, leaves.speed_gbps)
-                    spine_port = port_name(spines.os, local * up + u + 1, spines.speed_gbps)
+                    leaf_port = port_name(leaves.os, first_uplink + si * up + u, leaves.speed_gbps, panel(leaves))
+                    spine_port = port_name(spines.os, local * up + u + 1, spines.speed_gbps, panel(spines))
                     self.link((leaf, leaf_port, asn[leaf]), (spine, spine_port, asn[spine]), leaf_speed)
         ups = fab.uplinks_per_super_spine
         speed = min(spines.speed_gbps, supers.speed_gbps)
@@ -375,9 +404,11 @@ class _Builder:
             for k in range(per_plane):
                 super_spine = super_names[k * layout.planes + plane]
                 for u in range(ups):
-                    spine_port = port_name(spines.os, first_spine_uplink + k * ups + u, spines.speed_gbps)
+                    spine_port = port_name(
+                        spines.os, first_spine_uplink + k * ups + u, spines.speed_gbps, panel(spines)
+                    )
                     slot = (pod * spines_in_plane + local // layout.planes) * ups + u + 1
-                    super_port = port_name(supers.os, slot, supers.speed_gbps)
+                    super_port = port_name(supers.os, slot, supers.speed_gbps, panel(supers))
                     self.link((spine, spine_port, asn[spine]), (super_spine, super_port, asn[super_spine]), speed)
         return asn
 
@@ -396,7 +427,9 @@ class _Builder:
                 for r in self.layout.rails_of_leaf(in_su):
                     block = rail_block(self.site.networks.rails[r], self.block_prefix, su)
                     ports = tuple(self.host_ports.get((index, r), ()))
-                    subnets.append(HostSubnet(r, str(block), str(block.network_address + 1), ports))
+                    peers = tuple(self.host_peers.get((index, r), ()))
+                    subnets.append(HostSubnet(r, str(block), str(block.network_address + 1), ports, peers))
+        front = panel(group)
         return Switch(
             name=name,
             role=role,
@@ -412,7 +445,10 @@ class _Builder:
             neighbors=tuple(self.neighbors.get(name, ())),
             host_subnets=tuple(subnets),
             os_version=group.os_version or "",
-            bfd=self.site.fabric.bfd and role in FABRIC_ROLES,
+            bfd=fabric_bfd(self.site) and role in FABRIC_ROLES,
+            breakout=front[0],
+            cage_lanes=front[1],
+            cages=-(-group.ports // front[0]),
         )
 
     def switches(self) -> tuple[Switch, ...]:

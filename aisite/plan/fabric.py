@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 
-from aisite.model import GpuGroup, Site, group_hardware
+from aisite.catalog import SWITCH_MODELS
+from aisite.model import GpuGroup, Site, SwitchGroupBase, group_hardware
 from aisite.plan.types import RoceQos
 
 
@@ -110,6 +111,25 @@ class FabricLayout:
         if not self.three_tier:
             return self.leaves * self.spines * self.uplinks_per_spine
         return self.leaves * self.uplinks(self.leaves) + self.spines * self.spine_uplinks
+
+
+def pod_network_name(rail: int) -> str:
+    """The pods' network of a rail: one name site-wide (each tenant's NetworkAttachmentDefinition, each node's file)."""
+    return f"aisite-rail{rail}"
+
+
+def pod_pool_name(rail: int, su: int) -> str:
+    """The NV-IPAM pool of a rail in one scalable unit: its leaf's block, whose gateway the pods use."""
+    return f"rail{rail}-su{su}"
+
+
+def fabric_bfd(site: Site) -> bool:
+    """BFD on the fabric's sessions: the site's choice, else on wherever every fabric OS renders it (not SONiC)."""
+    if site.fabric.bfd is not None:
+        return site.fabric.bfd
+    sw = site.switches
+    groups = [sw.leaves, sw.spines, *([sw.super_spines] if sw.super_spines else [])]
+    return all(g.os != "sonic" for g in groups)
 
 
 def group_rails(group: GpuGroup) -> int:
@@ -222,10 +242,31 @@ def rail_host_address(block: IPv4Network, scalable_unit: int, position: int, pod
     return block.network_address + 2 + position
 
 
-def port_name(os: str, port: int, speed_gbps: int) -> str:
-    """Front-panel port `port` (1-based) in the naming of the switch operating system."""
+def panel(group: SwitchGroupBase) -> tuple[int, int]:
+    """(ports a cage, lanes a cage) of a group's switches: its model's breakout for the ports it declares; (1, 0)
+    where the catalog does not know the model (its ports taken at their word, one per cage)."""
+    model = SWITCH_MODELS.get(group.model)
+    if model is None:
+        return 1, 0
+    return max(1, model.split(group.ports)), model.lanes
+
+
+def port_name(os: str, port: int, speed_gbps: int, front: tuple[int, int] = (1, 0)) -> str:
+    """Front-panel port `port` (1-based) in the naming of the switch operating system. `front` is `panel()`:
+    split cages name their ports after the cage (Cumulus swp1s0, swp1s1; SONiC by first lane, Ethernet0 and
+    Ethernet4 of an 8-lane cage split in two, as the HWSKU's port_config.ini numbers lanes; Onyx Eth1/1/1)."""
+    split, lanes = front
+    if split > 1:
+        cage, sub = divmod(port - 1, split)
+        if os == "sonic":
+            return f"Ethernet{cage * lanes + sub * (lanes // split)}"
+        if os == "onyx":
+            return f"Eth1/{cage + 1}/{sub + 1}"
+        if os == "generic":
+            return f"port{port}"
+        return f"swp{cage + 1}s{sub}"
     if os == "sonic":
-        lanes = 8 if speed_gbps >= 400 else 4
+        lanes = lanes or (8 if speed_gbps >= 400 else 4)
         return f"Ethernet{(port - 1) * lanes}"
     if os == "onyx":
         return f"Eth1/{port}"

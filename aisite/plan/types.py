@@ -66,6 +66,16 @@ class Rail:
     table: int
     mtu: int
     speed_gbps: int = 0  # the NIC's speed on the leaf's port (the slower of the two)
+    # The NIC as the vendor names it (aisite.catalog, or the site's gpu_nodes[].ports); "" where unknown.
+    port: str = ""  # the chassis label a technician cables (OSFP4P2)
+    netdev: str = ""  # its default netdev name; the host renames it to `interface` by its PCI function
+    rdma: str = ""  # its RDMA device: NCCL_IB_HCA, the health check and acceptance's ib_write_bw use it
+    pci: str = ""
+    gpu: int | None = None  # the GPU nearest to it
+    # Pods' rail network (network-operator): one name per rail on every node, its NV-IPAM pool this node's unit's
+    # (Multus reads the node's own CNI file of that name, so a job spanning units gets every rail); "" none.
+    pod_network: str = ""
+    pod_pool: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +124,8 @@ class HostSubnet:
     subnet: str
     gateway: str
     ports: tuple[str, ...]
+    # Who each port faces, in the ports' order: "node:interface (chassis label)", for port descriptions.
+    peers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +145,11 @@ class Switch:
     host_subnets: tuple[HostSubnet, ...]
     os_version: str = ""  # the release the switch runs, where the site says ("" otherwise)
     bfd: bool = False  # BFD on its BGP sessions (fabric.bfd, the fabric's switches)
+    # Its front panel (aisite.catalog): ports a cage (2: every cage in use split 2x), lanes a cage, cages in use;
+    # 1, 0 and `ports` where the model is unknown (one port a cage).
+    breakout: int = 1
+    cage_lanes: int = 0
+    cages: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +160,7 @@ class Cable:
     b_device: str
     b_port: str
     speed_gbps: int
+    a_label: str = ""  # the a side's chassis label where the catalog knows it (OSFP4P2), else its interface
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,7 +236,13 @@ def charts(plan: Plan) -> list[Chart]:
     if "network-operator" in addons:
         # One Node Feature Discovery per cluster: the GPU Operator's when both are installed.
         values = {"nfd": {"enabled": "gpu-operator" not in addons}, "sriovNetworkOperator": {"enabled": False}}
-        provides: tuple[str, ...] = ("NicClusterPolicy", "IPPool", "MacvlanNetwork", "HostDeviceNetwork")
+        provides: tuple[str, ...] = (
+            "NicClusterPolicy",
+            "IPPool",
+            "MacvlanNetwork",
+            "HostDeviceNetwork",
+            "NetworkAttachmentDefinition",
+        )
         # privileged: the RDMA device plugin, Multus and CNI plugins the NicClusterPolicy starts are.
         namespace = "nvidia-network-operator"
         out.append(chart("network-operator", "network-operator", namespace, values, provides, level="privileged"))

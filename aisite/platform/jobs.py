@@ -20,6 +20,7 @@ from typing import Any
 
 from aisite.payloads import command_args
 from aisite.plan import LABEL_PREFIX, Plan, TenantPlan, WorkloadPlan
+from aisite.plan.fabric import pod_network_name
 from aisite.platform.common import GPU_RESOURCE, labels, obj
 from aisite.platform.kueue import (
     LOCAL_QUEUE,
@@ -29,7 +30,7 @@ from aisite.platform.kueue import (
     topology_aware,
     topology_levels,
 )
-from aisite.platform.rails import pool_name, rail_interfaces, rail_resource
+from aisite.platform.rails import rail_devices, rail_interfaces, rail_resource
 from aisite.platform.trainer import TRAINER_RUNTIME
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "payloads"
@@ -76,7 +77,8 @@ def _tenant(plan: Plan, w: WorkloadPlan) -> TenantPlan:
 
 
 def _scalable_unit(plan: Plan, w: WorkloadPlan) -> int | None:
-    """The unit the job is pinned to: the first with enough nodes of its GPU type (rail networks are per unit)."""
+    """The first unit with enough nodes of the job's GPU type, where Kueue keeps it (NCCL's rings under one
+    block of leaves); None: the job spans units."""
     counts: dict[int, int] = {}
     for n in plan.by_role("gpu"):
         if n.gpu and n.gpu.type == w.gpu_type and n.scalable_unit is not None and n.gpu.count >= w.gpus_per_node:
@@ -99,11 +101,12 @@ def nccl_env(plan: Plan) -> list[dict[str, str]]:
         "NCCL_SOCKET_IFNAME": "eth0",
         "NCCL_DEBUG": "WARN",
     }
-    rails = _rails(plan)
-    if rails:
-        # The rail NICs' RDMA devices by the DGX convention (mlx5_<rail>); a site with other names sets the
-        # variable in its image or overrides the job.
-        env["NCCL_IB_HCA"] = "=" + ",".join(f"mlx5_{r}" for r in rails)
+    rails, devices = _rails(plan), rail_devices(plan)
+    if rails and all(r in devices for r in rails):
+        # Exactly the rails' RDMA devices as the model's documents name them (a DGX H100's are mlx5_0,3,4,5,6,9,
+        # 10,11; its others are storage and in-band ports). Where one is unknown the variable is left out and
+        # NCCL takes the devices the pod was given (`aisite validate` warns).
+        env["NCCL_IB_HCA"] = "=" + ",".join(devices[r] for r in rails)
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
@@ -126,12 +129,13 @@ def topology_request(plan: Plan, w: WorkloadPlan) -> dict[str, str]:
 
 
 def _pod_meta(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
-    su = _scalable_unit(plan, w)
     meta: dict[str, Any] = {"labels": labels(plan, tenant=w.tenant, workload=w.name)}
     annotations = topology_request(plan, w)
     rails = _rails(plan)
-    if rails and su is not None:
-        annotations["k8s.v1.cni.cncf.io/networks"] = ",".join(f"{w.tenant}-{pool_name(r, su)}" for r in rails)
+    if rails:
+        # The same names on every node: each node's file gives its unit's pool (platform/rails.py), so a job
+        # that spans units gets every rail too.
+        annotations["k8s.v1.cni.cncf.io/networks"] = ",".join(pod_network_name(r) for r in rails)
     if annotations:
         meta["annotations"] = annotations
     return meta
@@ -155,9 +159,6 @@ def _volumes(plan: Plan, w: WorkloadPlan) -> tuple[list[dict[str, Any]], list[di
 
 def _placement(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
     sel = {f"{LABEL_PREFIX}/gpu-type": w.gpu_type} if w.gpus_per_node else {}
-    su = _scalable_unit(plan, w)
-    if su is not None and _rails(plan):
-        sel[f"{LABEL_PREFIX}/scalable-unit"] = str(su)
     out: dict[str, Any] = {"nodeSelector": sel} if sel else {}
     if w.gpus_per_node:
         out["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
@@ -335,13 +336,15 @@ def pair_job(plan: Plan, w: WorkloadPlan) -> list[dict[str, Any]]:
     wrap = ["--workload", w.name, "--nodes", "2", "--world-size", "1", "--"]
     if w.kind == "ib-write-bw":
         # One run per rail, each on that rail's device, the RoCE GID and traffic class of the fabric.
+        # checks refuse the workload where a rail's device is unknown.
         rails, tc, gid = _rails(plan) or [0], plan.roce.traffic_class, plan.roce.nccl_ib_gid_index
+        dev = rail_devices(plan)
         serve = " & ".join(
-            f"ib_write_bw -d mlx5_{r} -x {gid} --tclass={tc} --report_gbits -F -p {18515 + r}" for r in rails
+            f"ib_write_bw -d {dev.get(r, '')} -x {gid} --tclass={tc} --report_gbits -F -p {18515 + r}" for r in rails
         )
         measure = " && ".join(
             f"until {' '.join(_payload('tools.py', 'ib-write-bw', *wrap))} "
-            f"ib_write_bw -d mlx5_{r} -x {gid} --tclass={tc} "
+            f"ib_write_bw -d {dev.get(r, '')} -x {gid} --tclass={tc} "
             f"--report_gbits -F -p {18515 + r} {peer}; do sleep 2; done"
             for r in rails
         )

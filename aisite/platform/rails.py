@@ -1,10 +1,13 @@
 """Rails inside pods (Network Operator): one RDMA resource per rail from the RDMA shared device plugin, an NV-IPAM
-pool per rail and scalable unit carved from that leaf's block, and a macvlan network per rail in each tenant.
+pool per rail and scalable unit carved from that leaf's block, and one pod network per rail for the whole site.
 
 A macvlan pod is a neighbour of its node's leaf, so its address must lie in the leaf's block for that rail: the
 plan sizes the block for `fabric.rail_pod_addresses` per node beyond the hosts, and the pool holds exactly that
-part (never a host's or the gateway's address). Blocks differ per scalable unit, so pools and networks are per
-(rail, unit): a job's pods take the networks of the unit they run in.
+part (never a host's or the gateway's address), with a route to the rail's other blocks through the leaf. Blocks
+differ per unit but a job's pods must all name the same networks, wherever they land: each tenant's
+NetworkAttachmentDefinition of a rail has no config, so Multus reads the node's own CNI file of that name
+(multus-cni GetCNIConfigFromFile, in its confDir /etc/cni/multus/net.d), which roles/roce_host writes from the
+plan with the pool of the node's unit. A job spanning units or pods thus gets every rail on every node.
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
 from aisite.plan import LABEL_PREFIX, Plan, Switch, TenantPlan
-from aisite.plan.fabric import rail_host_address
+from aisite.plan.fabric import pod_network_name, pod_pool_name, rail_host_address
 from aisite.platform.common import labels, obj
 from aisite.platform.tenants import in_tenant
 
 NAMESPACE = "nvidia-network-operator"
 MELLANOX = "mellanox.com/v1alpha1"
 NV_IPAM = "nv-ipam.nvidia.com/v1alpha1"
+NAD = "k8s.cni.cncf.io/v1"
 RDMA_PREFIX = "rdma"
 IMAGE_REPOSITORY = "nvcr.io/nvidia/mellanox"
 COMPONENT_VERSION = "network-operator-v26.4.1"  # the components the Network Operator 26.4.1 chart ships
@@ -31,10 +35,6 @@ def rail_resource(rail: int) -> str:
     return f"{RDMA_PREFIX}/rail{rail}"
 
 
-def pool_name(rail: int, su: int) -> str:
-    return f"rail{rail}-su{su}"
-
-
 def rail_interfaces(plan: Plan) -> dict[int, str]:
     """rail -> its interface name on the GPU nodes (checks hold it to one name per rail)."""
     out: dict[int, str] = {}
@@ -42,6 +42,16 @@ def rail_interfaces(plan: Plan) -> dict[int, str]:
         for r in n.rails:
             out.setdefault(r.index, r.interface)
     return dict(sorted(out.items()))
+
+
+def rail_devices(plan: Plan) -> dict[int, str]:
+    """rail -> its RDMA device where every GPU node names it alike (aisite.catalog or the site's ports); a rail
+    whose device is unknown on some node, or differs between models, is left out."""
+    seen: dict[int, set[str]] = {}
+    for n in plan.nodes:
+        for r in n.rails:
+            seen.setdefault(r.index, set()).add(r.rdma)
+    return {i: next(iter(v)) for i, v in sorted(seen.items()) if len(v) == 1 and "" not in v}
 
 
 def _leaf_blocks(plan: Plan) -> list[tuple[Switch, int, IPv4Network, IPv4Address]]:
@@ -70,7 +80,7 @@ def ip_pools(plan: Plan) -> list[dict[str, Any]]:
             obj(
                 NV_IPAM,
                 "IPPool",
-                pool_name(rail, su),
+                pod_pool_name(rail, su),
                 labels(plan),
                 NAMESPACE,
                 spec={
@@ -90,6 +100,11 @@ def ip_pools(plan: Plan) -> list[dict[str, Any]]:
                 },
             )
         )
+        rail_net = IPv4Network(plan.networks.rails[rail])
+        if rail_net != block:
+            # The rail's other blocks (other units, other pods) through this leaf, as the hosts route them; never
+            # the block itself, whose connected route the CNI would collide with.
+            out[-1]["spec"]["routes"] = [{"dst": str(rail_net)}]
     return out
 
 
@@ -123,28 +138,19 @@ def nic_cluster_policy(plan: Plan) -> dict[str, Any]:
 
 
 def tenant_networks(plan: Plan, t: TenantPlan) -> list[dict[str, Any]]:
-    """A macvlan network per rail and scalable unit in the tenant's namespace, on the rail interface."""
-    names = rail_interfaces(plan)
-    out = []
-    for leaf, rail, _, _ in _leaf_blocks(plan):
-        su = leaf.scalable_unit
-        assert su is not None
-        out.append(
-            obj(
-                MELLANOX,
-                "MacvlanNetwork",
-                f"{t.name}-{pool_name(rail, su)}",
-                labels(plan, tenant=t.name),
-                spec={
-                    "networkNamespace": t.namespace,
-                    "master": names[rail],
-                    "mode": "bridge",
-                    "mtu": plan.roce.host_mtu,
-                    "ipam": json.dumps({"type": "nv-ipam", "poolName": pool_name(rail, su)}),
-                },
-            )
+    """One network per rail in the tenant's namespace, with no config of its own: Multus takes the node's file
+    of the same name (roles/roce_host: macvlan on the rail, the pool of the node's unit)."""
+    return [
+        obj(
+            NAD,
+            "NetworkAttachmentDefinition",
+            pod_network_name(rail),
+            labels(plan, tenant=t.name),
+            t.namespace,
+            spec={},
         )
-    return out
+        for rail in rail_interfaces(plan)
+    ]
 
 
 def rail_quota(plan: Plan, t: TenantPlan) -> dict[str, Any]:

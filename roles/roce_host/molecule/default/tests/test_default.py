@@ -76,3 +76,24 @@ def test_every_sysctl_written_names_a_setting_this_kernel_has(host):
         entry = host.file("/proc/sys/" + key.replace(".", "/"))
         assert entry.exists, key
         assert len(value.split()) == len(entry.content_string.split()), (key, value)
+
+
+def test_link_file_names_the_nic_by_its_pci_function_only_where_known(host):
+    link = host.file("/etc/systemd/network/10-aisite-rail1.link")
+    assert link.exists and link.mode == 0o644
+    assert "Path=pci-0000:40:00.0" in link.content_string
+    assert "Name=rail1" in link.content_string
+    # rail0's PCI function is not in the plan: no .link that could rename another NIC to it
+    assert not host.file("/etc/systemd/network/10-aisite-rail0.link").exists
+
+
+def test_pods_network_file_is_this_nodes_pool_on_the_rail(host):
+    import json
+
+    f = host.file("/etc/cni/multus/net.d/aisite-rail1.conf")
+    assert f.exists and f.mode == 0o644
+    conf = json.loads(f.content_string)
+    assert conf["name"] == "aisite-rail1"  # the name Multus matches the tenant's NetworkAttachmentDefinition by
+    assert (conf["type"], conf["master"], conf["mode"], conf["mtu"]) == ("macvlan", "rail1", "bridge", 9000)
+    assert conf["ipam"] == {"type": "nv-ipam", "poolName": "rail1-su0"}
+    assert not host.file("/etc/cni/multus/net.d/aisite-rail0.conf").exists
