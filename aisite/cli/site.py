@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
+from aisite.cautions import site_warnings
 from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, load_plan, load_site_plan, out
 from aisite.deploy import run_playbook
 from aisite.loader import resolve_stack
@@ -38,18 +40,33 @@ def _counts(c: dict[str, int]) -> str:
     return f"{sum(c.values())} (" + ", ".join(f"{v} {k}" for k, v in c.items()) + ")"
 
 
-def validate(stack: StackArg, as_json: JsonOpt = False) -> None:
-    """Check a stack file; report every problem with its key path."""
-    plan = load_plan(stack, as_json)
+def validate(
+    stack: StackArg,
+    as_json: JsonOpt = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when there are warnings.")] = False,
+) -> None:
+    """Check a stack file; report every problem with its key path, then what is valid but likely unintended."""
+    site, plan = load_site_plan(stack, as_json)
     s = _summary(plan)
+    warnings = site_warnings(site, plan)
     if as_json:
-        print(json.dumps({"valid": True, "source": str(resolve_stack(stack)), "summary": s}, indent=2))
-        return
-    nodes = ", ".join(f"{v} {k}" for k, v in s["nodes"].items())
-    out.print(
-        f"[green]valid[/]: {resolve_stack(stack)}: site [bold]{plan.site}[/] ({nodes}; {s['gpus']} GPUs; "
-        f"{sum(s['switches'].values())} switches; {sum(s['cables'].values())} cables)"
-    )
+        doc = {
+            "valid": True,
+            "source": str(resolve_stack(stack)),
+            "summary": s,
+            "warnings": [{"path": w.path, "message": w.message} for w in warnings],
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        nodes = ", ".join(f"{v} {k}" for k, v in s["nodes"].items())
+        out.print(
+            f"[green]valid[/]: {resolve_stack(stack)}: site [bold]{plan.site}[/] ({nodes}; {s['gpus']} GPUs; "
+            f"{sum(s['switches'].values())} switches; {sum(s['cables'].values())} cables)"
+        )
+        for w in warnings:
+            out.print(f"[yellow]warning[/]: {escape(str(w))}")
+    if strict and warnings:
+        raise typer.Exit(EXIT_FAILED)
 
 
 def plan(stack: StackArg, as_json: JsonOpt = False) -> None:

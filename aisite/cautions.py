@@ -1,0 +1,74 @@
+"""Warnings: a valid site that will not do what its owner likely expects. Printed by `aisite validate` (and in
+its `--json`); never an exit code of their own unless `--strict`. Each names the key to change."""
+
+from __future__ import annotations
+
+from aisite.catalog import GENERIC_MODEL, SERVER_MODELS
+from aisite.errors import Problem
+from aisite.model import Site, compute_ports, group_hardware
+from aisite.plan import Plan, group_rails
+
+
+def site_warnings(site: Site, plan: Plan) -> list[Problem]:
+    out: list[Problem] = []
+    railed = [(i, g) for i, g in enumerate(site.gpu_nodes) if g.size and group_rails(g)]
+    addons = site.kubernetes.addons
+    if railed and "network-operator" not in addons:
+        out.append(
+            Problem(
+                "site.kubernetes.addons",
+                "GPU nodes have rails but the network-operator is not installed: pods get no RDMA rail and NCCL "
+                "falls back to TCP on the pod network",
+            )
+        )
+    elif railed and site.fabric.rail_pod_addresses <= 0:
+        out.append(
+            Problem(
+                "site.fabric.rail_pod_addresses",
+                "0 with the network-operator: the leaf blocks hold no pod addresses, so pods get no rail",
+            )
+        )
+    leaf_gbps = site.switches.leaves.speed_gbps
+    for i, g in railed:
+        _, _, _, nic_gbps, _ = group_hardware(g)
+        if nic_gbps > leaf_gbps:
+            out.append(
+                Problem(
+                    "site.switches.leaves.speed_gbps",
+                    f"{leaf_gbps}G leaf ports serve {g.name}'s {nic_gbps}G NICs (site.gpu_nodes[{i}]): each rail "
+                    f"runs at {leaf_gbps}G",
+                )
+            )
+        ports = compute_ports(g)[: group_rails(g)]
+        if len(ports) < group_rails(g) or not all(p.rdma for p in ports):
+            out.append(
+                Problem(
+                    f"site.gpu_nodes[{i}].ports",
+                    (
+                        "the site declares no RDMA device for these generic servers' compute NICs"
+                        if g.model == GENERIC_MODEL
+                        else f"no document aisite cites names {g.model}'s compute NICs' RDMA devices"
+                    )
+                    + ": jobs set no NCCL_IB_HCA and the health check takes the device behind each rail's "
+                    "interface; declare the ports (label, rdma, pci) to pin them",
+                )
+            )
+        if g.model in SERVER_MODELS and SERVER_MODELS[g.model].compute_ports:
+            out.append(
+                Problem(
+                    f"site.gpu_nodes[{i}].model",
+                    f"{g.model} runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only",
+                )
+            )
+    empty = [s.name for s in plan.switches_by_role("leaf") if not s.host_subnets]
+    leaves = plan.switches_by_role("leaf")
+    if railed and empty:
+        out.append(
+            Problem(
+                "site.switches.leaves.count",
+                f"{len(empty)} of {len(leaves)} leaves have no GPU node behind them ({', '.join(empty[:4])}"
+                + (", ..." if len(empty) > 4 else "")
+                + ")",
+            )
+        )
+    return out
