@@ -86,6 +86,8 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
         ".aisite-render",
+        "cabling/cables.csv",
+        "cabling/fabric.svg",
         "gitops/gitrepository.yaml",
         "gitops/namespace.yaml",
         "gitops/rbac.yaml",
