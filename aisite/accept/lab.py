@@ -25,6 +25,7 @@ from aisite.accept.report import Check
 from aisite.accept.stages import MeasureError, Options
 from aisite.bench.lab import BenchError, in_netns, launch, pid
 from aisite.bench.results import collect
+from aisite.health import parse
 from aisite.lab.podman import LabError, run
 from aisite.loader import ROOT
 from aisite.plan import Node, Plan, Rail
@@ -83,7 +84,10 @@ class LabRunner:
                         node=n.name,
                     )
                 )
-        links = {x["ifname"]: x for x in json.loads(in_netns(self.plan, n.name, "ip", "-j", "-d", "addr", "show"))}
+        text = in_netns(self.plan, n.name, "ip", "-j", "-d", "addr", "show")
+        # The node health check's reader and its idea of up (UP with carrier, LOWER_UP); the raw rows for the kind.
+        links = parse.ip_links(text)
+        kinds = {x["ifname"]: x.get("linkinfo", {}).get("info_kind") for x in json.loads(text or "[]")}
         rules = json.loads(in_netns(self.plan, n.name, "ip", "-j", "rule", "show"))
         wanted = yaml.safe_load(ROCE_DEFAULTS.read_text())["roce_host_rail_sysctls"]
         container = container_name(self.plan, n.name)
@@ -136,20 +140,17 @@ class LabRunner:
                     )
                 )
 
-            up = "UP" in link.get("flags", []) and link.get("operstate") in ("UP", "UNKNOWN")
-            check("link-state", link.get("operstate"), "UP", up)
+            check("link-state", link.operstate, "UP", link.up, "" if link.up else "no carrier (LOWER_UP) or down")
             check(
                 "mtu",
-                link.get("mtu"),
+                link.mtu,
                 r.mtu,
-                link.get("mtu") == r.mtu,
-                "" if link.get("mtu") == r.mtu else f"MTU {link.get('mtu')}, the plan's {r.mtu}",
+                link.mtu == r.mtu,
+                "" if link.mtu == r.mtu else f"MTU {link.mtu}, the plan's {r.mtu}",
             )
-            addrs = {f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", []) if a.get("family") == "inet"}
             want = f"{r.address}/{r.prefix}"
-            check("address", ",".join(sorted(addrs)) or "none", want, want in addrs)
-            kind = link.get("linkinfo", {}).get("info_kind")
-            if kind == "veth":
+            check("address", ",".join(sorted(link.addresses)) or "none", want, want in link.addresses)
+            if kinds.get(r.interface) == "veth":
                 add(
                     Check(
                         "node",
