@@ -15,17 +15,16 @@ figures; the stages judge against the best of a kind as well (aisite/accept/stag
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 from collections.abc import Sequence
 
 import yaml
 
 from aisite.accept.report import Check
 from aisite.accept.stages import MeasureError, Options
-from aisite.bench.lab import BenchError, in_netns, launch, pid
+from aisite.bench.lab import BenchError, launch
 from aisite.bench.results import collect
 from aisite.health import parse
+from aisite.lab.netns import NetnsError, in_netns, iperf3, pid
 from aisite.lab.podman import LabError, run
 from aisite.loader import ROOT
 from aisite.plan import Node, Plan, Rail
@@ -231,46 +230,18 @@ class LabRunner:
     def _iperf(self, client: str, src: str, server: str, dst: str, reverse: bool) -> float:
         """Gb/s received, from `src` in client's namespace to `dst` in server's (reverse: server sends)."""
         self._port += 1
-        port = str(self._port)
-        srv = subprocess.Popen(
-            ["nsenter", "-t", str(self._pid(server)), "-n", "iperf3", "-s", "-1", "-B", dst, "-p", port],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
         try:
-            text = ""
-            for _ in range(40):
-                time.sleep(0.1)
-                cmd = ["iperf3", "-J", "-c", dst, "-B", src, "-p", port, "-t", str(self.opts.seconds)] + (
-                    ["-R"] if reverse else []
-                )
-                r = subprocess.run(
-                    ["nsenter", "-t", str(self._pid(client)), "-n", *cmd],
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-                text = r.stdout
-                if r.returncode == 0:
-                    break
-                if "Connection refused" not in text and "unable to connect" not in text:
-                    break
-            try:
-                doc = json.loads(text or "{}")
-            except ValueError:
-                raise MeasureError(f"iperf3 {src} -> {dst}: {text.strip()[-200:] or 'no output'}") from None
-            if "error" in doc or "end" not in doc:
-                raise MeasureError(f"iperf3 {src} -> {dst}: {doc.get('error', 'no result')}")
-            return float(doc["end"]["sum_received"]["bits_per_second"]) / 1e9
-        finally:
-            if srv.poll() is None:
-                srv.kill()
-            srv.wait()
+            text = iperf3(
+                self.plan, client, src, server, dst, seconds=self.opts.seconds, port=self._port, reverse=reverse
+            )
+        except NetnsError as exc:
+            raise MeasureError(str(exc)) from None
+        return float(json.loads(text)["end"]["sum_received"]["bits_per_second"]) / 1e9
 
     def _pid(self, host: str) -> int:
         try:
             return pid(self.plan, host)
-        except BenchError as exc:
+        except NetnsError as exc:
             raise MeasureError(str(exc)) from None
 
     def allreduce(self, name: str, ranks: Sequence[tuple[Node, Rail]], scope: str) -> float:

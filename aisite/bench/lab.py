@@ -2,14 +2,14 @@
 namespaces (their rails, addresses, source routes), so their traffic crosses the emulated leaves and spines.
 
 The lab's node images carry no PyTorch: the ResNet payload runs with this checkout's Python inside each node's
-network namespace (`nsenter -n`), one process per rail, gloo bound to the rail's interface. iperf3 is the nodes'
-own (podman exec). Bytes the switches forwarded during a run are read from their ports and kept with the result.
+network namespace (`nsenter -n`), one process per rail, gloo bound to the rail's interface; iperf3 likewise
+(aisite.lab.netns, acceptance's runner too). Bytes the switches forwarded during a run are read from their ports
+and kept with the result.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aisite.bench.results import Result, collect
-from aisite.lab.podman import CONF, LabError, podman, run
+from aisite.lab.netns import NetnsError, in_netns, iperf3, pid
+from aisite.lab.podman import LabError
 from aisite.loader import ROOT
 from aisite.payloads import command_args, tools
 from aisite.plan import FABRIC_ROLES, Node, Plan, Rail, WorkloadPlan
-from aisite.render.inventory import container_name
 
 Say = Callable[[str], None]
 LAB_KINDS = ("resnet50-train", "resnet50-infer", "resnet152-train", "resnet152-infer", "iperf3")
@@ -39,19 +39,6 @@ class Options:
     batch_size: int = 4
     seconds: int = 3  # iperf3
     timeout: float = 600.0
-
-
-def pid(plan: Plan, host: str) -> int:
-    name = container_name(plan, host)
-    out = podman("inspect", "--format", "{{.State.Status}} {{.State.Pid}}", name, check=False).split()
-    if len(out) != 2 or out[0] != "running" or out[1] == "0":
-        raise BenchError(f"{host}: container {name} is not running: start the lab first (aisite lab up {plan.site})")
-    return int(out[1])
-
-
-def in_netns(plan: Plan, host: str, *cmd: str, check: bool = True) -> str:
-    """`cmd` run (with this machine's tools) inside a lab host's network namespace; its stdout."""
-    return run(["nsenter", "-t", str(pid(plan, host)), "-n", *cmd], check=check, what=f"{host}: {' '.join(cmd[:4])}")
 
 
 def fabric_bytes(plan: Plan) -> dict[str, int]:
@@ -181,43 +168,11 @@ def _resnet(plan: Plan, w: WorkloadPlan, ranks: list[tuple[Node, Rail]], opts: O
 def _iperf3(plan: Plan, w: WorkloadPlan, opts: Options, say: Say) -> Result:
     a, b = gpu_nodes(plan, w)[:2]
     src, dst = a.rails[0], b.rails[-1]  # different leaves when the nodes have two rails or more
-    ca, cb = container_name(plan, a.name), container_name(plan, b.name)
     say(f"{w.name}: iperf3 {a.name} {src.address} ({src.leaf}) -> {b.name} {dst.address} ({dst.leaf})")
-    podman("exec", "-d", cb, "iperf3", "-s", "-1", "-B", dst.address, "-p", "5201", what=f"{b.name}: iperf3 server")
-    # A client that tries before the one-off server listens would use it up: wait until it listens.
-    for _ in range(40):
-        if podman("exec", cb, "sh", "-c", "ss -Hltn 'sport = :5201'", check=False).strip():
-            break
-        time.sleep(0.25)
-    text = ""
-    for _ in range(20):
-        r = subprocess.run(
-            [
-                "podman",
-                "exec",
-                ca,
-                "iperf3",
-                "-J",
-                "-c",
-                dst.address,
-                "-B",
-                src.address,
-                "-t",
-                str(opts.seconds),
-                "-P",
-                "2",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            env=os.environ | {"CONTAINERS_CONF": str(CONF)},  # the lab's podman settings, as every lab command
-        )
-        text = r.stdout
-        if r.returncode == 0:
-            break
-        time.sleep(0.5)
-    else:
-        raise BenchError(f"{w.name}: iperf3 from {a.name} to {dst.address} failed: {text.strip()[-400:]}")
+    try:
+        text = iperf3(plan, a.name, src.address, b.name, dst.address, seconds=opts.seconds, parallel=2)
+    except NetnsError as exc:
+        raise BenchError(f"{w.name}: {exc}") from None
     doc = tools.to_result(
         "iperf3",
         w.name,

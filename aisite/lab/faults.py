@@ -4,7 +4,7 @@ removed); nothing outside the lab's own namespaces is touched."""
 
 from __future__ import annotations
 
-from aisite.bench.lab import in_netns
+from aisite.lab.netns import in_netns
 from aisite.lab.podman import LabError
 from aisite.plan import Plan, Rail
 
