@@ -60,6 +60,17 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
                     f"{g.model} runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only",
                 )
             )
+    for key in ("management", "oob"):
+        group = getattr(site.switches, key)
+        if group is not None and group.count and group.os != "generic":
+            out.append(
+                Problem(
+                    f"site.switches.{key}.os",
+                    f"{group.os}, but aisite does not configure {key} switches yet: their cables are planned and "
+                    "checked over LLDP (aisite cabling), their VLANs and ports are the site's to set; `generic` "
+                    "says so",
+                )
+            )
     empty = [s.name for s in plan.switches_by_role("leaf") if not s.host_subnets]
     leaves = plan.switches_by_role("leaf")
     if railed and empty:

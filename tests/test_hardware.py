@@ -142,12 +142,15 @@ def test_warnings_are_printed_in_json_and_fail_only_when_strict() -> None:
     r = run_cli("validate", "h100pod", "--json")
     assert r.returncode == 0, r.stderr
     warnings = json.loads(r.stdout)["warnings"]
-    assert warnings == [
-        {
-            "path": "site.gpu_nodes[0].model",
-            "message": "dgx-h100 runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only",
-        }
+    assert [w["path"] for w in warnings] == [
+        "site.gpu_nodes[0].model",
+        "site.switches.management.os",
+        "site.switches.oob.os",
     ]
+    assert (
+        warnings[0]["message"] == "dgx-h100 runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only"
+    )
+    assert warnings[1]["message"].startswith("cumulus, but aisite does not configure management switches yet")
     strict = run_cli("validate", "h100pod", "--strict")
     assert strict.returncode == 1 and "warning: site.gpu_nodes[0].model" in strict.stdout
 

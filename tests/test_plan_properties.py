@@ -278,3 +278,32 @@ def test_each_tier_peers_only_up_and_down_with_valley_free_asns(data: dict[str, 
     if layout.three_tier:
         assert len(asns["spine"]) == layout.pods
         assert not asns["spine"] & asns["leaf"] and not asns["super-spine"] & (asns["spine"] | asns["leaf"])
+
+
+@given(sites(), st.randoms(use_true_random=False))
+def test_rails_carry_the_models_nics_and_a_port_permutation_only_reorders_them(data: dict[str, Any], rnd: Any) -> None:
+    """A documented model's rail N is its port N (the catalog's order, nearest GPU N); a site's port list that
+    permutes the model's ports gives each rail the NIC it names and changes nothing else of the rails."""
+    plan = build_plan(parse_site(data))
+    for n in plan.nodes:
+        ports = SERVER_MODELS[n.model].compute_ports if n.model in SERVER_MODELS else ()
+        for r in n.rails:
+            want = ports[r.index] if r.index < len(ports) else None
+            assert (r.port, r.rdma, r.pci) == ((want.label, want.rdma, want.pci) if want else ("", "", ""))
+        assert len({r.pci for r in n.rails if r.pci}) == len([r for r in n.rails if r.pci])
+    shuffled = copy.deepcopy(data)
+    for g in shuffled["gpu_nodes"]:
+        ports = SERVER_MODELS[g["model"]].compute_ports if g["model"] in SERVER_MODELS else ()
+        if ports:
+            labels = [p.label for p in ports]
+            rnd.shuffle(labels)
+            g["ports"] = [{"label": label} for label in labels]
+    again = build_plan(parse_site(shuffled))
+    by_label = {p.label: p for m in SERVER_MODELS.values() for p in m.compute_ports}
+    for a, b in zip(plan.nodes, again.nodes, strict=True):
+        assert [(r.address, r.leaf, r.leaf_port) for r in a.rails] == [
+            (r.address, r.leaf, r.leaf_port) for r in b.rails
+        ]
+        for r in b.rails:
+            if r.port:
+                assert (r.rdma, r.pci) == (by_label[r.port].rdma, by_label[r.port].pci)
