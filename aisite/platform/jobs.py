@@ -20,7 +20,6 @@ from typing import Any
 
 from aisite.payloads import command_args
 from aisite.plan import LABEL_PREFIX, Plan, TenantPlan, WorkloadPlan
-from aisite.plan.fabric import pod_network_name
 from aisite.platform.common import GPU_RESOURCE, labels, obj
 from aisite.platform.kueue import (
     LOCAL_QUEUE,
@@ -30,7 +29,7 @@ from aisite.platform.kueue import (
     topology_aware,
     topology_levels,
 )
-from aisite.platform.rails import rail_devices, rail_interfaces, rail_resource
+from aisite.platform.rails import pod_networks, rail_devices, rail_interfaces, rail_resource
 from aisite.platform.trainer import TRAINER_RUNTIME
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "payloads"
@@ -131,11 +130,11 @@ def topology_request(plan: Plan, w: WorkloadPlan) -> dict[str, str]:
 def _pod_meta(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
     meta: dict[str, Any] = {"labels": labels(plan, tenant=w.tenant, workload=w.name)}
     annotations = topology_request(plan, w)
-    rails = _rails(plan)
-    if rails:
+    rails, networks = _rails(plan), pod_networks(plan)
+    if rails and networks:
         # The same names on every node: each node's file gives its unit's pool (platform/rails.py), so a job
         # that spans units gets every rail too.
-        annotations["k8s.v1.cni.cncf.io/networks"] = ",".join(pod_network_name(r) for r in rails)
+        annotations["k8s.v1.cni.cncf.io/networks"] = ",".join(networks[r] for r in rails if r in networks)
     if annotations:
         meta["annotations"] = annotations
     return meta

@@ -17,7 +17,7 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
 from aisite.plan import LABEL_PREFIX, Plan, Switch, TenantPlan
-from aisite.plan.fabric import pod_network_name, pod_pool_name, rail_host_address
+from aisite.plan.fabric import pod_pool_name, rail_host_address
 from aisite.platform.common import labels, obj
 from aisite.platform.tenants import in_tenant
 
@@ -41,6 +41,16 @@ def rail_interfaces(plan: Plan) -> dict[int, str]:
     for n in plan.nodes:
         for r in n.rails:
             out.setdefault(r.index, r.interface)
+    return dict(sorted(out.items()))
+
+
+def pod_networks(plan: Plan) -> dict[int, str]:
+    """rail -> the pods' network on it, as the plan names it (one name a rail on every node); none without pods."""
+    out: dict[int, str] = {}
+    for n in plan.nodes:
+        for r in n.rails:
+            if r.pod_network:
+                out.setdefault(r.index, r.pod_network)
     return dict(sorted(out.items()))
 
 
@@ -144,12 +154,12 @@ def tenant_networks(plan: Plan, t: TenantPlan) -> list[dict[str, Any]]:
         obj(
             NAD,
             "NetworkAttachmentDefinition",
-            pod_network_name(rail),
+            name,
             labels(plan, tenant=t.name),
             t.namespace,
             spec={},
         )
-        for rail in rail_interfaces(plan)
+        for name in pod_networks(plan).values()
     ]
 
 
