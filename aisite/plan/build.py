@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aisite.catalog import GPU_TYPES, NicPort
 from aisite.model import (
@@ -25,11 +25,11 @@ from aisite.plan.fabric import (
     panel,
     pod_network_name,
     pod_pool_name,
-    port_name,
     rail_block,
     rail_block_prefix,
     rail_host_address,
     roce_qos,
+    switch_port,
 )
 from aisite.plan.kubernetes import kubernetes_plan, tenant_plans, workload_plans
 from aisite.plan.pools import Pool, explicit_addresses
@@ -79,27 +79,25 @@ def exports(site: Site, nodes: tuple[Node, ...]) -> tuple[ExportPlan, ...]:
 class _Slots:
     """Fills the ports of a group of access switches in order, spilling to the next switch when one is full."""
 
-    names: list[str]
-    ports: int
-    os: str
-    speed: int
-    front: tuple[int, int] = (1, 0)
+    group: AccessSwitchGroup | None
     used: int = 0
+    names: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.names = self.group.switch_names() if self.group else []
+
+    @property
+    def speed(self) -> int:
+        return self.group.speed_gbps if self.group else 0
 
     def take(self) -> tuple[str, str] | None:
-        if not self.names:
+        if self.group is None or not self.names:
             return None
-        switch, port = divmod(self.used, self.ports)
+        switch, port = divmod(self.used, self.group.ports)
         self.used += 1
         if switch >= len(self.names):
             raise ValueError(f"access switches {self.names} have no free port")
-        return self.names[switch], port_name(self.os, port + 1, self.speed, self.front)
-
-
-def _access_slots(group: AccessSwitchGroup | None) -> _Slots:
-    if group is None:
-        return _Slots([], 1, "generic", 0)
-    return _Slots(group.switch_names(), group.ports, group.os, group.speed_gbps, panel(group))
+        return self.names[switch], switch_port(self.group, port + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +134,8 @@ class _Builder:
         self.loopbacks = Pool(nets.loopbacks, reserved)
         self.p2p_next = int(nets.p2p.network_address)
         self.layout = fabric_layout(site)
-        self.mgmt_slots = _access_slots(site.switches.management)
-        self.oob_slots = _access_slots(site.switches.oob)
+        self.mgmt_slots = _Slots(site.switches.management)
+        self.oob_slots = _Slots(site.switches.oob)
         self.leaf_names = site.switches.leaves.switch_names()
         self.block_prefix = rail_block_prefix(site.fabric.scalable_unit, site.fabric.rail_pod_addresses)
         self.host_ports: dict[tuple[int, int], list[str]] = {}  # (leaf index, rail) -> node-facing ports
@@ -219,7 +217,7 @@ class _Builder:
             leaf_index = su * layout.leaves_per_su + in_su
             leaf = self.leaf_names[leaf_index]
             port_no = pos * layout.max_rails_per_leaf + (r - layout.rails_of_leaf(in_su).start) + 1
-            leaf_port = port_name(leaves.os, port_no, leaves.speed_gbps, panel(leaves))
+            leaf_port = switch_port(leaves, port_no)
             block = rail_block(self.site.networks.rails[r], self.block_prefix, su)
             gateway = block.network_address + 1
             out.append(
@@ -354,13 +352,13 @@ class _Builder:
         first_uplink = leaves.ports - layout.uplinks(len(self.leaf_names)) + 1
 
         def leaf_port(n: int) -> str:
-            return port_name(leaves.os, first_uplink + n, leaves.speed_gbps, panel(leaves))
+            return switch_port(leaves, first_uplink + n)
 
         for li, leaf in enumerate(self.leaf_names):
             if spines.count:
                 for si, spine in enumerate(spine_names):
                     for u in range(up):
-                        spine_port = port_name(spines.os, li * up + u + 1, spines.speed_gbps, panel(spines))
+                        spine_port = switch_port(spines, li * up + u + 1)
                         self.link((leaf, leaf_port(si * up + u), asn[leaf]), (spine, spine_port, asn[spine]), speed)
             else:
                 # No spines: the leaves mesh directly, each pair joined by uplinks_per_spine links.
@@ -390,8 +388,8 @@ class _Builder:
             for si in range(per_pod):
                 spine = spine_names[pod * per_pod + si]
                 for u in range(up):
-                    leaf_port = port_name(leaves.os, first_uplink + si * up + u, leaves.speed_gbps, panel(leaves))
-                    spine_port = port_name(spines.os, local * up + u + 1, spines.speed_gbps, panel(spines))
+                    leaf_port = switch_port(leaves, first_uplink + si * up + u)
+                    spine_port = switch_port(spines, local * up + u + 1)
                     self.link((leaf, leaf_port, asn[leaf]), (spine, spine_port, asn[spine]), leaf_speed)
         ups = fab.uplinks_per_super_spine
         speed = min(spines.speed_gbps, supers.speed_gbps)
@@ -404,11 +402,9 @@ class _Builder:
             for k in range(per_plane):
                 super_spine = super_names[k * layout.planes + plane]
                 for u in range(ups):
-                    spine_port = port_name(
-                        spines.os, first_spine_uplink + k * ups + u, spines.speed_gbps, panel(spines)
-                    )
+                    spine_port = switch_port(spines, first_spine_uplink + k * ups + u)
                     slot = (pod * spines_in_plane + local // layout.planes) * ups + u + 1
-                    super_port = port_name(supers.os, slot, supers.speed_gbps, panel(supers))
+                    super_port = switch_port(supers, slot)
                     self.link((spine, spine_port, asn[spine]), (super_spine, super_port, asn[super_spine]), speed)
         return asn
 

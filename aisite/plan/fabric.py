@@ -251,6 +251,11 @@ def panel(group: SwitchGroupBase) -> tuple[int, int]:
     return max(1, model.split(group.ports)), model.lanes
 
 
+def switch_port(group: SwitchGroupBase, port: int) -> str:
+    """Port `port` (1-based) of a switch of `group`, as its OS names it on its front panel."""
+    return port_name(group.os, port, group.speed_gbps, panel(group))
+
+
 def port_name(os: str, port: int, speed_gbps: int, front: tuple[int, int] = (1, 0)) -> str:
     """Front-panel port `port` (1-based) in the naming of the switch operating system. `front` is `panel()`:
     split cages name their ports after the cage (Cumulus swp1s0, swp1s1; SONiC by first lane, Ethernet0 and

@@ -35,33 +35,31 @@ def rail_resource(rail: int) -> str:
     return f"{RDMA_PREFIX}/rail{rail}"
 
 
-def rail_interfaces(plan: Plan) -> dict[int, str]:
-    """rail -> its interface name on the GPU nodes (checks hold it to one name per rail)."""
-    out: dict[int, str] = {}
+def _per_rail(plan: Plan, field: str) -> dict[int, list[str]]:
+    """rail -> the distinct values of one of its fields over the GPU nodes, in the nodes' order."""
+    out: dict[int, list[str]] = {}
     for n in plan.nodes:
         for r in n.rails:
-            out.setdefault(r.index, r.interface)
+            values = out.setdefault(r.index, [])
+            if getattr(r, field) not in values:
+                values.append(getattr(r, field))
     return dict(sorted(out.items()))
+
+
+def rail_interfaces(plan: Plan) -> dict[int, str]:
+    """rail -> its interface name on the GPU nodes (checks hold it to one name per rail)."""
+    return {i: v[0] for i, v in _per_rail(plan, "interface").items()}
 
 
 def pod_networks(plan: Plan) -> dict[int, str]:
     """rail -> the pods' network on it, as the plan names it (one name a rail on every node); none without pods."""
-    out: dict[int, str] = {}
-    for n in plan.nodes:
-        for r in n.rails:
-            if r.pod_network:
-                out.setdefault(r.index, r.pod_network)
-    return dict(sorted(out.items()))
+    return {i: names[0] for i, v in _per_rail(plan, "pod_network").items() if (names := [x for x in v if x])}
 
 
 def rail_devices(plan: Plan) -> dict[int, str]:
     """rail -> its RDMA device where every GPU node names it alike (aisite.catalog or the site's ports); a rail
     whose device is unknown on some node, or differs between models, is left out."""
-    seen: dict[int, set[str]] = {}
-    for n in plan.nodes:
-        for r in n.rails:
-            seen.setdefault(r.index, set()).add(r.rdma)
-    return {i: next(iter(v)) for i, v in sorted(seen.items()) if len(v) == 1 and "" not in v}
+    return {i: v[0] for i, v in _per_rail(plan, "rdma").items() if len(v) == 1 and v[0]}
 
 
 def _leaf_blocks(plan: Plan) -> list[tuple[Switch, int, IPv4Network, IPv4Address]]:
