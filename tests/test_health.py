@@ -63,6 +63,50 @@ def test_ecc_and_row_remapping_from_nvidia_smi() -> None:
     assert [p.message for p in problems(pending, "ecc")] == ["row remapping pending (4 uncorrectable): reset the GPU"]
 
 
+def test_a_real_h200_on_driver_580() -> None:
+    # Recorded on a lent H200 (driver 580.159.04) by benchmarks/gpu_device_check.sh: R570+ splits SRAM uncorrectable
+    # into Parity and SEC-DED and adds the field-diagnostics threshold, memory repairs and the recovery action.
+    [g] = parse.smi_query(fixture("nvidia-smi-q-h200-580.txt"))
+    assert (g.bus_id, g.product, g.ecc_mode) == ("00000000:00:06.0", "NVIDIA H200", "Enabled")
+    assert (g.volatile_sram_uncorrectable, g.aggregate_sram_uncorrectable, g.volatile_dram_uncorrectable) == (0, 0, 0)
+    assert (g.sram_threshold_exceeded, g.channel_repair_pending, g.tpc_repair_pending) == (False, False, False)
+    assert (g.unrepairable_memory, g.recovery_action, g.remap_pending, g.remap_failed) == (False, "None", False, False)
+    h = judge(Facts(memory=[g]), DGX)
+    assert h.healthy and {"ecc", "gpu-recovery"} <= set(h.checked)
+    # A driver that prints no recovery action (R535): said skipped, not passed.
+    old = judge(Facts(memory=parse.smi_query(fixture("nvidia-smi-q-rtx4090-535-gpud.txt"))), DGX)
+    assert "gpu-recovery" not in old.checked and any(s.startswith("gpu-recovery:") for s in old.skipped)
+
+
+def test_h200_faults_in_the_r580_fields_are_each_found() -> None:
+    # The real H200 output with faults edited in (no published R570+ output of a faulty GPU was found): each field
+    # alone must take the GPU out, and the split SRAM counters are summed.
+    real = fixture("nvidia-smi-q-h200-580.txt")
+
+    def edited(*pairs: tuple[str, str, str]) -> NodeHealth:
+        lines = real.splitlines()
+        for key, value, after in pairs:
+            start = next(i for i, line in enumerate(lines) if line.strip().startswith(after))
+            at = next(i for i in range(start, len(lines)) if lines[i].strip().startswith(key))
+            lines[at] = lines[at].rsplit(":", 1)[0] + ": " + value
+        return judge(Facts(memory=parse.smi_query("\n".join(lines))), DGX)
+
+    sram = edited(("SRAM Uncorrectable Parity", "2", "Volatile"), ("SRAM Uncorrectable SEC-DED", "3", "Volatile"))
+    assert [p.message for p in problems(sram, "ecc")] == ["5 uncorrectable SRAM ECC errors"]
+    cases = {
+        "SRAM Threshold Exceeded": "SRAM errors exceed the field diagnostics threshold: run them",
+        "Channel Repair Pending": "a memory channel repair is pending: reset the GPU",
+        "TPC Repair Pending": "a TPC repair is pending: reset the GPU",
+        "Unrepairable Memory": "memory the GPU cannot repair: the GPU needs replacing",
+    }
+    for key, message in cases.items():
+        h = edited((key, "Yes", "ECC Errors"))
+        assert [p.message for p in h.problems] == [message] and h.reason == "ecc", key
+    reset = edited(("GPU Recovery Action", "Reset", "GPU "))
+    assert [(p.check, p.message) for p in reset.problems] == [("gpu-recovery", "the driver asks for recovery: Reset")]
+    assert not reset.healthy
+
+
 def test_a_missing_gpu_is_a_problem() -> None:
     h = judge(Facts(memory=parse.smi_query(fixture("nvidia-smi-q-rtx4090-535-gpud.txt"))), Expected("n", 8, False, ()))
     assert [p.message for p in problems(h, "gpu-count")] == ["1 GPUs answer, the plan has 8"]

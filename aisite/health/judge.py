@@ -92,6 +92,7 @@ CHECKS = {
     "ecc": 0,
     "nvlink": 0,
     "gpu-count": 0,
+    "gpu-recovery": 0,
     "dcgm-diag": 0,
     "rail": 1,
     "rdma": 1,
@@ -213,6 +214,10 @@ def _memory(facts: Facts, expected: Expected, h: NodeHealth, gpu: bool) -> None:
         h.skipped.append("ecc, gpu-count: nvidia-smi is not on this node")
         return
     h.checked += ["gpu-count", "ecc"]
+    if any(g.recovery_action is not None for g in facts.memory):
+        h.checked.append("gpu-recovery")
+    elif facts.memory:
+        h.skipped.append("gpu-recovery: the driver prints no GPU Recovery Action")
     if len(facts.memory) != expected.gpus:
         h.problems.append(
             Problem("gpu-count", "node", f"{len(facts.memory)} GPUs answer, the plan has {expected.gpus}")
@@ -235,6 +240,20 @@ def _memory(facts: Facts, expected: Expected, h: NodeHealth, gpu: bool) -> None:
             h.problems.append(Problem("ecc", subject, f"{g.volatile_sram_uncorrectable} uncorrectable SRAM ECC errors"))
         if g.retired_pending:
             h.problems.append(Problem("ecc", subject, "a page retirement is pending: reset the GPU"))
+        # R570+ drivers (NVML: nvmlEccSramErrorStatus_v1_t's bThresholdExceeded, "the error threshold of field diag";
+        # nvmlRepairStatus; nvmlUnrepairableMemoryStatus).
+        if g.sram_threshold_exceeded:
+            h.problems.append(Problem("ecc", subject, "SRAM errors exceed the field diagnostics threshold: run them"))
+        if g.channel_repair_pending:
+            h.problems.append(Problem("ecc", subject, "a memory channel repair is pending: reset the GPU"))
+        if g.tpc_repair_pending:
+            h.problems.append(Problem("ecc", subject, "a TPC repair is pending: reset the GPU"))
+        if g.unrepairable_memory:
+            h.problems.append(Problem("ecc", subject, "memory the GPU cannot repair: the GPU needs replacing"))
+        # The driver's own verdict after an uncorrectable error (NVIDIA GPU Memory Error Management, Error Recovery
+        # and Response Flags: None, Reset, Reboot, Drain P2P, Drain and Reset): anything but None takes it out.
+        if g.recovery_action is not None and g.recovery_action != "None":
+            h.problems.append(Problem("gpu-recovery", subject, f"the driver asks for recovery: {g.recovery_action}"))
         if g.ecc_mode == "Disabled" and expected.nvlink:
             h.problems.append(Problem("ecc", subject, "ECC is disabled on a data-centre GPU"))
 

@@ -75,7 +75,8 @@ def _counters(ports: list[parse.RdmaPort]) -> dict[str, dict[str, int]]:
 
 
 def collect(expected: Expected, window: int, previous: dict[str, dict[str, int]] | None = None) -> Facts:
-    smi = _run("nvidia-smi", "-q", "-d", "ECC,ROW_REMAPPER,PAGE_RETIREMENT") if expected.gpus else None
+    # The whole query: the driver's GPU Recovery Action is in no -d section of ECC, ROW_REMAPPER or PAGE_RETIREMENT.
+    smi = _run("nvidia-smi", "-q") if expected.gpus else None
     nvlink = _run("nvidia-smi", "nvlink", "--status") if expected.nvlink else None
     log = _kernel_log(window)
     links = _run("ip", "-j", "addr", "show")

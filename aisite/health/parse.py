@@ -3,7 +3,7 @@
 - the kernel log (dmesg, journalctl -k): NVIDIA XID events `NVRM: Xid (PCI:0000:3b:00): 79, ...`, and the
   multi-line "has fallen off the bus" report newer drivers print without an XID (taken as XID 79);
 - `nvidia-smi -q` (whole, or sections such as `-d ECC,ROW_REMAPPER,PAGE_RETIREMENT`): per GPU its ECC mode,
-  uncorrectable counts, retired pages pending and row remapping state;
+  uncorrectable counts, retired pages pending, row remapping state, memory repairs and the driver's recovery action;
 - `nvidia-smi nvlink --status`: per GPU its links and their speed, or that all are inactive; `dcgmi nvlink
   --link-status`: per GPU each link up or down;
 - `dcgmi diag -r N -j`: every test's result per GPU;
@@ -61,6 +61,14 @@ class GpuMemoryState:
     remap_uncorrectable: int | None = None
     remap_pending: bool | None = None
     remap_failed: bool | None = None
+    # R570+ drivers (seen on an H200, driver 580): SRAM uncorrectable split into parity and SEC-DED, the field
+    # diagnostics threshold, memory repairs and the driver's own recovery action (NVML's nvmlEccSramErrorStatus_v1_t,
+    # nvmlRepairStatus, nvmlUnrepairableMemoryStatus, nvmlDeviceGetGpuRecoveryAction).
+    sram_threshold_exceeded: bool | None = None
+    channel_repair_pending: bool | None = None
+    tpc_repair_pending: bool | None = None
+    unrepairable_memory: bool | None = None
+    recovery_action: str | None = None  # None, Reset, Reboot, Drain P2P, Drain and Reset: as the driver prints it
 
 
 def _value(text: str) -> int | bool | str | None:
@@ -107,6 +115,9 @@ def smi_query(text: str) -> list[GpuMemoryState]:
     return gpus
 
 
+_SRAM_UNCORRECTABLE = ("SRAM Uncorrectable", "SRAM Uncorrectable Parity", "SRAM Uncorrectable SEC-DED")
+
+
 def _assign(g: GpuMemoryState, where: tuple[str, ...], key: str, value: int | bool | str | None) -> None:
     section = where[0] if where else ""
     sub = where[1] if len(where) > 1 else ""
@@ -114,16 +125,28 @@ def _assign(g: GpuMemoryState, where: tuple[str, ...], key: str, value: int | bo
         g.product = str(value or "")
     elif not where and key == "GPU UUID":
         g.uuid = str(value or "")
+    elif not where and key == "GPU Recovery Action":
+        g.recovery_action = str(value)[:40] if value is not None else None
     elif section == "ECC Mode" and key == "Current":
         g.ecc_mode = str(value if value is not None else "N/A")
     elif section in ("ECC Errors", "Ecc Errors") and isinstance(value, int) and not isinstance(value, bool):
         # Drivers before R510 name them Double Bit / Single Bit; since, DRAM and SRAM (Un)correctable.
         if sub == "Volatile" and key in ("DRAM Uncorrectable", "Double Bit ECC Total", "Total"):
             g.volatile_dram_uncorrectable = value
-        elif sub == "Volatile" and key == "SRAM Uncorrectable":
-            g.volatile_sram_uncorrectable = value
-        elif sub == "Aggregate" and key == "SRAM Uncorrectable":
-            g.aggregate_sram_uncorrectable = value
+        # R570+ prints SRAM Uncorrectable as two counters, Parity and SEC-DED: their sum is the old one.
+        elif sub == "Volatile" and key in _SRAM_UNCORRECTABLE:
+            g.volatile_sram_uncorrectable = (g.volatile_sram_uncorrectable or 0) + value
+        elif sub == "Aggregate" and key in _SRAM_UNCORRECTABLE:
+            g.aggregate_sram_uncorrectable = (g.aggregate_sram_uncorrectable or 0) + value
+    elif section in ("ECC Errors", "Ecc Errors") and isinstance(value, bool):
+        if sub == "Aggregate" and key == "SRAM Threshold Exceeded":
+            g.sram_threshold_exceeded = value
+        elif not sub and key == "Channel Repair Pending":
+            g.channel_repair_pending = value
+        elif not sub and key == "TPC Repair Pending":
+            g.tpc_repair_pending = value
+        elif not sub and key == "Unrepairable Memory":
+            g.unrepairable_memory = value
     elif section == "Retired Pages" and key in ("Pending Page Blacklist", "Pending Page Retirement"):
         g.retired_pending = value if isinstance(value, bool) else None
     elif section == "Remapped Rows":
