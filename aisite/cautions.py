@@ -62,13 +62,12 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
             )
     for key in ("management", "oob"):
         group = getattr(site.switches, key)
-        if group is not None and group.count and group.os != "generic":
+        if group is not None and group.count and group.os != "generic" and not group.uplinks:
             out.append(
                 Problem(
-                    f"site.switches.{key}.os",
-                    f"{group.os}, but aisite does not configure {key} switches yet: their cables are planned and "
-                    "checked over LLDP (aisite cabling), their VLANs and ports are the site's to set; `generic` "
-                    "says so",
+                    f"site.switches.{key}.uplinks",
+                    f"none: aisite replaces these {group.os} switches' whole configuration, so their network "
+                    "reaches no further than them; name the ports to the site's core",
                 )
             )
     empty = [s.name for s in plan.switches_by_role("leaf") if not s.host_subnets]

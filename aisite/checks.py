@@ -26,6 +26,7 @@ from aisite.model import (
     group_hardware,
 )
 from aisite.plan import FabricLayout, fabric_capacity, fabric_layout, group_rails, rail_block_prefix
+from aisite.plan.fabric import switch_port
 from aisite.plan.kubernetes import (
     CNI_MANIFESTS,
     PINNED,
@@ -55,6 +56,7 @@ def check_site(site: Site) -> list[Problem]:
     _check_fabric(site, layout, out)
     _check_tiers(site, layout, out)
     _check_switch_models(site, out)
+    _check_access_switches(site, out)
     _check_capacity(site, layout, out)
     _check_kubernetes(site, out)
     _check_tenants(site, out)
@@ -571,6 +573,64 @@ def _check_switch_models(site: Site, out: list[Problem]) -> None:
                     "cage) or run Cumulus or SONiC",
                 )
             )
+
+
+# The OSes aisite configures management and out-of-band switches with (VLAN-aware bridge, access ports, trunk
+# uplinks); `generic` leaves one to the site.
+ACCESS_OS = ("cumulus",)
+
+
+def _check_access_switches(site: Site, out: list[Problem]) -> None:
+    """Management and out-of-band switches aisite configures: an OS it renders them for, the release NVUE needs,
+    two networks never on one VLAN, uplinks that are not a port it cables a node to."""
+    for key in ("management", "oob"):
+        group: AccessSwitchGroup | None = getattr(site.switches, key)
+        if group is None or not group.count:
+            continue
+        path = f"site.switches.{key}"
+        if group.os == "generic":
+            if group.uplinks:
+                out.append(Problem(f"{path}.uplinks", "generic switches are the site's to configure: no uplinks"))
+            continue
+        if group.os not in ACCESS_OS:
+            out.append(
+                Problem(
+                    f"{path}.os",
+                    f"{group.os}: aisite configures {key} switches on {', '.join(ACCESS_OS)} only; `generic` "
+                    "leaves them to the site (their cables are still planned and checked)",
+                )
+            )
+            continue
+        low, high = CUMULUS_RELEASES
+        supported = f"{low[0]}.{low[1]} to {high[0]}.{high[1]}"
+        release = tuple(int(p) for p in group.os_version.split(".")[:2]) if group.os_version else None
+        if group.os == "cumulus" and release is None:
+            out.append(
+                Problem(
+                    f"{path}.os_version",
+                    f"say which Cumulus Linux release the switches run ({supported}): NVUE's syntax changed in 5.15",
+                )
+            )
+        elif group.os == "cumulus" and release is not None and not low <= release <= high:
+            out.append(Problem(f"{path}.os_version", f"{group.os_version}: aisite renders NVUE for {supported}"))
+        if key == "management" and group.vlans.management == group.vlans.storage:
+            out.append(
+                Problem(f"{path}.vlans.storage", f"{group.vlans.storage}: the management network's VLAN as well")
+            )
+        cabled = {switch_port(group, n) for n in range(1, group.ports + 1)}
+        seen: set[str] = set()
+        for i, port in enumerate(group.uplinks):
+            if port in cabled:
+                out.append(
+                    Problem(
+                        f"{path}.uplinks[{i}]",
+                        f"{port} is one of the {group.ports} ports aisite cables nodes and BMCs to (ports: "
+                        f"{group.ports}): an uplink is a port beyond them",
+                    )
+                )
+            elif port in seen:
+                out.append(Problem(f"{path}.uplinks[{i}]", f"{port} is named twice"))
+            seen.add(port)
 
 
 def _check_switch_os(site: Site, out: list[Problem]) -> None:

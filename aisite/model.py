@@ -252,10 +252,27 @@ class SwitchGroup(SwitchGroupBase):
     os: SwitchOs
 
 
+VlanId = Annotated[int, Field(ge=2, le=4094)]
+
+
+class AccessVlans(Strict):
+    """The VLAN of each network on the access switches: a node's or BMC's port is an access port of its network's
+    VLAN; the uplinks carry them all, tagged. Site-local numbers: match the site's core."""
+
+    management: VlanId = 10
+    storage: VlanId = 20
+    oob: VlanId = 30
+
+
 class AccessSwitchGroup(SwitchGroupBase):
-    """Management (in-band: management and storage ports) or out-of-band (BMC and switch management ports)."""
+    """Management (in-band: management and storage ports) or out-of-band (BMC and switch management ports).
+    `generic`: the site configures them itself (aisite plans and checks their cables only)."""
 
     os: SwitchOs | Literal["generic"] = "generic"
+    vlans: AccessVlans = AccessVlans()
+    # Ports to the site's network (its core or a border pair), trunks of every VLAN above. aisite replaces the
+    # switch's whole configuration, so a port not planned here or by a cable is left unconfigured.
+    uplinks: Annotated[list[IfName], Field(max_length=16)] = []
 
 
 class Switches(Strict):

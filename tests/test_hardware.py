@@ -142,15 +142,10 @@ def test_warnings_are_printed_in_json_and_fail_only_when_strict() -> None:
     r = run_cli("validate", "h100pod", "--json")
     assert r.returncode == 0, r.stderr
     warnings = json.loads(r.stdout)["warnings"]
-    assert [w["path"] for w in warnings] == [
-        "site.gpu_nodes[0].model",
-        "site.switches.management.os",
-        "site.switches.oob.os",
-    ]
+    assert [w["path"] for w in warnings] == ["site.gpu_nodes[0].model"]
     assert (
         warnings[0]["message"] == "dgx-h100 runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only"
     )
-    assert warnings[1]["message"].startswith("cumulus, but aisite does not configure management switches yet")
     strict = run_cli("validate", "h100pod", "--strict")
     assert strict.returncode == 1 and "warning: site.gpu_nodes[0].model" in strict.stdout
 
@@ -244,3 +239,79 @@ def test_cumulus_splits_each_cage_in_use(tmp_path: Path) -> None:
     assert interfaces["swp1s0"]["description"] == "dgx001:rail0 (OSFP4P2)"
     spine = yaml.safe_load((switches / "spine01.nvue.yaml").read_text())[0]["set"]["interface"]
     assert not any("breakout" in i.get("link", {}) for i in spine.values())
+
+
+def test_management_and_oob_switches_are_configured_from_the_plans_cables(tmp_path: Path) -> None:
+    """Each cable ending on a configured access switch is one access port of its network's VLAN (management and
+    storage on the management switches, BMCs and switch management on the out-of-band ones), each uplink a trunk;
+    `generic` switches get nothing, and the rendered NVUE carries exactly that."""
+    site = parse_site(stack_data("h100pod"))
+    plan = build_plan(site)
+    vlan = {"management": 10, "storage": 20, "bmc": 30, "switch-management": 30}
+    for sw in plan.switches:
+        if sw.role not in ("management", "oob"):
+            assert sw.access_ports == () and sw.vlans == ()
+            continue
+        cables = [c for c in plan.cables if c.b_device == sw.name]
+        access = [p for p in sw.access_ports if p.vlan]
+        assert [(p.port, p.vlan) for p in access] == [(c.b_port, vlan[c.kind]) for c in cables]
+        assert [p.port for p in sw.access_ports if not p.vlan] == (
+            ["swp49", "swp50"] if sw.role == "management" else ["swp49"]
+        )
+        assert sw.vlans == ((10, 20) if sw.role == "management" else (30,))
+        assert len({p.port for p in sw.access_ports}) == len(sw.access_ports)
+    # Every BMC and every managed switch's eth0 lands on an out-of-band access port of VLAN 30.
+    oob_ports = {(sw.name, p.port) for sw in plan.switches if sw.role == "oob" for p in sw.access_ports if p.vlan == 30}
+    assert {(c.b_device, c.b_port) for c in plan.cables if c.kind in ("bmc", "switch-management")} == oob_ports
+
+    generic = stack_data("h100pod")
+    generic["switches"]["oob"] = {k: v for k, v in generic["switches"]["oob"].items() if k not in ("os", "uplinks")}
+    g = build_plan(parse_site(generic))
+    assert all(sw.access_ports == () for sw in g.switches if sw.role == "oob")
+
+    r = run_cli("render", "h100pod", "--out", str(tmp_path), "--switch-configs")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = yaml.safe_load((tmp_path / "switches" / "mgmt01.nvue.yaml").read_text())[0]["set"]
+    mgmt01 = next(sw for sw in plan.switches if sw.name == "mgmt01")
+    assert set(doc["interface"]) == {p.port for p in mgmt01.access_ports}
+    for p in mgmt01.access_ports:
+        domain = doc["interface"][p.port]["bridge"]["domain"]["br_default"]
+        assert domain == ({"access": p.vlan} if p.vlan else {})
+        assert doc["interface"][p.port]["description"] == p.description
+    assert set(doc["bridge"]["domain"]["br_default"]["vlan"]) == {"10", "20"}
+    assert "router" not in doc and "qos" not in doc  # a VLAN bridge alone
+
+
+def test_access_switches_aisite_cannot_configure_are_refused() -> None:
+    site = stack_data("h100pod")
+    site["switches"]["management"] |= {"os": "onyx"}
+    site["switches"]["oob"] |= {"os_version": None, "uplinks": ["swp3", "swp49", "swp49"]}
+    with pytest.raises(SiteError) as exc:
+        parse_site(site)
+    found = [str(p) for p in exc.value.problems]
+    assert any(
+        p.startswith("site.switches.management.os: onyx: aisite configures management switches on cumulus")
+        for p in found
+    )
+    assert any(p.startswith("site.switches.oob.os_version: say which Cumulus Linux release") for p in found)
+    assert any(p.startswith("site.switches.oob.uplinks[0]: swp3 is one of the 48 ports aisite cables") for p in found)
+    assert "site.switches.oob.uplinks[2]: swp49 is named twice" in found
+    same = stack_data("h100pod")
+    same["switches"]["management"]["vlans"] = {"management": 40, "storage": 40}
+    same["switches"]["oob"]["uplinks"] = []
+    with pytest.raises(SiteError) as exc:
+        parse_site(same)
+    assert [str(p) for p in exc.value.problems] == [
+        "site.switches.management.vlans.storage: 40: the management network's VLAN as well"
+    ]
+    from aisite.cautions import site_warnings
+
+    fine = stack_data("h100pod")
+    fine["switches"]["oob"]["uplinks"] = []
+    s = parse_site(fine)
+    assert any(
+        str(w).startswith(
+            "site.switches.oob.uplinks: none: aisite replaces these cumulus switches' whole configuration"
+        )
+        for w in site_warnings(s, build_plan(s))
+    )

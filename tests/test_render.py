@@ -38,7 +38,7 @@ def test_inventory_groups_and_hosts(plan) -> None:  # type: ignore[no-untyped-de
     inv = inventory(plan)
     groups = inv["all"]["children"]
     reconciler = {"reconciler"} if plan.gitops else set()
-    switches = {"leaf", "spine", "super_spine"}
+    switches = {"leaf", "spine", "super_spine", "access_switches"}
     boot = {"boot_server"} if plan.provisioning else set()
     assert set(groups) == {"control_plane", "gpu_nodes", "storage_nodes", "oob"} | switches | reconciler | boot
     if plan.gitops:  # the reconciler's host, with the site's repository settings as its group's variables
@@ -50,6 +50,11 @@ def test_inventory_groups_and_hosts(plan) -> None:  # type: ignore[no-untyped-de
     assert len(groups["oob"]["hosts"]) == len(plan.nodes)
     assert len(groups["leaf"]["hosts"]) == len(plan.switches_by_role("leaf"))
     assert len(groups["super_spine"]["hosts"]) == len(plan.switches_by_role("super-spine"))
+    # The management and out-of-band switches aisite configures (not `generic` ones), with their VLANs and ports.
+    access = [s for s in plan.switches if s.role in ("management", "oob") and s.vlans]
+    assert list(groups["access_switches"]["hosts"]) == [s.name for s in access]
+    for sw in access:
+        assert groups["access_switches"]["hosts"][sw.name]["aisite_switch"]["vlans"] == list(sw.vlans)
     for node in plan.nodes:
         hv = groups[{"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}[node.role]]
         host = hv["hosts"][node.name]
@@ -171,7 +176,8 @@ def test_ansible_inventory_parses_the_rendering(plan, tmp_path: Path) -> None:  
     data = json.loads(result.stdout)
     hostvars = data["_meta"]["hostvars"]
     boot = 1 if plan.provisioning else 0  # the boot server
-    assert len(hostvars) == 2 * len(plan.nodes) + len([s for s in plan.switches if s.role in FABRIC_ROLES]) + boot
+    configured = [s for s in plan.switches if s.role in FABRIC_ROLES or s.vlans]
+    assert len(hostvars) == 2 * len(plan.nodes) + len(configured) + boot
     first_gpu = plan.by_role("gpu")[0]
     assert hostvars[first_gpu.name]["roce_qos"]["traffic_class"] == 106
     assert data.get("spine", {}).get("hosts", []) == [s.name for s in plan.switches_by_role("spine")]

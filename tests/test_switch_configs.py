@@ -28,12 +28,14 @@ OSES = ("frr", "cumulus", "sonic", "onyx")
 def stack_on(
     stack: str, os_name: str, path: Path, *, os_version: str = "5.15", fabric: dict[str, Any] | None = None
 ) -> Path:
-    """A shipped stack with every switch group on one OS (Cumulus at `os_version`), named after the file
-    (Pulumi.<name>.yaml), with `fabric` keys added, written to `path`. SONiC gets BFD off: bgpcfgd cannot enable it
-    and the site checks refuse it."""
-    text = resolve_stack(stack).read_text().replace(', os_version: "5.15"', "")
+    """A shipped stack with every fabric switch group on one OS (Cumulus at `os_version`; the management and
+    out-of-band switches as the stack has them), named after the file (Pulumi.<name>.yaml), with `fabric` keys
+    added, written to `path`. SONiC gets BFD off: bgpcfgd cannot enable it and the site checks refuse it."""
+    text = resolve_stack(stack).read_text()
     os_text = f'cumulus, os_version: "{os_version}"' if os_name == "cumulus" else os_name
-    text = re.sub(r"os: (frr|cumulus|sonic|onyx)\b", f"os: {os_text}", text)
+    fabric_line = r"^(\s+(?:leaves|spines|super_spines): \{.*?)"
+    text = re.sub(fabric_line + r', os_version: "5.15"', r"\1", text, flags=re.M)
+    text = re.sub(fabric_line + r"os: (frr|cumulus|sonic|onyx)\b", rf"\1os: {os_text}", text, flags=re.M)
     text = text.replace(f"name: {stack}\n", f"name: {path.stem.removeprefix('Pulumi.')}\n", 1)
     for key, value in (({"bfd": False} if os_name == "sonic" else {}) | (fabric or {})).items():
         text = text.replace("    fabric:\n", f"    fabric:\n      {key}: {json.dumps(value)}\n", 1)
@@ -503,6 +505,13 @@ NVUE_PATHS: dict[str, tuple[str, str]] = {
     "nv set vrf <id> router bgp state enabled": (CHANGED, FROM_515),
 }
 
+# Paths only a management or out-of-band switch's configuration emits (access.nvue.yaml.j2): an uplink is a bridge
+# port with no `access` VLAN, a trunk of every VLAN in the bridge (NVUE reference, Interface: `nv set interface
+# <interface-id> bridge domain <domain-id>`). h100pod's access switches render them; the lab has none.
+ACCESS_NVUE_PATHS: dict[str, tuple[str, str]] = {
+    "nv set interface <id> bridge domain <id>": ("Interface", BOTH),
+}
+
 
 _ID_CONTAINERS = {"interface", "domain", "vrf", "peer-group", "neighbor", "prefix-list", "rule", "dscp"}
 _ID_CONTAINERS |= {"switch-priority", "traffic-class", "address"}
@@ -561,11 +570,14 @@ def test_every_nvue_path_is_documented_for_the_release_it_is_rendered_for(stack:
         era = {BOTH, FROM_515} if release == "5.15" else {BOTH, BEFORE_515}
         for f in sorted(out.glob("*.nvue.yaml")):
             paths = nv_paths(yaml.safe_load(f.read_text())[0]["set"])
-            undocumented = sorted(p for p in paths if NVUE_PATHS.get(p, ("", ""))[1] not in era)
+            table = NVUE_PATHS | ACCESS_NVUE_PATHS
+            undocumented = sorted(p for p in paths if table.get(p, ("", ""))[1] not in era)
             assert undocumented == [], f"{release} {f.name}: paths not in NVUE_PATHS for {release}"
             emitted |= paths
     if stack == "lab":  # the lab renders every feature (rail SVIs, BFD, watchdog)
         assert set(NVUE_PATHS) == emitted, sorted(set(NVUE_PATHS) ^ emitted)
+    if stack == "h100pod":  # and h100pod its management and out-of-band switches
+        assert set(ACCESS_NVUE_PATHS) <= emitted
     assert {section for section, _ in NVUE_PATHS.values()} <= {
         "Interface",
         "Bridge",

@@ -39,6 +39,7 @@ from aisite.plan.types import (
     GPU_TAINT,
     LABEL_PREFIX,
     RAIL_TABLE_BASE,
+    AccessPort,
     AdminUserPlan,
     BgpNeighbor,
     Bmc,
@@ -426,6 +427,7 @@ class _Builder:
                     peers = tuple(self.host_peers.get((index, r), ()))
                     subnets.append(HostSubnet(r, str(block), str(block.network_address + 1), ports, peers))
         front = panel(group)
+        vlans, access = self.access_ports(group, role, name)
         return Switch(
             name=name,
             role=role,
@@ -445,7 +447,28 @@ class _Builder:
             breakout=front[0],
             cage_lanes=front[1],
             cages=-(-group.ports // front[0]),
+            vlans=vlans,
+            access_ports=access,
         )
+
+    def access_ports(
+        self, group: SwitchGroupBase, role: str, name: str
+    ) -> tuple[tuple[int, ...], tuple[AccessPort, ...]]:
+        """A configured management or out-of-band switch's VLANs and ports: each cable ending on it an access port
+        of its network's VLAN, each uplink a trunk of them all. The nodes' cables and every other switch's
+        management cable exist by now (the out-of-band switches are built last)."""
+        if not isinstance(group, AccessSwitchGroup) or group.os == "generic":
+            return (), ()
+        v = group.vlans
+        network = {"management": v.management, "storage": v.storage, "bmc": v.oob, "switch-management": v.oob}
+        vlans = (v.management, v.storage) if role == "management" else (v.oob,)
+        ports = [
+            AccessPort(c.b_port, network[c.kind], f"{c.a_device}:{c.a_label or c.a_port}")
+            for c in self.cables
+            if c.b_device == name and c.kind in network
+        ]
+        ports += [AccessPort(u, 0, "uplink") for u in group.uplinks]
+        return tuple(sorted(set(vlans))), tuple(ports)
 
     def switches(self) -> tuple[Switch, ...]:
         sw = self.site.switches

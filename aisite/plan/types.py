@@ -129,6 +129,16 @@ class HostSubnet:
 
 
 @dataclass(frozen=True, slots=True)
+class AccessPort:
+    """A management or out-of-band switch's port: an access port of one network's VLAN (0 for an uplink, a trunk
+    of the switch's every VLAN), and who it faces."""
+
+    port: str
+    vlan: int
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
 class Switch:
     name: str
     role: str  # leaf | spine | super-spine | management | oob
@@ -150,6 +160,10 @@ class Switch:
     breakout: int = 1
     cage_lanes: int = 0
     cages: int = 0
+    # A management or out-of-band switch aisite configures: its VLANs and ports (empty for the fabric's and for
+    # `generic` ones).
+    vlans: tuple[int, ...] = ()
+    access_ports: tuple[AccessPort, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,8 @@ NODE_GROUPS = {"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": 
 BOOT_SERVER = "boot-server"
 # The fabric's switches by role (the plays select them as leaf:spine:super_spine).
 SWITCH_GROUPS = {role: role.replace("-", "_") for role in FABRIC_ROLES}
+# Management and out-of-band switches aisite configures (their VLANs and ports), in the fabric layer.
+ACCESS_SWITCHES = "access_switches"
 # Switch OS -> how Ansible reaches it on a real site (the lab reaches its FRR switches as root over SSH). Cumulus and
 # SONiC are Linux: their roles run nv / sonic-cfggen / config over SSH as root. Onyx has only its CLI: network_cli
 # with the project's cliconf and terminal plugins (plugins/), in enable mode.
@@ -109,7 +111,8 @@ def _bmc_vars(node: Node) -> dict[str, Any]:
 
 
 def inventory(plan: Plan) -> dict[str, Any]:
-    children: dict[str, Any] = {g: {"hosts": {}} for g in (*NODE_GROUPS.values(), *SWITCH_GROUPS.values(), "oob")}
+    groups = (*NODE_GROUPS.values(), *SWITCH_GROUPS.values(), ACCESS_SWITCHES, "oob")
+    children: dict[str, Any] = {g: {"hosts": {}} for g in groups}
     for node in plan.nodes:
         children[NODE_GROUPS[node.role]]["hosts"][node.name] = _node_vars(node)
         children["oob"]["hosts"][f"{node.name}-bmc"] = _bmc_vars(node)
@@ -117,6 +120,8 @@ def inventory(plan: Plan) -> dict[str, Any]:
         group = SWITCH_GROUPS.get(sw.role)
         if group:
             children[group]["hosts"][sw.name] = _switch_vars(plan, sw)
+        elif sw.vlans:  # a management or out-of-band switch aisite configures (not `generic`)
+            children[ACCESS_SWITCHES]["hosts"][sw.name] = _switch_vars(plan, sw)
     if plan.gitops:
         # The reconciler's host and its settings, as a group of their own: a change to them is that host's alone.
         children["reconciler"] = {
