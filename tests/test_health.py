@@ -72,10 +72,11 @@ def test_a_real_h200_on_driver_580() -> None:
     assert (g.sram_threshold_exceeded, g.channel_repair_pending, g.tpc_repair_pending) == (False, False, False)
     assert (g.unrepairable_memory, g.recovery_action, g.remap_pending, g.remap_failed) == (False, "None", False, False)
     h = judge(Facts(memory=[g]), DGX)
-    assert h.healthy and {"ecc", "gpu-recovery"} <= set(h.checked)
+    assert h.healthy and {"ecc", "gpu-recovery", "gpu-clocks"} <= set(h.checked)
     # A driver that prints no recovery action (R535): said skipped, not passed.
     old = judge(Facts(memory=parse.smi_query(fixture("nvidia-smi-q-rtx4090-535-gpud.txt"))), DGX)
     assert "gpu-recovery" not in old.checked and any(s.startswith("gpu-recovery:") for s in old.skipped)
+    assert "gpu-clocks" not in old.checked and any(s.startswith("gpu-clocks:") for s in old.skipped)
 
 
 def test_h200_faults_in_the_r580_fields_are_each_found() -> None:
@@ -105,6 +106,27 @@ def test_h200_faults_in_the_r580_fields_are_each_found() -> None:
     reset = edited(("GPU Recovery Action", "Reset", "GPU "))
     assert [(p.check, p.message) for p in reset.problems] == [("gpu-recovery", "the driver asks for recovery: Reset")]
     assert not reset.healthy
+
+
+def test_hardware_slowing_a_gpus_clocks_between_checks_is_found() -> None:
+    # The real H200's cumulative clock event counters (all 0 us); a rise of HW Thermal Slowdown or HW Power Braking
+    # since the last check takes the GPU out, a software power cap does not, and neither does a first check or a
+    # driver reload that reset the counters.
+    [g] = parse.smi_query(fixture("nvidia-smi-q-h200-580.txt"))
+    assert g.clock_event_us == {
+        "SW Power Capping": 0, "Sync Boost": 0, "SW Thermal Slowdown": 0, "HW Thermal Slowdown": 0,
+        "HW Power Braking": 0,
+    }  # fmt: skip
+    key = f"gpu {g.bus_id}"
+    assert judge(Facts(memory=[g]), DGX).healthy  # nothing to compare with
+    hot = dict(g.clock_event_us, **{"HW Thermal Slowdown": 2_500_000, "SW Power Capping": 9_000_000})
+    later = parse.GpuMemoryState(g.bus_id, clock_event_us=hot)
+    h = judge(Facts(memory=[later], previous_counters={key: g.clock_event_us}), DGX)
+    assert [(p.check, p.message) for p in h.problems] == [
+        ("gpu-clocks", "clocks held back since the last check: HW Thermal Slowdown 2.5 s")
+    ]
+    reset = judge(Facts(memory=[g], previous_counters={key: hot}), DGX)
+    assert reset.healthy
 
 
 def test_a_missing_gpu_is_a_problem() -> None:

@@ -98,9 +98,20 @@ CHECKS = {
     "rdma": 1,
     "status": 1,
     "rdma-counters": 2,
+    "gpu-clocks": 2,
     "filesystem": 2,
     "clock": 2,
 }
+
+
+# The counters of `nvidia-smi -q`'s Clocks Event Reasons Counters that mean the hardware, not a setting or the
+# software's power cap, held the clocks back.
+HW_CLOCK_EVENTS = ("HW Thermal Slowdown", "HW Power Braking")
+
+
+def gpu_counters_key(bus_id: str) -> str:
+    """A GPU's entry in the counters kept between checks (beside the RDMA ports' "device/port")."""
+    return f"gpu {bus_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +229,10 @@ def _memory(facts: Facts, expected: Expected, h: NodeHealth, gpu: bool) -> None:
         h.checked.append("gpu-recovery")
     elif facts.memory:
         h.skipped.append("gpu-recovery: the driver prints no GPU Recovery Action")
+    if any(g.clock_event_us for g in facts.memory):
+        h.checked.append("gpu-clocks")
+    elif facts.memory:
+        h.skipped.append("gpu-clocks: the driver prints no clock event counters")
     if len(facts.memory) != expected.gpus:
         h.problems.append(
             Problem("gpu-count", "node", f"{len(facts.memory)} GPUs answer, the plan has {expected.gpus}")
@@ -252,6 +267,19 @@ def _memory(facts: Facts, expected: Expected, h: NodeHealth, gpu: bool) -> None:
             h.problems.append(Problem("ecc", subject, "memory the GPU cannot repair: the GPU needs replacing"))
         # The driver's own verdict after an uncorrectable error (NVIDIA GPU Memory Error Management, Error Recovery
         # and Response Flags: None, Reset, Reboot, Drain P2P, Drain and Reset): anything but None takes it out.
+        # Hardware holding the clocks back since the last check (NVML's clocks event reasons: HW Thermal Slowdown and
+        # HW Power Brake, "reducing the core clocks by a factor of 2 or more"): cumulative counters, so a rise is
+        # an event that happened, not a moment's PState change. The first check, and a driver reload that resets
+        # them, judge nothing.
+        before = (facts.previous_counters or {}).get(gpu_counters_key(g.bus_id))
+        if before:
+            grew = {
+                k: g.clock_event_us[k] - before[k] for k in HW_CLOCK_EVENTS if k in g.clock_event_us and k in before
+            }
+            grew = {k: v for k, v in grew.items() if v > 0}
+            if grew:
+                what = ", ".join(f"{k} {v / 1e6:.1f} s" for k, v in grew.items())
+                h.problems.append(Problem("gpu-clocks", subject, f"clocks held back since the last check: {what}"))
         if g.recovery_action is not None and g.recovery_action != "None":
             h.problems.append(Problem("gpu-recovery", subject, f"the driver asks for recovery: {g.recovery_action}"))
         if g.ecc_mode == "Disabled" and expected.nvlink:

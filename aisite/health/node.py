@@ -22,11 +22,19 @@ from pathlib import Path
 
 try:  # inside the package (the controller, tests) or as plain scripts side by side (the nodes)
     from aisite.health import parse
-    from aisite.health.judge import Clock, Expected, Facts, FileSystem, NodeHealth, judge
+    from aisite.health.judge import Clock, Expected, Facts, FileSystem, NodeHealth, gpu_counters_key, judge
 except ImportError:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import parse  # type: ignore[import-not-found,no-redef]
-    from judge import Clock, Expected, Facts, FileSystem, NodeHealth, judge  # type: ignore[import-not-found,no-redef]
+    from judge import (  # type: ignore[import-not-found,no-redef]
+        Clock,
+        Expected,
+        Facts,
+        FileSystem,
+        NodeHealth,
+        gpu_counters_key,
+        judge,
+    )
 
 
 def _run(*cmd: str, timeout: float = 60.0) -> str | None:
@@ -70,8 +78,10 @@ def _clock() -> Clock | None:
     return Clock(fields[13] != "Not synchronised", float(fields[4]))
 
 
-def _counters(ports: list[parse.RdmaPort]) -> dict[str, dict[str, int]]:
-    return {f"{p.device}/{p.port}": p.counters for p in ports}
+def _counters(facts: Facts) -> dict[str, dict[str, int]]:
+    """What the next check compares with: each RDMA port's error counters and each GPU's clock event counters."""
+    out = {f"{p.device}/{p.port}": p.counters for p in facts.rdma or []}
+    return out | {gpu_counters_key(g.bus_id): g.clock_event_us for g in facts.memory or [] if g.clock_event_us}
 
 
 def collect(expected: Expected, window: int, previous: dict[str, dict[str, int]] | None = None) -> Facts:
@@ -154,12 +164,13 @@ def main(argv: list[str] | None = None) -> int:
         rdma=tuple(str(r.get("rdma", "")) for r in doc["rails"]),
     )
     now = time.time()
-    counters_file = a.out / "rdma-counters.json"
+    counters_file = a.out / "counters.json"  # the RDMA ports' and GPUs' counters at this check
     previous = json.loads(counters_file.read_text()) if counters_file.is_file() else None
     facts = collect(expected, a.window, previous)
     h = judge(facts, expected)
-    if facts.rdma is not None:
-        _write(counters_file, json.dumps(_counters(facts.rdma)) + "\n")
+    counters = _counters(facts)
+    if counters:
+        _write(counters_file, json.dumps(counters) + "\n")
     status = {"node": h.node, "healthy": h.healthy, "reason": h.reason, "at": now} | {
         k: v for k, v in asdict(h).items() if k != "node"
     }

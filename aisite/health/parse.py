@@ -69,6 +69,8 @@ class GpuMemoryState:
     tpc_repair_pending: bool | None = None
     unrepairable_memory: bool | None = None
     recovery_action: str | None = None  # None, Reset, Reboot, Drain P2P, Drain and Reset: as the driver prints it
+    # "Clocks Event Reasons Counters": microseconds the clocks spent held back, per reason, since the driver loaded.
+    clock_event_us: dict[str, int] = field(default_factory=dict)
 
 
 def _value(text: str) -> int | bool | str | None:
@@ -147,6 +149,10 @@ def _assign(g: GpuMemoryState, where: tuple[str, ...], key: str, value: int | bo
             g.tpc_repair_pending = value
         elif not sub and key == "Unrepairable Memory":
             g.unrepairable_memory = value
+    elif section == "Clocks Event Reasons Counters" and isinstance(value, str) and value.endswith(" us"):
+        count = value.removesuffix(" us").strip()
+        if count.isdigit():
+            g.clock_event_us[key] = int(count)
     elif section == "Retired Pages" and key in ("Pending Page Blacklist", "Pending Page Retirement"):
         g.retired_pending = value if isinstance(value, bool) else None
     elif section == "Remapped Rows":
