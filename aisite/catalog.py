@@ -150,6 +150,34 @@ SWITCH_MODELS: dict[str, SwitchHardware] = {
 
 
 @dataclass(frozen=True, slots=True)
+class AccessSwitchHardware:
+    """A management or out-of-band switch's front panel: its node-facing ports and their top speed, and the ports
+    left for uplinks (as Cumulus Linux names them)."""
+
+    name: str
+    ports: int
+    port_gbps: int
+    uplinks: tuple[str, ...]
+    source: str
+
+
+# Mellanox's mlxsw 5.13 release notes (its supported systems): SN2010, "25GbE/100GbE 1U Open Ethernet Switch, 18 SFP28
+# ports, 4 QSFP28 ports". NVIDIA's SN2000 series brochure as netbox-community/devicetype-library's SN2201 cites it:
+# swp1-swp48 1000BASE-T, swp49-swp52 100G QSFP28 (the DGX BasePOD and SuperPOD guides put BMCs on SN2201s).
+ACCESS_SWITCH_MODELS: dict[str, AccessSwitchHardware] = {
+    m.name: m
+    for m in (
+        AccessSwitchHardware(
+            "SN2010", 18, 25, tuple(f"swp{n}" for n in range(19, 23)), "mlxsw 5.13 release notes (Mellanox)"
+        ),
+        AccessSwitchHardware(
+            "SN2201", 48, 1, tuple(f"swp{n}" for n in range(49, 53)), "NVIDIA SN2000 series brochure, via netbox"
+        ),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
 class AcceptanceFigure:
     """What acceptance requires of one measurement on one kind of hardware, and where the figure comes from."""
 

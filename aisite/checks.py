@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 
-from aisite.catalog import GENERIC_MODEL, GPU_TYPES, SERVER_MODELS, SWITCH_MODELS
+from aisite.catalog import ACCESS_SWITCH_MODELS, GENERIC_MODEL, GPU_TYPES, SERVER_MODELS, SWITCH_MODELS
 from aisite.errors import Problem
 from aisite.fields import DNS_LABEL, secret_env
 from aisite.model import (
@@ -588,6 +588,17 @@ def _check_access_switches(site: Site, out: list[Problem]) -> None:
         if group is None or not group.count:
             continue
         path = f"site.switches.{key}"
+        hw = ACCESS_SWITCH_MODELS.get(group.model)
+        if hw is not None and group.speed_gbps > hw.port_gbps:
+            out.append(
+                Problem(
+                    f"{path}.speed_gbps",
+                    f"{group.speed_gbps}: an {hw.name}'s {hw.ports} node ports run at most {hw.port_gbps} Gbps "
+                    f"({', '.join(hw.uplinks)} are its uplinks)",
+                )
+            )
+        elif hw is not None and group.ports > hw.ports:
+            out.append(Problem(f"{path}.ports", f"{group.ports}: an {hw.name} has {hw.ports} node ports"))
         if group.os == "generic":
             if group.uplinks:
                 out.append(Problem(f"{path}.uplinks", "generic switches are the site's to configure: no uplinks"))
@@ -630,6 +641,10 @@ def _check_access_switches(site: Site, out: list[Problem]) -> None:
                 )
             elif port in seen:
                 out.append(Problem(f"{path}.uplinks[{i}]", f"{port} is named twice"))
+            elif hw is not None and port not in hw.uplinks:
+                out.append(
+                    Problem(f"{path}.uplinks[{i}]", f"{port}: an {hw.name}'s uplink ports are {', '.join(hw.uplinks)}")
+                )
             seen.add(port)
 
 

@@ -315,3 +315,21 @@ def test_access_switches_aisite_cannot_configure_are_refused() -> None:
         )
         for w in site_warnings(s, build_plan(s))
     )
+
+
+def test_access_switches_are_held_to_their_front_panel() -> None:
+    """A catalogued management or out-of-band switch (SN2010: 18 x 25G node ports, swp19-22 QSFP28 uplinks; SN2201:
+    48 x 1G, swp49-52): more node ports, a faster speed or an uplink that is not one of its uplink ports is refused."""
+    site = stack_data("dc1")
+    site["switches"]["management"] |= {"ports": 48, "uplinks": ["swp19", "swp49"]}
+    site["switches"]["oob"] |= {"model": "SN2201", "speed_gbps": 10}
+    with pytest.raises(SiteError) as exc:
+        parse_site(site)
+    assert sorted(str(p) for p in exc.value.problems) == [
+        "site.switches.management.ports: 48: an SN2010 has 18 node ports",
+        "site.switches.management.uplinks[0]: swp19 is one of the 48 ports aisite cables nodes and BMCs to (ports: "
+        "48): an uplink is a port beyond them",
+        "site.switches.management.uplinks[1]: swp49: an SN2010's uplink ports are swp19, swp20, swp21, swp22",
+        "site.switches.oob.speed_gbps: 10: an SN2201's 48 node ports run at most 1 Gbps (swp49, swp50, swp51, "
+        "swp52 are its uplinks)",
+    ]
