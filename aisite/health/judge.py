@@ -265,21 +265,20 @@ def _memory(facts: Facts, expected: Expected, h: NodeHealth, gpu: bool) -> None:
             h.problems.append(Problem("ecc", subject, "a TPC repair is pending: reset the GPU"))
         if g.unrepairable_memory:
             h.problems.append(Problem("ecc", subject, "memory the GPU cannot repair: the GPU needs replacing"))
-        # The driver's own verdict after an uncorrectable error (NVIDIA GPU Memory Error Management, Error Recovery
-        # and Response Flags: None, Reset, Reboot, Drain P2P, Drain and Reset): anything but None takes it out.
         # Hardware holding the clocks back since the last check (NVML's clocks event reasons: HW Thermal Slowdown and
         # HW Power Brake, "reducing the core clocks by a factor of 2 or more"): cumulative counters, so a rise is
         # an event that happened, not a moment's PState change. The first check, and a driver reload that resets
         # them, judge nothing.
         before = (facts.previous_counters or {}).get(gpu_counters_key(g.bus_id))
         if before:
-            grew = {
-                k: g.clock_event_us[k] - before[k] for k in HW_CLOCK_EVENTS if k in g.clock_event_us and k in before
-            }
+            now = g.clock_event_us
+            grew = {k: now[k] - before[k] for k in HW_CLOCK_EVENTS if k in now and k in before}
             grew = {k: v for k, v in grew.items() if v > 0}
             if grew:
                 what = ", ".join(f"{k} {v / 1e6:.1f} s" for k, v in grew.items())
                 h.problems.append(Problem("gpu-clocks", subject, f"clocks held back since the last check: {what}"))
+        # The driver's own verdict after an uncorrectable error (NVIDIA GPU Memory Error Management, Error Recovery
+        # and Response Flags: None, Reset, Reboot, Drain P2P, Drain and Reset): anything but None takes it out.
         if g.recovery_action is not None and g.recovery_action != "None":
             h.problems.append(Problem("gpu-recovery", subject, f"the driver asks for recovery: {g.recovery_action}"))
         if g.ecc_mode == "Disabled" and expected.nvlink:
