@@ -41,5 +41,6 @@ echo "== the payloads on the GPU (one result line each)"
     timeout 180 "$py" resnet.py --model resnet50 --mode "$mode" --batch-size 256 --warmup 10 --steps 50
   done
   timeout 180 "$py" resnet.py --model resnet152 --mode train --batch-size 128 --warmup 5 --steps 30
+  timeout 300 "$py" resnet.py --model resnet50 --mode train --batch-size 256 --warmup 10 --steps 50 --compile
 ) 2>&1 | tee "$out/payloads.txt"
 rm -rf "$work"
