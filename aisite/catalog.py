@@ -139,10 +139,16 @@ class SwitchHardware:
 # (ACS-MSN2700) give each port 8 and 4 lanes. More ports than cages is a breakout: Cumulus Linux's user guide
 # (Switch Port Attributes, Breakout Ports) lists the SN5600's 400G as "128x 400G - 64x OSFP break out into 2x",
 # a 2x split of an 8-lane port taking 4 lanes a port, the split ports named swp1s0, swp1s1.
+# NVIDIA's Spectrum-4 SN5000 Switch Systems Hardware User Manual (models SN5400, SN5600, SN5600D, SN5610), Data
+# Interfaces: the SN5600 family 64 ports at 800GbE (100 Gb/s a lane), 128 at 400GbE, 256 at 200GbE and below; the
+# SN5400 64 at 400GbE (50 Gb/s a lane), 128 at 200GbE, 256 at 100GbE and below. The SN5610 is taken as of the SN5600
+# family (the manual's table names families, not each model).
 SWITCH_MODELS: dict[str, SwitchHardware] = {
     m.name: m
     for m in (
         SwitchHardware("SN5600", 64, 800, 256, 8),
+        SwitchHardware("SN5610", 64, 800, 256, 8),
+        SwitchHardware("SN5400", 64, 400, 256, 8),
         SwitchHardware("SN4700", 32, 400, 128, 8),
         SwitchHardware("SN2700", 32, 100, 64, 4),
     )

@@ -333,3 +333,18 @@ def test_access_switches_are_held_to_their_front_panel() -> None:
         "site.switches.oob.speed_gbps: 10: an SN2201's 48 node ports run at most 1 Gbps (swp49, swp50, swp51, "
         "swp52 are its uplinks)",
     ]
+
+
+@pytest.mark.parametrize(("model", "speed", "most"), [("SN5610", 400, 128), ("SN5400", 200, 128), ("SN5400", 100, 256)])
+def test_the_sn5000_family_is_held_to_its_manuals_port_table(model: str, speed: int, most: int) -> None:
+    """The SN5000 hardware manual's Data Interfaces table: an SN5610 (SN5600 family) 64 x 800G, 128 at 400G; an
+    SN5400 64 x 400G, 128 at 200G, 256 at 100G. One port more than the table allows is refused."""
+    site = stack_data("h100pod")
+    site["switches"]["leaves"] |= {"model": model, "speed_gbps": speed, "ports": most}
+    site["switches"]["spines"] |= {"model": model, "speed_gbps": speed}
+    leaf = build_plan(parse_site(site)).switches_by_role("leaf")[0]
+    assert leaf.breakout == most // 64 and leaf.cage_lanes == 8
+    site["switches"]["leaves"]["ports"] = most + 1
+    with pytest.raises(SiteError) as exc:
+        parse_site(site)
+    assert any(f"site.switches.leaves.ports: {most + 1}: an {model}" in str(p) for p in exc.value.problems)
