@@ -612,18 +612,7 @@ def _check_access_switches(site: Site, out: list[Problem]) -> None:
                 )
             )
             continue
-        low, high = CUMULUS_RELEASES
-        supported = f"{low[0]}.{low[1]} to {high[0]}.{high[1]}"
-        release = tuple(int(p) for p in group.os_version.split(".")[:2]) if group.os_version else None
-        if group.os == "cumulus" and release is None:
-            out.append(
-                Problem(
-                    f"{path}.os_version",
-                    f"say which Cumulus Linux release the switches run ({supported}): NVUE's syntax changed in 5.15",
-                )
-            )
-        elif group.os == "cumulus" and release is not None and not low <= release <= high:
-            out.append(Problem(f"{path}.os_version", f"{group.os_version}: aisite renders NVUE for {supported}"))
+        _check_cumulus_release(path, group, out)
         if key == "management" and group.vlans.management == group.vlans.storage:
             out.append(
                 Problem(f"{path}.vlans.storage", f"{group.vlans.storage}: the management network's VLAN as well")
@@ -648,24 +637,27 @@ def _check_access_switches(site: Site, out: list[Problem]) -> None:
             seen.add(port)
 
 
+def _check_cumulus_release(path: str, group: SwitchGroupBase, out: list[Problem]) -> None:
+    """A Cumulus group names a release aisite renders NVUE for (fabric and access switches alike)."""
+    if group.os != "cumulus":
+        return
+    low, high = CUMULUS_RELEASES
+    supported = f"{low[0]}.{low[1]} to {high[0]}.{high[1]}"
+    if group.os_version is None:
+        out.append(
+            Problem(
+                f"{path}.os_version",
+                f"say which Cumulus Linux release the switches run ({supported}): NVUE's syntax changed in 5.15",
+            )
+        )
+    elif not low <= tuple(int(p) for p in group.os_version.split(".")[:2]) <= high:
+        out.append(Problem(f"{path}.os_version", f"{group.os_version}: aisite renders NVUE for {supported}"))
+
+
 def _check_switch_os(site: Site, out: list[Problem]) -> None:
     groups = _fabric_groups(site)
     for path, group in groups:
-        if group.os != "cumulus":
-            continue
-        low, high = CUMULUS_RELEASES
-        supported = f"{low[0]}.{low[1]} to {high[0]}.{high[1]}"
-        if group.os_version is None:
-            out.append(
-                Problem(
-                    f"site.switches.{path}.os_version",
-                    f"say which Cumulus Linux release the switches run ({supported}): NVUE's syntax changed in 5.15",
-                )
-            )
-        elif not low <= tuple(int(p) for p in group.os_version.split(".")[:2]) <= high:
-            out.append(
-                Problem(f"site.switches.{path}.os_version", f"{group.os_version}: aisite renders NVUE for {supported}")
-            )
+        _check_cumulus_release(f"site.switches.{path}", group, out)
     for (below_path, below), (path, group) in itertools.pairwise(groups):
         if (below.os in UNNUMBERED_OS) != (group.os in UNNUMBERED_OS):
             out.append(
