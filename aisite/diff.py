@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aisite.changes import layer_states, site_layer_inputs
+from aisite.maintenance.rollout import Rollout, rollout
 from aisite.plan import Plan
 from aisite.platform import charts, jobs, objects
 
@@ -37,10 +38,12 @@ class SiteDiff:
     site: str
     sections: dict[str, list[Change]] = field(default_factory=dict)
     layers: dict[str, list[str]] = field(default_factory=dict)  # layer -> hosts it would run on
+    # What the change takes out of service, and in which waves (aisite.maintenance).
+    rollout: Rollout = field(default_factory=Rollout)
 
     @property
     def empty(self) -> bool:
-        return not any(self.sections.values()) and not self.layers
+        return not any(self.sections.values()) and not self.layers and self.rollout.empty
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +54,7 @@ class SiteDiff:
                 for name, changes in self.sections.items()
             },
             "layers": self.layers,
+            "maintenance": self.rollout.to_dict(),
         }
 
 
@@ -184,9 +188,14 @@ def compare(old: Facts, new: Facts) -> list[Change]:
     return [Change(k, old.get(k), new.get(k)) for k in keys if old.get(k) != new.get(k)]
 
 
-def site_diff(old: Plan, new: Plan, layers: Iterable[str]) -> SiteDiff:
-    """The plan `new` against `old`, and per layer the hosts whose state (`aisite.changes`) differs."""
-    diff = SiteDiff(new.site, {name: compare(facts(old), facts(new)) for name, facts in SECTIONS.items()})
+def site_diff(old: Plan, new: Plan, layers: Iterable[str], out: Iterable[str] = ()) -> SiteDiff:
+    """The plan `new` against `old`, per layer the hosts whose state (`aisite.changes`) differs, and the waves
+    of what must go out of service, beside the members `out` already (quarantined)."""
+    diff = SiteDiff(
+        new.site,
+        {name: compare(facts(old), facts(new)) for name, facts in SECTIONS.items()},
+        rollout=rollout(old, new, out),
+    )
     names = list(layers)
     before = layer_states(names, *site_layer_inputs(old))
     after = layer_states(names, *site_layer_inputs(new))
@@ -202,6 +211,7 @@ def markdown(diff: SiteDiff, title: str, limit: int = 50) -> str:
     lines = [f"### {title}", ""]
     if diff.empty:
         return "\n".join([*lines, "No change to the site's plan, objects or layers."])
+    lines += _out_of_service(diff.rollout, limit)
     if diff.layers:
         lines += ["**Runs**", ""]
         lines += [f"- {layer}: {', '.join(hosts)}" for layer, hosts in diff.layers.items()]
@@ -221,3 +231,44 @@ def markdown(diff: SiteDiff, title: str, limit: int = 50) -> str:
             lines.append(f"- ... and {len(changes) - limit} more (`--json` lists every one)")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _out_of_service(r: Rollout, limit: int) -> list[str]:
+    """The rollout as a reviewer reads it: what is refused, why each member goes out, and the waves."""
+    if r.empty:
+        return []
+    lines = []
+    if r.refused:
+        lines += ["**Refused** (no rollout makes these)", ""]
+        lines += [f"- {why}" for why in r.refused]
+        lines.append("")
+    if not r.disruptions:
+        return lines
+    reboots = sum(d.reboot for d in r.disruptions.values())
+    lines += [
+        f"**Out of service** ({len(r.disruptions)} members, {reboots} rebooted; budget {r.max_gpus} GPUs"
+        + (f", {len(r.out)} already out: {', '.join(r.out)}" if r.out else "")
+        + ")",
+        "",
+    ]
+    for reasons, names in _grouped(r).items():
+        shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+        lines.append(f"- {reasons}: {shown}")
+    lines.append("")
+    for i, wave in enumerate(r.waves[:limit], 1):
+        lines.append(f"- wave {i}: {', '.join(wave)}")
+    if len(r.waves) > limit:
+        lines.append(f"- ... and {len(r.waves) - limit} more waves (`--json` lists every one)")
+    if r.while_out:
+        lines.append(f"- changed while out of service: {', '.join(r.while_out)}")
+    lines += [f"- blocked: {n}: {why}" for n, why in list(r.blocked.items())[:limit]]
+    lines.append("")
+    return lines
+
+
+def _grouped(r: Rollout) -> dict[str, list[str]]:
+    """Members by the same reasons (a Kubernetes bump names every node once, not each on a line)."""
+    groups: dict[str, list[str]] = {}
+    for d in r.disruptions.values():
+        groups.setdefault("; ".join(d.reasons) + (" (reboot)" if d.reboot else ""), []).append(d.name)
+    return groups

@@ -623,6 +623,24 @@ class Health(Strict):
     max_clock_offset_s: Annotated[float, Field(gt=0, le=3600)] = 0.5
 
 
+class Maintenance(Strict):
+    """The site's one disruption budget: what maintenance, upgrades, firmware and the health quarantine together
+    may take out of service at once (aisite.maintenance), and how a disruptive change rolls (`aisite diff` shows
+    its waves)."""
+
+    # At most this share of the site's GPUs out of service at once (never less than one node's, so a node can
+    # always be taken out alone) ...
+    max_unavailable_fraction: Fraction = 0.125
+    # ... or this many GPUs, where set (0: no GPU node is ever taken out, nor quarantined).
+    max_unavailable_gpus: Annotated[int, Field(ge=0, le=10_000_000)] | None = None
+    # Never two nodes of one scalable unit out at once (a job placed in a unit loses one node at most).
+    one_node_per_unit: bool = False
+    # GPU nodes in the first wave; the rest wait until the canary is back in service and healthy.
+    canary_nodes: Annotated[int, Field(ge=1, le=1000)] = 1
+    # How long a cordoned node waits for its running jobs before they are evicted.
+    drain_timeout_s: Annotated[int, Field(ge=0, le=7 * 86400)] = 3600
+
+
 class Site(Strict):
     name: Name
     description: Text = ""
@@ -646,6 +664,7 @@ class Site(Strict):
     provisioning: Provisioning | None = None
     acceptance: Acceptance = Acceptance()
     health: Health = Health()
+    maintenance: Maintenance = Maintenance()
 
 
 def compute_ports(group: GpuGroup) -> tuple[NicPort, ...]:

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, group_sizes, load_plan, out
 from aisite.cli.deploy import progress_runner
-from aisite.health.site import apply_vars, run_pass
+from aisite.health.site import apply_vars, confirm_applied, run_pass
 from aisite.paths import health_dir
 from aisite.render.inventory import inventory, inventory_text
 
@@ -43,7 +43,7 @@ def health_command(
     folder = health_dir(plan.site)
     hp = run_pass(plan, records, folder)
     applied = None
-    if any(a.kind in ("quarantine", "release") for a in hp.actions):
+    if hp.to_apply:
         applied = progress_runner(
             "playbooks/health-apply.yml",
             inventory_text(inv),
@@ -56,6 +56,12 @@ def health_command(
     skipped = [
         s for v in ((applied.stats.get("skipped") or {}) if applied else {}).values() for s in v.get("health", [])
     ]
+    # Only a decision the cluster took stops being pending: skipped (no API server) or failed, it is applied
+    # again on the next pass.
+    pending = [i["node"] for i in hp.to_apply]
+    if applied and applied.ok and not skipped:
+        confirm_applied(folder, pending)
+        pending = []
     bad = [n for n, h in hp.results.items() if not h.healthy] + hp.missing
     if as_json_:
         doc = {
@@ -69,6 +75,7 @@ def health_command(
             "quarantined": sorted(n for n, r in hp.state.items() if r.quarantined),
             "actions": [asdict(a) for a in hp.actions],
             "not_applied": skipped,
+            "pending": pending,
             "files": hp.files,
         }
         print(json.dumps(doc, indent=2))
@@ -88,6 +95,8 @@ def health_command(
     out.print(t)
     for s in skipped:
         out.print(escape(f"not applied: {s}"), highlight=False)
+    if pending:
+        out.print(f"pending on the cluster (applied again next pass): {', '.join(pending)}", highlight=False)
     out.print(f"records: {folder}")
     if hp.missing:
         print(f"warning: no check read from {', '.join(hp.missing)}", file=sys.stderr)

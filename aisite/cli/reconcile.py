@@ -28,7 +28,9 @@ from aisite.cli.common import (
 from aisite.cli.deploy import progress_runner
 from aisite.diff import markdown, site_diff
 from aisite.foreign import show
+from aisite.health.site import load_state
 from aisite.loader import resolve_stack
+from aisite.paths import health_dir
 from aisite.reconcile.hook import post_receive
 from aisite.reconcile.nodes import convergence
 from aisite.reconcile.nodes import write_metrics as write_nodes_metrics
@@ -67,7 +69,9 @@ def diff(
         old_path.write_text(old_text)
         old = load_plan(str(old_path), as_json)
     new = load_plan(stack, as_json)
-    d = site_diff(old, new, LAYERS)
+    # Nodes quarantined by `aisite health` on this machine are out of service already: the budget counts them.
+    held = [n for n, r in load_state(health_dir(new.site) / "state.json").items() if r.quarantined]
+    d = site_diff(old, new, LAYERS, held)
     if as_json:
         print(json.dumps(d.to_dict() | {"against": against, "stack": str(path)}, indent=2))
     else:

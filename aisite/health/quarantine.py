@@ -8,10 +8,12 @@ capacity (they tolerate the GPU taint alone); running pods are evicted by the dr
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from aisite.health.judge import CHECKS, NodeHealth
+from aisite.maintenance.budget import Budget
 
 TAINT_KEY = "aisite.io/unhealthy"
 FIELD_MANAGER = "aisite-health"  # server-side apply: releasing is applying without the fields this manager owns
@@ -24,12 +26,15 @@ class NodeRecord:
     reason: str = ""
     since: str = ""
     failing_since: str = ""  # when its current run of failed checks began ("" while clean)
+    # A decision not yet seen applied on the cluster ("quarantine" or "release"): applied again every pass until
+    # the apply succeeds (no cluster answered, or the apply failed).
+    pending: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Action:
     node: str
-    kind: Literal["quarantine", "release", "held"]  # held: failing, but the cap is reached
+    kind: Literal["quarantine", "release", "held"]  # held: failing, but the cap or the site's budget is reached
     reason: str
     at: str
 
@@ -43,10 +48,22 @@ def cap(nodes: int, fraction: float, absolute: int | None) -> int:
 
 
 def decide(
-    state: dict[str, NodeRecord], results: dict[str, NodeHealth], limit: int, recover_after: int, now: str
+    state: dict[str, NodeRecord],
+    results: dict[str, NodeHealth],
+    limit: int,
+    recover_after: int,
+    now: str,
+    *,
+    budget: Budget | None = None,
+    elsewhere: Iterable[str] = (),
 ) -> tuple[dict[str, NodeRecord], list[Action]]:
-    """The next state and the actions that lead there. A node with no result this round keeps its state."""
-    new = {n: NodeRecord(r.quarantined, r.clean, r.reason, r.since, r.failing_since) for n, r in state.items()}
+    """The next state and the actions that lead there. A node with no result this round keeps its state. Beside
+    its own cap, a quarantine takes its place in the site's disruption budget, with `elsewhere` (members out for
+    maintenance) counted."""
+    new = {
+        n: NodeRecord(r.quarantined, r.clean, r.reason, r.since, r.failing_since, r.pending) for n, r in state.items()
+    }
+    away = list(elsewhere)
     actions: list[Action] = []
     # Releases first: a node that recovered frees its place under the cap for one that fails this round.
     for node in sorted(n for n, h in results.items() if h.healthy):
@@ -54,7 +71,7 @@ def decide(
         rec.clean += 1
         if rec.quarantined and rec.clean >= recover_after:
             actions.append(Action(node, "release", f"{rec.clean} clean checks", now))
-            new[node] = NodeRecord(clean=rec.clean)
+            new[node] = NodeRecord(clean=rec.clean, pending="release")
         else:
             rec.failing_since = ""
     failing = [n for n, h in results.items() if not h.healthy]
@@ -75,7 +92,12 @@ def decide(
         if sum(r.quarantined for r in new.values()) >= limit:
             actions.append(Action(node, "held", f"cap of {limit} quarantined node(s) reached: {problem}", now))
             continue
-        rec.quarantined, rec.reason, rec.since = True, reason, now
+        if budget is not None and node in budget.members:
+            out = [*away, *(n for n, r in new.items() if r.quarantined and n in budget.members), node]
+            if over := budget.problem(out):
+                actions.append(Action(node, "held", f"site's disruption budget: {over}: {problem}", now))
+                continue
+        rec.quarantined, rec.reason, rec.since, rec.pending = True, reason, now, "quarantine"
         actions.append(Action(node, "quarantine", problem, now))
     return new, actions
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from aisite.foreign import clean
 from aisite.health.judge import CHECKS, NodeHealth, Problem
 from aisite.health.quarantine import Action, NodeRecord, cap, decide, metrics, node_object
+from aisite.maintenance.budget import site_budget
 from aisite.plan import Plan
 
 
@@ -27,6 +28,9 @@ class HealthPass:
     actions: list[Action]
     limit: int
     files: dict[str, str] = field(default_factory=dict)  # what was written: state, actions, metrics, objects
+    # What health-apply.yml is to apply: this pass's quarantines and releases, and earlier ones not yet seen
+    # applied on the cluster ({node, kind, reason, at}).
+    to_apply: list[dict[str, str]] = field(default_factory=list)
 
 
 class _Problem(BaseModel):
@@ -74,12 +78,23 @@ def load_state(path: Path) -> dict[str, NodeRecord]:
     return {k: NodeRecord(**v) for k, v in json.loads(path.read_text()).items()}
 
 
+def _save_state(path: Path, state: dict[str, NodeRecord]) -> None:
+    path.write_text(json.dumps({k: asdict(v) for k, v in sorted(state.items())}, indent=2) + "\n")
+
+
 def apply_vars(hp: HealthPass) -> dict[str, Any]:
     """What playbooks/health-apply.yml is given: the actions to take and where their Node objects are."""
-    return {
-        "health_actions": [asdict(a) for a in hp.actions if a.kind != "held"],
-        "health_objects_dir": hp.files["objects"],
-    }
+    return {"health_actions": hp.to_apply, "health_objects_dir": hp.files["objects"]}
+
+
+def confirm_applied(folder: Path, nodes: list[str]) -> None:
+    """The cluster took these nodes' decisions (health-apply.yml succeeded against an API server): they are no
+    longer pending."""
+    state = load_state(folder / "state.json")
+    for n in nodes:
+        if n in state:
+            state[n].pending = ""
+    _save_state(folder / "state.json", state)
 
 
 def run_pass(plan: Plan, records: dict[str, Any], folder: Path, now: datetime | None = None) -> HealthPass:
@@ -91,22 +106,30 @@ def run_pass(plan: Plan, records: dict[str, Any], folder: Path, now: datetime | 
     missing = [n for n in nodes if n not in results]
     h = plan.health
     limit = cap(len(nodes), h.max_quarantined_fraction, h.max_quarantined)
-    state, actions = decide(load_state(folder / "state.json"), results, limit, h.recover_after, at)
+    state, actions = decide(
+        load_state(folder / "state.json"), results, limit, h.recover_after, at, budget=site_budget(plan)
+    )
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "state.json").write_text(json.dumps({k: asdict(v) for k, v in sorted(state.items())}, indent=2) + "\n")
+    _save_state(folder / "state.json", state)
     with (folder / "actions.jsonl").open("a") as fh:
         for a in actions:
             fh.write(json.dumps(asdict(a), sort_keys=True) + "\n")
     (folder / "aisite_health_quarantine.prom").write_text(metrics(state, actions, limit))
     objects = folder / "nodes"
     objects.mkdir(exist_ok=True)
-    for a in actions:
-        if a.kind in ("quarantine", "release"):
-            (objects / f"{a.node}.yaml").write_text(yaml.safe_dump(node_object(a.node, state.get(a.node))))
+    acted = {a.node: a for a in actions if a.kind != "held"}
+    to_apply = [
+        asdict(acted[n]) if n in acted else {"node": n, "kind": r.pending, "reason": "not yet applied", "at": at}
+        for n, r in sorted(state.items())
+        if r.pending
+    ]
+    for item in to_apply:
+        node = item["node"]
+        (objects / f"{node}.yaml").write_text(yaml.safe_dump(node_object(node, state.get(node))))
     files = {
         "state": str(folder / "state.json"),
         "actions": str(folder / "actions.jsonl"),
         "metrics": str(folder / "aisite_health_quarantine.prom"),
         "objects": str(objects),
     }
-    return HealthPass(results, missing, state, actions, limit, files)
+    return HealthPass(results, missing, state, actions, limit, files, to_apply)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -50,6 +51,7 @@ from aisite.plan.types import (
     HealthPlan,
     HostSubnet,
     Interface,
+    MaintenancePlan,
     NetworksPlan,
     Node,
     NodeTaint,
@@ -518,6 +520,7 @@ def build_plan(site: Site) -> Plan:
         provisioning=provisioning_plan(site, nodes),
         acceptance=acceptance_plan(site, nodes, {c.speed_gbps for c in b.cables if c.kind == "rail"}),
         health=HealthPlan(**site.health.model_dump()),
+        maintenance=maintenance_plan(site, nodes),
         secrets={
             name: {
                 "username": s.username,
@@ -557,3 +560,14 @@ def gitops_plan(site: Site, nodes: tuple[Node, ...]) -> GitopsPlan | None:
         signers_secret=g.signers_secret,
         credentials_secret=g.credentials_secret or f"aisite-{site.name}-credentials",
     )
+
+
+def maintenance_plan(site: Site, nodes: tuple[Node, ...]) -> MaintenancePlan:
+    """The disruption budget in GPUs: the site's number, else its share of the GPUs, never below the largest
+    node's (a share smaller than one node would keep every node in service forever)."""
+    m = site.maintenance
+    gpus = [n.gpu.count for n in nodes if n.gpu]
+    limit = m.max_unavailable_gpus
+    if limit is None:
+        limit = max(max(gpus, default=0), math.floor(sum(gpus) * m.max_unavailable_fraction))
+    return MaintenancePlan(limit, m.one_node_per_unit, m.canary_nodes, m.drain_timeout_s)

@@ -451,6 +451,16 @@ class HealthPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class MaintenancePlan:
+    """The site's disruption budget, resolved against its nodes (site.maintenance; aisite.maintenance reads it)."""
+
+    max_unavailable_gpus: int  # the site's number, else its share of the GPUs (at least the largest node's)
+    one_node_per_unit: bool
+    canary_nodes: int
+    drain_timeout_s: int
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     site: str
     domain: str
@@ -477,6 +487,7 @@ class Plan:
     provisioning: ProvisioningPlan | None = None
     acceptance: AcceptancePlan | None = None
     health: HealthPlan | None = None
+    maintenance: MaintenancePlan | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,319 @@
+"""The site's disruption budget, the changes that need a member out of service, and their waves (issue 37)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from aisite.cli.common import LAYERS
+from aisite.diff import markdown, site_diff
+from aisite.health.judge import NodeHealth, Problem
+from aisite.health.quarantine import decide
+from aisite.loader import parse_site
+from aisite.maintenance.budget import Budget, Member, site_budget
+from aisite.maintenance.rollout import PHASES, kubernetes_refusals, rollout, waves
+from aisite.plan import Plan, build_plan
+from tests.conftest import stack_data
+
+
+def _plan(data: dict[str, Any]) -> Plan:
+    return build_plan(parse_site(data))
+
+
+@pytest.fixture(scope="module")
+def h100pod() -> dict[str, Any]:
+    return stack_data("h100pod")
+
+
+def test_the_budget_is_the_sites_share_of_its_gpus_never_less_than_a_node(h100pod: dict[str, Any]) -> None:
+    plan = _plan(h100pod)
+    gpus = sum(n.gpu.count for n in plan.nodes if n.gpu)
+    assert gpus == 256 and site_budget(plan).max_gpus == 32  # 12.5 % by default
+    data = copy.deepcopy(h100pod) | {"maintenance": {"max_unavailable_fraction": 0.001}}
+    assert site_budget(_plan(data)).max_gpus == 8  # one DGX: a node can always go alone
+    data["maintenance"] = {"max_unavailable_gpus": 16, "max_unavailable_fraction": 0.5}
+    assert site_budget(_plan(data)).max_gpus == 16  # the number wins over the share
+
+
+def test_the_budget_says_why_a_set_is_over_it() -> None:
+    members = {
+        "cp1": Member("cp1", "control-plane", 0, None),
+        "cp2": Member("cp2", "control-plane", 0, None),
+        "g1": Member("g1", "gpu", 8, 0),
+        "g2": Member("g2", "gpu", 8, 0),
+        "g3": Member("g3", "gpu", 8, 1),
+        "s1": Member("s1", "spine", 0, None),
+        "s2": Member("s2", "spine", 0, None),
+        "l1": Member("l1", "leaf", 0, None),
+    }
+    b = Budget(16, True, members)
+    assert b.problem(["g1", "g3", "s1", "l1", "cp1"]) is None
+    assert b.problem(["g1", "g2", "g3"]) == "24 GPUs out of service, over the site's budget of 16"
+    assert b.problem(["cp1", "cp2"]) == "2 control-plane members out at once (cp1, cp2); one at a time"
+    assert b.problem(["s1", "s2"]) == "2 spine members out at once (s1, s2); one at a time"
+    assert b.problem(["g1", "g2"]) == "g1 and g2 are both of scalable unit 0 (one_node_per_unit)"
+    assert Budget(16, False, members).problem(["g1", "g2"]) is None
+
+
+@st.composite
+def _members(draw: st.DrawFn) -> dict[str, Member]:
+    out: dict[str, Member] = {}
+    for i in range(draw(st.integers(0, 3))):
+        out[f"cp{i}"] = Member(f"cp{i}", "control-plane", 0, None)
+    for i in range(draw(st.integers(1, 24))):
+        out[f"g{i:02d}"] = Member(f"g{i:02d}", "gpu", draw(st.sampled_from([4, 8])), draw(st.integers(0, 3)))
+    for role in ("spine", "leaf"):
+        for i in range(draw(st.integers(0, 3))):
+            out[f"{role}{i}"] = Member(f"{role}{i}", role, 0, None)
+    return out
+
+
+@given(data=st.data())
+@settings(max_examples=200, deadline=None)
+def test_no_wave_beside_what_is_out_exceeds_the_budget(data: st.DataObject) -> None:
+    members = data.draw(_members())
+    budget = Budget(data.draw(st.integers(0, 64)), data.draw(st.booleans()), members)
+    # What is out already (quarantined) is a set the budget admitted, one member at a time.
+    out: list[str] = []
+    for name in data.draw(st.lists(st.sampled_from(sorted(members)), max_size=6, unique=True)):
+        if budget.admits(out, name):
+            out.append(name)
+    rest = sorted(set(members) - set(out))
+    changed = data.draw(st.lists(st.sampled_from(rest), unique=True)) if rest else []
+    ordered = sorted(changed, key=lambda n: (PHASES.index(members[n].role), n))
+    canary = data.draw(st.integers(1, 3))
+    planned, blocked = waves(budget, ordered, out, canary)
+    rolled = [n for w in planned for n in w]
+    assert sorted(rolled + list(blocked)) == sorted(changed)  # each member once: in a wave or blocked
+    assert len(rolled) == len(set(rolled))
+    for wave in planned:
+        assert budget.problem([*out, *wave]) is None, wave
+        assert len({members[n].role for n in wave}) == 1  # a wave never mixes phases
+    gpu_waves = [w for w in planned if members[w[0]].role == "gpu"]
+    assert not gpu_waves or len(gpu_waves[0]) <= canary
+    for name, why in blocked.items():
+        assert budget.problem([*out, name]) is not None, why  # blocked only when it cannot go even alone
+    # Phases roll in order.
+    phases = [PHASES.index(members[w[0]].role) for w in planned]
+    assert phases == sorted(phases)
+
+
+class QuarantineAndMaintenance(RuleBasedStateMachine):
+    """Health quarantines and releases, maintenance takes members out and gives them back, in any order: what is
+    out of service together never exceeds the one budget."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.members = {f"g{i}": Member(f"g{i}", "gpu", 8, i % 3) for i in range(9)}
+        self.members |= {"spine1": Member("spine1", "spine", 0, None), "spine2": Member("spine2", "spine", 0, None)}
+        self.budget = Budget(24, True, self.members)
+        self.state: dict[str, Any] = {}
+        self.maintenance: list[str] = []
+        self.clock = 0
+
+    def _quarantined(self) -> list[str]:
+        return [n for n, r in self.state.items() if r.quarantined]
+
+    @rule(nodes=st.lists(st.sampled_from([f"g{i}" for i in range(9)]), max_size=4, unique=True))
+    def health_pass(self, nodes: list[str]) -> None:
+        """A pass where `nodes` fail and every other node is clean."""
+        self.clock += 1
+        results = {
+            n: NodeHealth(n, [Problem("rail", "rail0", "down")] if n in nodes else [])
+            for n in self.members
+            if n.startswith("g") and n not in self.maintenance
+        }
+        self.state, _ = decide(
+            self.state, results, 100, 2, str(self.clock), budget=self.budget, elsewhere=self.maintenance
+        )
+
+    @rule(name=st.sampled_from(["g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7", "g8", "spine1", "spine2"]))
+    def take_for_maintenance(self, name: str) -> None:
+        out = [*self.maintenance, *self._quarantined()]
+        if name not in out and self.budget.admits(out, name):
+            self.maintenance.append(name)
+
+    @precondition(lambda self: bool(self.maintenance))
+    @rule(data=st.data())
+    def give_back(self, data: st.DataObject) -> None:
+        self.maintenance.remove(data.draw(st.sampled_from(self.maintenance)))
+
+    @invariant()
+    def within_the_budget(self) -> None:
+        assert self.budget.problem([*self.maintenance, *self._quarantined()]) is None
+
+
+TestQuarantineAndMaintenance = QuarantineAndMaintenance.TestCase
+TestQuarantineAndMaintenance.settings = settings(
+    max_examples=100, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def test_a_kubernetes_minor_bump_rolls_the_control_plane_first_then_gpu_nodes_in_waves(
+    h100pod: dict[str, Any],
+) -> None:
+    old_data = copy.deepcopy(h100pod)
+    old_data.setdefault("kubernetes", {})["version"] = "1.34.3"
+    old, new = _plan(old_data), _plan(h100pod)
+    r = rollout(old, new)
+    assert r.refused == [] and len(r.disruptions) == len(new.nodes) and not r.blocked
+    assert all(d.reasons == ("Kubernetes 1.34.3 -> 1.35.6",) and not d.reboot for d in r.disruptions.values())
+    assert r.waves[:3] == [["cp01"], ["cp02"], ["cp03"]]  # kubeadm upgrade apply on the first, then the others
+    gpu = [w for w in r.waves if w[0].startswith("dgx")]
+    assert gpu[0] == ["dgx001"]  # the canary alone
+    assert all(len(w) * 8 <= 32 for w in gpu) and sum(map(len, gpu)) == 32
+    text = markdown(site_diff(old, new, LAYERS), "t")
+    assert "**Out of service** (39 members, 0 rebooted; budget 32 GPUs)" in text
+    assert "- wave 1: cp01" in text and "- wave 9: dgx002, dgx003, dgx004, dgx005" in text
+
+
+def test_quarantined_nodes_count_against_the_budget_and_are_changed_while_out(h100pod: dict[str, Any]) -> None:
+    data = copy.deepcopy(h100pod)
+    data["gpu_nodes"][0]["driver_branch"] = 570
+    old, new = _plan(data), _plan(h100pod)
+    r = rollout(old, new, ["dgx001", "dgx002", "dgx003"])
+    assert all(d.reboot and d.reasons == ("NVIDIA driver R570 -> R590",) for d in r.disruptions.values())
+    assert r.while_out == ["dgx001", "dgx002", "dgx003"]
+    assert all(len(w) == 1 for w in r.waves)  # 24 of 32 GPUs are out: one DGX at a time
+    full = rollout(old, new, ["dgx001", "dgx002", "dgx003", "dgx004"])
+    assert full.waves == [] and len(full.blocked) == 28
+    assert full.blocked["dgx005"] == "40 GPUs out of service, over the site's budget of 32"
+    assert rollout(old, new).to_dict()["max_unavailable_gpus"] == 32
+
+
+def test_one_node_per_unit_spreads_every_wave_over_the_units(h100pod: dict[str, Any]) -> None:
+    data = copy.deepcopy(h100pod)
+    data["maintenance"] = {"one_node_per_unit": True, "max_unavailable_gpus": 64}
+    new = _plan(data)
+    data["gpu_nodes"][0]["driver_branch"] = 570
+    r = rollout(_plan(data), new)
+    units = {n.name: n.scalable_unit for n in new.nodes}
+    for wave in r.waves[1:]:
+        assert len({units[n] for n in wave}) == len(wave), wave
+
+
+def test_switch_os_and_fabric_settings_roll_one_switch_per_tier(h100pod: dict[str, Any]) -> None:
+    data = copy.deepcopy(h100pod)
+    for tier in ("leaves", "spines"):
+        data["switches"][tier]["os_version"] = "5.14"
+    data["fabric"]["roce"] = {"ecn_max_kb": 2000}
+    r = rollout(_plan(data), _plan(h100pod))
+    spines = [n for n, d in r.disruptions.items() if n.startswith("spine")]
+    assert r.disruptions[spines[0]].reasons == ("cumulus 5.14 -> 5.15", "RoCE QoS")
+    assert r.disruptions[spines[0]].reboot
+    assert all(len(w) == 1 for w in r.waves)
+    assert [w[0] for w in r.waves][:5] == ["spine01", "spine02", "spine03", "spine04", "leaf01"]
+    assert not any(n.startswith(("mgmt", "oob", "dgx")) for n in r.disruptions)
+
+
+def test_a_new_member_rolls_with_nothing(h100pod: dict[str, Any]) -> None:
+    data = copy.deepcopy(h100pod)
+    data["gpu_nodes"][0]["count"] -= 1
+    data["kubernetes"]["gpu_overcommit"] = True  # the tenants' quotas were sized for 32 nodes
+    old = _plan(data)
+    data["gpu_nodes"][0]["count"] += 1
+    data.setdefault("kubernetes", {})["version"] = "1.35.7"
+    r = rollout(old, _plan(data))
+    assert sorted(r.disruptions) == sorted(n.name for n in old.nodes) and "dgx032" not in r.disruptions
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        ("1.33.4", "1.35.6", "skips a minor; kubeadm upgrades one minor at a time"),
+        ("1.35.6", "1.34.9", "a downgrade; kubeadm upgrades only forward"),
+        ("1.35.6", "1.35.2", "a downgrade; kubeadm upgrades only forward"),
+    ],
+)
+def test_kubernetes_skips_and_downgrades_are_refused(old: str, new: str, why: str) -> None:
+    assert kubernetes_refusals(old, new) == [f"kubernetes.version {old} -> {new}: {why}"]
+    assert kubernetes_refusals(old, old) == []
+
+
+def test_diff_json_carries_the_waves(lab: dict[str, Any]) -> None:
+    old = _plan(lab)
+    lab["kubernetes"]["version"] = "1.34.3"
+    d = site_diff(old, _plan(lab), LAYERS).to_dict()
+    m = d["maintenance"]
+    assert m["refused"] == ["kubernetes.version 1.35.6 -> 1.34.3: a downgrade; kubeadm upgrades only forward"]
+    assert m["waves"][0] == ["cp01"] and json.dumps(d)
+
+
+def test_a_quarantine_not_applied_on_the_cluster_is_applied_again(lab: dict[str, Any], tmp_path: Path) -> None:
+    """The issue's bug: the decision was recorded before health-apply ran, so a quarantine whose apply was skipped
+    (no API server) or failed was never applied again."""
+    from aisite.health.site import confirm_applied, load_state, run_pass
+
+    plan = _plan(lab)
+    ok = {n.name: {"node": n.name, "problems": []} for n in plan.nodes}
+    down = {"node": "gpu02", "problems": [{"check": "rail", "subject": "rail1", "message": "down"}]}
+    first = run_pass(plan, ok | {"gpu02": down}, tmp_path)
+    assert [(i["node"], i["kind"]) for i in first.to_apply] == [("gpu02", "quarantine")]
+    again = run_pass(plan, ok | {"gpu02": down}, tmp_path)  # the apply did not happen: still to apply
+    assert again.actions == [] and [(i["node"], i["kind"]) for i in again.to_apply] == [("gpu02", "quarantine")]
+    confirm_applied(tmp_path, ["gpu02"])
+    assert load_state(tmp_path / "state.json")["gpu02"].pending == ""
+    assert run_pass(plan, ok | {"gpu02": down}, tmp_path).to_apply == []
+    assert plan.health is not None
+    for _ in range(plan.health.recover_after):
+        last = run_pass(plan, ok, tmp_path)
+    assert [(i["node"], i["kind"]) for i in last.to_apply] == [("gpu02", "release")]
+    assert [(i["node"], i["kind"]) for i in run_pass(plan, ok, tmp_path).to_apply] == [("gpu02", "release")]
+
+
+def test_health_holds_a_quarantine_the_sites_budget_cannot_take(lab: dict[str, Any], tmp_path: Path) -> None:
+    from aisite.health.site import run_pass
+
+    lab["health"] = {"max_quarantined": 5}
+    lab["maintenance"] = {"max_unavailable_gpus": 1}
+    plan = _plan(lab)
+    bad = {
+        n.name: {"node": n.name, "problems": [{"check": "rail", "subject": "rail0", "message": "down"}]}
+        for n in plan.nodes
+        if n.gpu
+    }
+    hp = run_pass(plan, bad, tmp_path)
+    kinds = sorted(a.kind for a in hp.actions)
+    assert len(bad) > 1 and kinds == ["held"] * (len(bad) - 1) + ["quarantine"], hp.actions
+    held = next(a for a in hp.actions if a.kind == "held")
+    assert held.reason.startswith("site's disruption budget: 2 GPUs out of service, over the site's budget of 1")
+
+
+def test_the_diff_command_prints_the_waves_and_counts_quarantined_nodes(tmp_path: Path) -> None:
+    """`aisite diff` on a Kubernetes patch bump of a lab-like site: every node out in waves, the control plane
+    first; a node `aisite health` holds quarantined on this machine is out already and changed while out."""
+    import os
+
+    from aisite.paths import health_dir
+    from tests.conftest import ROOT, make_site_repo, run_cli
+
+    site = f"mainttest-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text().replace("name: lab\n", f"name: {site}\n")
+    repo = make_site_repo(tmp_path / "site", {f"Pulumi.{site}.yaml": text})
+    stack = repo / "stacks" / f"Pulumi.{site}.yaml"
+    assert "      version: 1.35.6\n" in text
+    stack.write_text(text.replace("      version: 1.35.6\n", "      version: 1.35.7\n", 1))
+    folder = health_dir(site)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "state.json").write_text(json.dumps({"gpu02": {"quarantined": True, "reason": "rail"}}))
+        doc = json.loads(run_cli("diff", str(stack), "--json").stdout)["maintenance"]
+        assert doc["out_of_service"] == ["gpu02"] and doc["changed_while_out"] == ["gpu02"]
+        assert doc["waves"] == [["cp01"], ["stor01"]]
+        # The lab's budget is one GPU (its GPU nodes have one each): the quarantined node holds it.
+        assert doc["max_unavailable_gpus"] == 1
+        assert doc["blocked"] == {n: "2 GPUs out of service, over the site's budget of 1" for n in ("gpu01", "infer01")}
+        printed = run_cli("diff", str(stack)).stdout
+        assert "1 already out: gpu02" in printed and "- wave 1: cp01" in printed
+        assert "- changed while out of service: gpu02" in printed and "- blocked: gpu01: 2 GPUs" in printed
+    finally:
+        import shutil
+
+        shutil.rmtree(folder.parent, ignore_errors=True)
