@@ -432,6 +432,22 @@ class Monitoring(Strict):
     storage_class: DnsSubdomain | None = None
 
 
+class EtcdBackup(Strict):
+    """etcd snapshots on the control-plane nodes (role etcd_backup: a systemd timer), the newest `keep` kept."""
+
+    schedule: Literal["hourly", "daily", "weekly"] = "hourly"
+    keep: Annotated[int, Field(ge=1, le=10_000)] = 48
+    # Where each snapshot is copied off the node (rsync): an absolute path (a mounted share) or host:/path over SSH
+    # with root's key, which the site provides; None keeps them on the node only. A snapshot holds every Secret of
+    # the cluster: the destination must be as private as the node.
+    copy_to: (
+        Annotated[
+            str, Field(pattern=r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?:)?/[A-Za-z0-9._/-]{0,1000}$", max_length=1200)
+        ]
+        | None
+    ) = None
+
+
 class Kubernetes(Strict):
     version: Annotated[str, Field(pattern=r"^1\.\d+\.\d+$")] = "1.35.6"
     cni: Literal["calico", "cilium", "flannel"] = "calico"
@@ -456,6 +472,7 @@ class Kubernetes(Strict):
     # proxy project lays them out). A registry the site lists under containerd.registries keeps its own entry.
     image_mirror: Url | None = None
     monitoring: Monitoring = Monitoring()
+    etcd_backup: EtcdBackup = EtcdBackup()
     addons: list[Addon] = []
     tenants: list[Tenant] = []
 

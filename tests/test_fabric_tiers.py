@@ -50,10 +50,11 @@ def test_two_tier_plans_are_byte_identical(stack: str) -> None:
     # Keys added since, none of them a change of the fabric: provisioning (null where nothing is installed), the
     # acceptance thresholds, the health check settings, the leaf-block label (topology-aware placement), the
     # rails' speed, the NIC behind each rail (catalog) and the pods' network on it, a cable's chassis label, the
-    # switches' front panel and host ports' far ends, the access switches' configuration, the disruption budget.
+    # switches' front panel and host ports' far ends, the access switches' configuration, the disruption budget
+    # and the etcd backups' settings.
     if doc["provisioning"] is None:
         del doc["provisioning"]
-    del doc["acceptance"], doc["health"], doc["maintenance"]
+    del doc["acceptance"], doc["health"], doc["maintenance"], doc["kubernetes"]["etcd_backup"]
     for node in doc["nodes"]:
         node["labels"].pop("aisite.io/leaf-block", None)
         for rail in node["rails"]:

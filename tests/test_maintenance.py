@@ -317,3 +317,25 @@ def test_the_diff_command_prints_the_waves_and_counts_quarantined_nodes(tmp_path
         import shutil
 
         shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("copy_to", "ok"),
+    [
+        ("/mnt/backups/etcd", True),
+        ("backup01.dc1.example:/srv/etcd", True),
+        ("/srv/etcd; rm -rf /", False),  # never a shell word
+        ("-e ssh evil:/x", False),  # never an rsync option
+        ("host:relative/path", False),
+        ("/srv/$(id)", False),
+    ],
+)
+def test_etcd_backups_copy_only_to_a_plain_path_or_host_path(lab: dict[str, Any], copy_to: str, ok: bool) -> None:
+    from aisite.errors import SiteError
+
+    lab["kubernetes"]["etcd_backup"] = {"copy_to": copy_to, "keep": 7, "schedule": "daily"}
+    if ok:
+        assert _plan(lab).kubernetes.etcd_backup.copy_to == copy_to
+    else:
+        with pytest.raises(SiteError, match=r"site\.kubernetes\.etcd_backup\.copy_to"):
+            _plan(lab)

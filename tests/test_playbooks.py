@@ -27,6 +27,7 @@ def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
         "node_health",
         "kubernetes",  # the cluster layer reads every node with it first
         "containerd",
+        "etcd_backup",
         "packages",  # included by the roles' own tasks
         "file_state",
     ]

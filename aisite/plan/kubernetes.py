@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from aisite.model import Site, Tenant, group_hardware
 from aisite.plan.types import (
+    EtcdBackupPlan,
     KubernetesPlan,
     MonitoringPlan,
     Node,
@@ -76,6 +77,7 @@ def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
             k.monitoring.alertmanager_storage_gi,
             k.monitoring.storage_class,
         ),
+        etcd_backup=EtcdBackupPlan(**k.etcd_backup.model_dump()),
     )
 
 

@@ -226,6 +226,15 @@ class MonitoringPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class EtcdBackupPlan:
+    """site.kubernetes.etcd_backup, for role etcd_backup."""
+
+    schedule: str = "hourly"
+    keep: int = 48
+    copy_to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadThresholds:
     min_value: float | None = None
     min_fraction_of_reference: float | None = None
@@ -305,6 +314,7 @@ class KubernetesPlan:
     chart_repositories: dict[str, str] = field(default_factory=dict)
     job_registry: str | None = None  # replaces the upstream registry of the jobs' images
     monitoring: MonitoringPlan = field(default_factory=MonitoringPlan)
+    etcd_backup: EtcdBackupPlan = field(default_factory=EtcdBackupPlan)
 
 
 @dataclass(frozen=True, slots=True)
