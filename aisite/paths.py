@@ -72,3 +72,8 @@ def health_dir(site: str) -> Path:
     """`aisite health`'s quarantine state (state.json), every action it took (actions.jsonl), its metrics and the
     Node objects it applies (nodes/)."""
     return site_dir(site) / "health"
+
+
+def maintenance_dir(site: str) -> Path:
+    """`aisite maintenance`'s rollout (rollout.json, after every step), its pause flag and its lock."""
+    return site_dir(site) / "maintenance"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -339,3 +340,189 @@ def test_etcd_backups_copy_only_to_a_plain_path_or_host_path(lab: dict[str, Any]
     else:
         with pytest.raises(SiteError, match=r"site\.kubernetes\.etcd_backup\.copy_to"):
             _plan(lab)
+
+
+# The rollout's runner against a scripted cluster: what kubeadm, a drain and a reboot would do is a step the script
+# answers; the budget, the order of steps, failures, pauses and resumption are the runner's.
+
+
+class ScriptedCluster:
+    def __init__(self, budget: Budget, fail: dict[tuple[str, str], int] | None = None) -> None:
+        self.budget = budget
+        self.fail = dict(fail or {})  # (step, member) -> times it fails
+        self.calls: list[tuple[str, list[str]]] = []
+        self.cordoned: set[str] = set()
+        self.quarantined: list[str] = []
+
+    def __call__(self, step: str, members: list[str], state: Any) -> dict[str, str]:
+        self.calls.append((step, list(members)))
+        if step == "cordon":
+            self.cordoned |= set(members)
+        # Whatever is out at any step (cordoned, quarantined) is within the one budget.
+        assert self.budget.problem([*self.cordoned, *self.quarantined]) is None, (step, members)
+        errors = {}
+        for m in members:
+            if self.fail.get((step, m), 0) > 0:
+                self.fail[(step, m)] -= 1
+                errors[m] = f"{step} failed on {m}"
+        if step == "uncordon":
+            self.cordoned -= {m for m in members if m not in errors}
+        return errors
+
+
+def _driver_change(h100pod: dict[str, Any]) -> tuple[Plan, Any]:
+    data = copy.deepcopy(h100pod)
+    data["gpu_nodes"][0]["driver_branch"] = 570
+    new = _plan(h100pod)
+    return new, rollout(_plan(data), new)
+
+
+def _run(state: Any, cluster: ScriptedCluster, new: Plan, paused: Any = lambda: False) -> tuple[Any, list[str]]:
+    from aisite.maintenance.run import run
+
+    saved: list[str] = []
+    state = run(
+        state,
+        cluster,
+        budget=site_budget(new),
+        elsewhere=lambda: cluster.quarantined,
+        paused=paused,
+        save=lambda s: saved.append(s.status),
+        now=lambda: "t",
+    )
+    return state, saved
+
+
+def test_a_rollout_takes_every_member_through_its_steps_within_the_budget(h100pod: dict[str, Any]) -> None:
+    from aisite.maintenance.run import start
+
+    new, r = _driver_change(h100pod)
+    state, why = start(r, new.site, "HEAD -> working tree", "t")
+    assert why == [] and state is not None
+    cluster = ScriptedCluster(site_budget(new))
+    state, saved = _run(state, cluster, new)
+    assert state.status == "done" and all(m.pending == "done" for m in state.members.values())
+    # Each member: cordon, drain, apply, reboot (a driver branch needs one), verify, uncordon; in its wave's order.
+    for name in ("dgx001", "dgx017"):
+        assert [s for s, ms in cluster.calls if name in ms] == [
+            "cordon",
+            "drain",
+            "apply",
+            "reboot",
+            "verify",
+            "uncordon",
+        ]
+    assert cluster.calls[0] == ("cordon", ["dgx001"])  # the canary alone first
+    assert len(saved) >= 6 * len(state.waves)  # saved after every step
+    assert cluster.cordoned == set()
+
+
+def test_a_failed_step_stops_the_rollout_and_resuming_retries_only_that_step(h100pod: dict[str, Any]) -> None:
+    from aisite.maintenance.run import start
+
+    new, r = _driver_change(h100pod)
+    state, _ = start(r, new.site, "c", "t")
+    cluster = ScriptedCluster(site_budget(new), {("verify", "dgx003"): 1})
+    state, _ = _run(state, cluster, new)
+    assert state.status == "failed" and state.message.startswith("wave 2, verify failed on dgx003")
+    assert state.members["dgx003"].pending == "verify" and state.members["dgx003"].error
+    assert state.members["dgx002"].pending == "uncordon"  # the wave stopped before any was given back
+    assert all(m.pending == "cordon" for n, m in state.members.items() if n >= "dgx006")  # later waves untouched
+    before = len(cluster.calls)
+    state, _ = _run(state, cluster, new)
+    assert state.status == "done"
+    # Only the failed step again, then the wave given back together: nothing applied twice.
+    assert cluster.calls[before : before + 2] == [
+        ("verify", ["dgx003"]),
+        ("uncordon", ["dgx002", "dgx003", "dgx004", "dgx005"]),
+    ]
+    assert state.members["dgx003"].history[-3:] == [
+        "t verify: failed: verify failed on dgx003",
+        "t verify: ok",
+        "t uncordon: ok",
+    ]
+
+
+def test_a_pause_stops_between_steps_and_resume_goes_on(h100pod: dict[str, Any]) -> None:
+    from aisite.maintenance.run import start
+
+    new, r = _driver_change(h100pod)
+    state, _ = start(r, new.site, "c", "t")
+    cluster = ScriptedCluster(site_budget(new))
+    calls = iter(range(1000))
+    state, _ = _run(state, cluster, new, paused=lambda: next(calls) == 8)  # in wave 2, after its cordon and drain
+    assert state.status == "paused" and state.message == "wave 2, before apply"
+    assert state.out_of_service() == ["dgx002", "dgx003", "dgx004", "dgx005"]
+    state, _ = _run(state, cluster, new)
+    assert state.status == "done"
+
+
+def test_the_budget_is_asked_before_a_wave_is_taken_out(h100pod: dict[str, Any]) -> None:
+    from aisite.maintenance.run import start
+
+    new, r = _driver_change(h100pod)
+    state, _ = start(r, new.site, "c", "t")
+    cluster = ScriptedCluster(site_budget(new))
+    cluster.quarantined = ["dgx030", "dgx031", "dgx032", "dgx029"]  # 32 GPUs out: nothing else may go
+    state, _ = _run(state, cluster, new)
+    assert state.status == "waiting" and cluster.calls == []
+    assert state.message == "wave 1: 40 GPUs out of service, over the site's budget of 32"
+
+
+def test_start_refuses_what_no_rollout_makes(lab: dict[str, Any]) -> None:
+    from aisite.maintenance.run import start
+
+    old = _plan(lab)
+    lab["kubernetes"]["version"] = "1.34.3"
+    state, why = start(rollout(old, _plan(lab)), "lab", "c", "t")
+    assert state is None and why == ["kubernetes.version 1.35.6 -> 1.34.3: a downgrade; kubeadm upgrades only forward"]
+    assert start(rollout(old, old), "lab", "c", "t")[1] == ["nothing in this change needs a member out of service"]
+
+
+def test_an_operator_skips_a_member_not_yet_out_or_one_that_failed(h100pod: dict[str, Any]) -> None:
+    from aisite.maintenance.run import start
+    from aisite.maintenance.state import advance, load, save, skip
+
+    new, r = _driver_change(h100pod)
+    state, _ = start(r, new.site, "c", "t")
+    assert state is not None
+    assert skip(state, "dgx010", "t") == "" and state.members["dgx010"].pending == "skipped"
+    advance(state.members["dgx001"], "", "t")  # cordoned, drain pending
+    assert "between steps" in skip(state, "dgx001", "t")
+    advance(state.members["dgx001"], "drain timed out", "t")
+    assert (
+        skip(state, "dgx001", "t") == ""
+        and "left at drain after: drain timed out" in state.members["dgx001"].history[-1]
+    )
+    assert skip(state, "nope", "t") == "nope is not in this rollout"
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"rollout-{os.getpid()}.json"
+    save(path, state)
+    assert load(path) == state
+    path.unlink()
+
+
+def test_ansible_steps_verify_fails_on_a_problem_the_baseline_did_not_have(lab: dict[str, Any]) -> None:
+    from aisite.deploy import HostRecap, RunResult
+    from aisite.maintenance.state import MemberState, RolloutState
+    from aisite.maintenance.steps import AnsibleSteps
+
+    plan = _plan(lab)
+    clock = {"check": "clock", "subject": "chrony", "message": "not synchronised"}
+    rail = {"check": "rail", "subject": "rail1", "message": "down"}
+    answers = iter([[clock], [clock, rail]])
+    runs: list[tuple[str, str | None, dict[str, Any]]] = []
+
+    def runner(playbook: str, limit: str | None, extravars: Any) -> RunResult:
+        runs.append((playbook, limit, dict(extravars)))
+        stats: dict[str, Any] = {}
+        if playbook.endswith("health-status.yml"):
+            stats = {"health_states": {"gpu01": {"node": "gpu01", "problems": next(answers)}}}
+        return RunResult("successful", 0, {"gpu01": HostRecap(ok=1)}, stats=stats)
+
+    steps = AnsibleSteps(plan, runner)
+    state = RolloutState("lab", "c", "t", [["gpu01"]], {"gpu01": MemberState(["x"], False)})
+    assert steps("cordon", ["gpu01"], state) == {}
+    assert state.members["gpu01"].baseline == ["clock chrony"]  # known before: not the change's fault
+    assert runs[1][0] == "playbooks/maintenance.yml" and runs[1][2]["maintenance_action"] == "cordon"
+    assert steps("verify", ["gpu01"], state) == {"gpu01": "new health problems: rail rail1"}
+    assert runs[2] == ("playbooks/health-status.yml", "gpu01", {"health_now": True})

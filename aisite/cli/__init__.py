@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from aisite.cli import accept, bench, deploy, health, lab, oob, provision, reconcile, site
+from aisite.cli import accept, bench, deploy, health, lab, maintenance, oob, provision, reconcile, site
 from aisite.cli.common import EXIT_FAILED, app
 
 __all__ = ["app", "main"]
@@ -24,6 +24,7 @@ app.command()(deploy.deploy)
 app.command()(deploy.cabling)
 app.command()(reconcile.diff)
 app.add_typer(reconcile.reconcile_app, name="reconcile")
+app.add_typer(maintenance.maintenance_app, name="maintenance")
 app.add_typer(oob.oob_app, name="oob")
 app.add_typer(lab.lab_app, name="lab")
 app.add_typer(bench.bench_app, name="bench")

@@ -1,0 +1,200 @@
+"""`aisite maintenance`: roll a change that needs members out of service, wave by wave within the site's budget,
+and see, pause, resume or skip it. Exit 0 done; 1 failed, waiting or paused (the rollout is recorded and
+resumable); 2 bad input or a rollout that cannot start; 75 another maintenance command of the site is running."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, group_sizes, invalid, load_plan, out
+from aisite.cli.deploy import progress_runner
+from aisite.deploy import RunResult
+from aisite.errors import SiteError
+from aisite.health.site import load_state
+from aisite.loader import resolve_stack
+from aisite.maintenance.budget import site_budget
+from aisite.maintenance.rollout import rollout
+from aisite.maintenance.run import run, start
+from aisite.maintenance.state import RolloutState, load, save, skip
+from aisite.maintenance.steps import AnsibleSteps
+from aisite.paths import health_dir, maintenance_dir
+from aisite.plan import Plan
+from aisite.render.inventory import inventory, inventory_text
+from aisite.repo import GitError, file_at
+from aisite.secrets import resolve
+
+EXIT_BUSY = 75
+maintenance_app = typer.Typer(
+    help="Roll a change that needs nodes out of service in waves within the site's disruption budget "
+    "(cordon, drain, apply, reboot, verify, uncordon), resumable; see it, pause, resume or skip a node.",
+    no_args_is_help=True,
+)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@contextmanager
+def _lock(site: str) -> Iterator[None]:
+    path = maintenance_dir(site) / "lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"another maintenance command of site {site!r} is running", file=sys.stderr)
+            raise typer.Exit(EXIT_BUSY) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _quarantined(site: str) -> list[str]:
+    return [n for n, r in load_state(health_dir(site) / "state.json").items() if r.quarantined]
+
+
+def _show(state: RolloutState | None, as_json: bool, skipped: list[str] | None = None) -> None:
+    if as_json:
+        print(json.dumps({"rollout": state.to_dict() if state else None, "skipped": skipped or []}, indent=2))
+        return
+    if state is None:
+        out.print("no rollout recorded")
+        return
+    t = Table(
+        title=f"{state.site}: {state.change} — {state.status}, wave {min(state.wave + 1, len(state.waves))} "
+        f"of {len(state.waves)}"
+    )
+    for col in ("wave", "member", "pending", "reasons", "error"):
+        t.add_column(col)
+    for i, wave in enumerate(state.waves, 1):
+        for n in wave:
+            m = state.members[n]
+            t.add_row(str(i), n, m.pending, escape("; ".join(m.reasons)), escape(m.error))
+    out.print(t)
+    for s in skipped or []:
+        out.print(escape(f"skipped: {s}"), highlight=False)
+    if state.message:
+        out.print(escape(state.message), highlight=False)
+
+
+def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:
+    secret_env, problems = resolve(p)
+    if problems:
+        raise invalid(SiteError(p.site, problems), as_json)
+    inv = inventory(p)
+    text = inventory_text(inv)
+    groups = group_sizes(inv)
+    env = {k: str(v) for k, v in secret_env.items()}
+
+    def runner(playbook: str, limit: str | None, extravars: Any) -> RunResult:
+        return progress_runner(playbook, text, env, limit=limit, check=False, groups=groups, extravars=dict(extravars))
+
+    steps = AnsibleSteps(p, runner)
+    folder = maintenance_dir(p.site)
+    state = run(
+        state,
+        steps,
+        budget=site_budget(p),
+        elsewhere=lambda: _quarantined(p.site),
+        paused=(folder / "paused").exists,
+        save=lambda s: save(folder / "rollout.json", s),
+        now=_now,
+    )
+    _show(state, as_json, steps.skipped)
+    if state.status != "done":
+        raise typer.Exit(EXIT_FAILED)
+
+
+@maintenance_app.command("start")
+def start_command(
+    stack: StackArg,
+    against: Annotated[str, typer.Option("--against", help="The revision the site runs (default HEAD).")] = "HEAD",
+    as_json: JsonOpt = False,
+) -> None:
+    """Roll what the working tree's stack changes against the revision the site runs: the waves `aisite diff`
+    shows, each member cordoned, drained, applied, rebooted where needed, checked and given back."""
+    path = resolve_stack(stack)
+    try:
+        old_text = file_at(path, against)
+    except GitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID) from None
+    with tempfile.TemporaryDirectory(prefix="aisite-maintenance-") as tmp:
+        old_path = Path(tmp) / path.name
+        old_path.write_text(old_text)
+        old = load_plan(str(old_path), as_json)
+    new = load_plan(stack, as_json)
+    with _lock(new.site):
+        current = load(maintenance_dir(new.site) / "rollout.json")
+        if current is not None and current.status != "done":
+            print(f"a rollout is recorded ({current.change}, {current.status}): resume it", file=sys.stderr)
+            raise typer.Exit(EXIT_INVALID)
+        state, why = start(rollout(old, new, _quarantined(new.site)), new.site, f"{against} -> working tree", _now())
+        if state is None:
+            for w in why:
+                print(f"cannot start: {w}", file=sys.stderr)
+            raise typer.Exit(EXIT_INVALID)
+        (maintenance_dir(new.site) / "paused").unlink(missing_ok=True)
+        _roll(new, state, as_json)
+
+
+@maintenance_app.command("resume")
+def resume_command(stack: StackArg, as_json: JsonOpt = False) -> None:
+    """Go on with the recorded rollout where it stopped (a failed step is tried again)."""
+    p = load_plan(stack, as_json)
+    with _lock(p.site):
+        state = load(maintenance_dir(p.site) / "rollout.json")
+        if state is None or state.status == "done":
+            print("no rollout to resume", file=sys.stderr)
+            raise typer.Exit(EXIT_INVALID)
+        (maintenance_dir(p.site) / "paused").unlink(missing_ok=True)
+        _roll(p, state, as_json)
+
+
+@maintenance_app.command("status")
+def status_command(stack: StackArg, as_json: JsonOpt = False) -> None:
+    """The recorded rollout: each member's pending action, its error, and why the rollout stopped."""
+    p = load_plan(stack, as_json)
+    _show(load(maintenance_dir(p.site) / "rollout.json"), as_json)
+
+
+@maintenance_app.command("pause")
+def pause_command(stack: StackArg) -> None:
+    """Stop the running rollout before its next step (members keep their state)."""
+    p = load_plan(stack)
+    folder = maintenance_dir(p.site)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "paused").write_text(_now() + "\n")
+    out.print("the rollout stops before its next step; `aisite maintenance resume` goes on")
+
+
+@maintenance_app.command("skip")
+def skip_command(stack: StackArg, member: Annotated[str, typer.Argument(help="The node to leave out.")]) -> None:
+    """Leave a member out of the recorded rollout: one not yet cordoned (it keeps its old state), or one whose step
+    failed (the operator's now, where the failure left it)."""
+    p = load_plan(stack)
+    with _lock(p.site):
+        path = maintenance_dir(p.site) / "rollout.json"
+        state = load(path)
+        why = skip(state, member, _now()) if state else "no rollout recorded"
+        if why:
+            print(f"cannot skip: {why}", file=sys.stderr)
+            raise typer.Exit(EXIT_INVALID)
+        assert state is not None
+        save(path, state)
+        out.print(f"{member} skipped")

@@ -1,0 +1,146 @@
+"""The steps of a rollout as Ansible runs them (the executor of aisite.maintenance.run):
+
+- cordon: the health check's current problems are the member's baseline; the Node is cordoned.
+- drain: `kubernetes.core.k8s_drain` (PodDisruptionBudgets honoured, DaemonSets kept), for at most the site's
+  `drain_timeout_s`.
+- apply: each layer whose state moved for the member, run on it alone; what applied is recorded as `deploy` does,
+  so a later `deploy --changed` does not run it again.
+- reboot: `ansible.builtin.reboot`, where the change needs one (a container cannot reboot: said, not faked).
+- verify: the health check now; a problem the baseline did not have fails the member.
+- uncordon.
+
+Cordon, drain and uncordon need the cluster's admin kubeconfig; without one (the lab runs no API server) they
+are reported skipped and the rollout goes on. `run` is how a playbook is run (the CLI passes one with progress)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from aisite.changes import contents_text, layer_states
+from aisite.deploy import RunResult, applied_hosts, record_applied
+from aisite.health.site import from_status
+from aisite.maintenance.state import RolloutState
+from aisite.plan import Plan
+from aisite.render.inventory import inventory, inventory_text
+from aisite.render.manifests import layer_files, manifest_files
+
+# The layers a member's own change runs in (the platform's and workloads' run on the controller, not a member).
+MEMBER_LAYERS = ("oob", "fabric", "hosts", "cluster")
+
+
+class Runner(Protocol):
+    def __call__(self, playbook: str, limit: str | None, extravars: Mapping[str, Any]) -> RunResult: ...
+
+
+def _host_errors(result: RunResult, members: list[str]) -> dict[str, str]:
+    """Per member, why the run failed there ("" where it did not)."""
+    errors = {}
+    for n in members:
+        r = result.recap.get(n)
+        if r is None:
+            errors[n] = "not reached" if not result.ok else ""
+        elif r.unreachable:
+            errors[n] = "unreachable"
+        elif r.failed:
+            errors[n] = "; ".join(f for f in result.failures if n in f)[:500] or "a task failed"
+        else:
+            errors[n] = ""
+    return {n: e for n, e in errors.items() if e}
+
+
+@dataclass
+class AnsibleSteps:
+    plan: Plan
+    run: Runner
+    skipped: list[str] = field(default_factory=list)  # what a step could not do here, said
+
+    def __call__(self, step: str, members: list[str], state: RolloutState) -> dict[str, str]:
+        handler: Callable[[list[str], RolloutState], dict[str, str]] = getattr(self, f"_{step}")
+        return handler(members, state)
+
+    def _cluster(self, action: str, members: list[str]) -> dict[str, str]:
+        timeout = self.plan.maintenance.drain_timeout_s if self.plan.maintenance else 3600
+        nodes = [n for n in members if any(x.name == n for x in self.plan.nodes)]
+        if not nodes:
+            return {}
+        r = self.run(
+            "playbooks/maintenance.yml",
+            None,
+            {"maintenance_action": action, "maintenance_nodes": nodes, "maintenance_drain_timeout_s": timeout},
+        )
+        self._said(r)
+        return {} if r.ok else dict.fromkeys(nodes, "; ".join(r.failures)[:500] or r.status)
+
+    def _said(self, result: RunResult) -> None:
+        for host, by_role in dict(result.stats.get("skipped") or {}).items():
+            for role, reasons in dict(by_role).items():
+                self.skipped += [f"{host} ({role}): {x}" for x in reasons]
+
+    def _health(self, members: list[str], now: bool) -> tuple[dict[str, list[str]], dict[str, str]]:
+        nodes = [n for n in members if any(x.name == n for x in self.plan.nodes)]
+        if not nodes:
+            return {}, {}
+        r = self.run("playbooks/health-status.yml", ",".join(nodes), {"health_now": now})
+        states = dict(r.stats.get("health_states") or {})
+        found = {}
+        errors = {}
+        for n in nodes:
+            if states.get(n) is None:
+                errors[n] = "no health check to read (role node_health)"
+                continue
+            h = from_status(n, states[n])
+            found[n] = sorted(f"{p.check} {p.subject}" for p in h.problems)
+        return found, errors
+
+    def _cordon(self, members: list[str], state: RolloutState) -> dict[str, str]:
+        baseline, errors = self._health(members, now=False)
+        for n, problems in baseline.items():
+            state.members[n].baseline = problems
+        if errors:
+            return errors
+        return self._cluster("cordon", members)
+
+    def _drain(self, members: list[str], state: RolloutState) -> dict[str, str]:
+        return self._cluster("drain", members)
+
+    def _uncordon(self, members: list[str], state: RolloutState) -> dict[str, str]:
+        return self._cluster("uncordon", members)
+
+    def _apply(self, members: list[str], state: RolloutState) -> dict[str, str]:
+        inv = inventory(self.plan)
+        files = layer_files(manifest_files(self.plan))
+        states = layer_states(MEMBER_LAYERS, inv, {k: contents_text(v) for k, v in files.items()})
+        applied = applied_hosts(self.plan.site)
+        errors: dict[str, str] = {}
+        for layer, layer_state in states.items():
+            if layer in self.plan.pulled_layers:
+                continue
+            pending = [h for h in layer_state.pending(applied.get(layer, {})) if h in members and h not in errors]
+            if not pending:
+                continue
+            r = self.run(f"playbooks/{layer}.yml", ",".join(pending), {})
+            self._said(r)
+            failed = _host_errors(r, pending)
+            errors |= {h: f"{layer}: {why}" for h, why in failed.items()}
+            done = {h: s for h, s in layer_state.hosts.items() if h in pending and h not in failed and h in r.recap}
+            record_applied(self.plan.site, {layer: done}, {})
+        return errors
+
+    def _reboot(self, members: list[str], state: RolloutState) -> dict[str, str]:
+        r = self.run("playbooks/maintenance-reboot.yml", ",".join(members), {})
+        self._said(r)
+        return _host_errors(r, members)
+
+    def _verify(self, members: list[str], state: RolloutState) -> dict[str, str]:
+        found, errors = self._health(members, now=True)
+        for n, problems in found.items():
+            new = sorted(set(problems) - set(state.members[n].baseline))
+            if new:
+                errors[n] = "new health problems: " + ", ".join(new)
+        return errors
+
+
+def inventory_of(plan: Plan) -> str:
+    return inventory_text(inventory(plan))
