@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
 from aisite.errors import SiteError
-from aisite.loader import load_site
+from aisite.loader import load_site, resolve_stack
 from aisite.model import Site
 from aisite.plan import Plan, build_plan
+from aisite.repo import GitError, file_at
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 LAYERS = ("oob", "fabric", "hosts", "cluster", "platform", "workloads")
@@ -63,3 +66,18 @@ def load_site_plan(stack: str, as_json: bool = False) -> tuple[Site, Plan]:
     except SiteError as exc:
         raise invalid(exc, as_json) from None
     return site, build_plan(site)
+
+
+def load_plan_at(stack: str, revision: str, as_json: bool = False) -> Plan:
+    """The plan of the stack's file as it was at a Git revision (what `diff` and `maintenance start` compare
+    the working tree with); a revision that is not there is invalid input (exit 2)."""
+    path = resolve_stack(stack)
+    try:
+        text = file_at(path, revision)
+    except GitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID) from None
+    with tempfile.TemporaryDirectory(prefix="aisite-at-") as tmp:
+        old = Path(tmp) / path.name
+        old.write_text(text)
+        return load_plan(str(old), as_json)

@@ -8,32 +8,38 @@ import fcntl
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, group_sizes, invalid, load_plan, out
+from aisite.cli.common import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    JsonOpt,
+    StackArg,
+    group_sizes,
+    invalid,
+    load_plan,
+    load_plan_at,
+    out,
+)
 from aisite.cli.deploy import progress_runner
 from aisite.deploy import RunResult
 from aisite.errors import SiteError
-from aisite.health.site import load_state
-from aisite.loader import resolve_stack
+from aisite.health.site import quarantined_nodes
 from aisite.maintenance.budget import site_budget
 from aisite.maintenance.rollout import rollout
 from aisite.maintenance.run import run, start
 from aisite.maintenance.state import RolloutState, load, save, skip
 from aisite.maintenance.steps import AnsibleSteps
-from aisite.paths import health_dir, maintenance_dir
+from aisite.paths import maintenance_dir
 from aisite.plan import Plan
 from aisite.render.inventory import inventory, inventory_text
-from aisite.repo import GitError, file_at
 from aisite.secrets import resolve
 
 EXIT_BUSY = 75
@@ -62,10 +68,6 @@ def _lock(site: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-def _quarantined(site: str) -> list[str]:
-    return [n for n, r in load_state(health_dir(site) / "state.json").items() if r.quarantined]
 
 
 def _show(state: RolloutState | None, as_json: bool, skipped: list[str] | None = None) -> None:
@@ -110,7 +112,7 @@ def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:
         state,
         steps,
         budget=site_budget(p),
-        elsewhere=lambda: _quarantined(p.site),
+        elsewhere=lambda: quarantined_nodes(p.site),
         paused=(folder / "paused").exists,
         save=lambda s: save(folder / "rollout.json", s),
         now=_now,
@@ -128,23 +130,16 @@ def start_command(
 ) -> None:
     """Roll what the working tree's stack changes against the revision the site runs: the waves `aisite diff`
     shows, each member cordoned, drained, applied, rebooted where needed, checked and given back."""
-    path = resolve_stack(stack)
-    try:
-        old_text = file_at(path, against)
-    except GitError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(EXIT_INVALID) from None
-    with tempfile.TemporaryDirectory(prefix="aisite-maintenance-") as tmp:
-        old_path = Path(tmp) / path.name
-        old_path.write_text(old_text)
-        old = load_plan(str(old_path), as_json)
+    old = load_plan_at(stack, against, as_json)
     new = load_plan(stack, as_json)
     with _lock(new.site):
         current = load(maintenance_dir(new.site) / "rollout.json")
         if current is not None and current.status != "done":
             print(f"a rollout is recorded ({current.change}, {current.status}): resume it", file=sys.stderr)
             raise typer.Exit(EXIT_INVALID)
-        state, why = start(rollout(old, new, _quarantined(new.site)), new.site, f"{against} -> working tree", _now())
+        state, why = start(
+            rollout(old, new, quarantined_nodes(new.site)), new.site, f"{against} -> working tree", _now()
+        )
         if state is None:
             for w in why:
                 print(f"cannot start: {w}", file=sys.stderr)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -23,21 +22,20 @@ from aisite.cli.common import (
     err,
     group_sizes,
     load_plan,
+    load_plan_at,
     out,
 )
 from aisite.cli.deploy import progress_runner
 from aisite.diff import markdown, site_diff
 from aisite.foreign import show
-from aisite.health.site import load_state
+from aisite.health.site import quarantined_nodes
 from aisite.loader import resolve_stack
-from aisite.paths import health_dir
 from aisite.reconcile.hook import post_receive
 from aisite.reconcile.nodes import convergence
 from aisite.reconcile.nodes import write_metrics as write_nodes_metrics
 from aisite.reconcile.run import Config, reconcile_pass, watch
 from aisite.reconcile.state import BusyError, PassRecord, load_status, workdir
 from aisite.render.inventory import inventory, inventory_text
-from aisite.repo import GitError, file_at
 
 EXIT_BUSY = 75  # EX_TEMPFAIL: another reconcile holds the lock; try again later
 
@@ -59,19 +57,10 @@ def diff(
     routes, switch ports, cables, BGP sessions and Kubernetes objects added, removed or changed, and the layers and
     hosts each change runs on. Exit 0 either way; 2 when either side is invalid."""
     path = resolve_stack(stack)
-    try:
-        old_text = file_at(path, against)
-    except GitError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(EXIT_INVALID) from None
-    with tempfile.TemporaryDirectory(prefix="aisite-diff-") as tmp:
-        old_path = Path(tmp) / path.name
-        old_path.write_text(old_text)
-        old = load_plan(str(old_path), as_json)
+    old = load_plan_at(stack, against, as_json)
     new = load_plan(stack, as_json)
     # Nodes quarantined by `aisite health` on this machine are out of service already: the budget counts them.
-    held = [n for n, r in load_state(health_dir(new.site) / "state.json").items() if r.quarantined]
-    d = site_diff(old, new, LAYERS, held)
+    d = site_diff(old, new, LAYERS, quarantined_nodes(new.site))
     if as_json:
         print(json.dumps(d.to_dict() | {"against": against, "stack": str(path)}, indent=2))
     else:

@@ -17,6 +17,7 @@ from aisite.foreign import clean
 from aisite.health.judge import CHECKS, NodeHealth, Problem
 from aisite.health.quarantine import Action, NodeRecord, cap, decide, metrics, node_object
 from aisite.maintenance.budget import site_budget
+from aisite.paths import health_dir
 from aisite.plan import Plan
 
 
@@ -76,6 +77,11 @@ def load_state(path: Path) -> dict[str, NodeRecord]:
     if not path.is_file():
         return {}
     return {k: NodeRecord(**v) for k, v in json.loads(path.read_text()).items()}
+
+
+def quarantined_nodes(site: str) -> list[str]:
+    """The nodes `aisite health` holds quarantined on this machine: out of service, counted in the site's budget."""
+    return sorted(n for n, r in load_state(health_dir(site) / "state.json").items() if r.quarantined)
 
 
 def _save_state(path: Path, state: dict[str, NodeRecord]) -> None:
