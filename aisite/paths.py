@@ -75,5 +75,6 @@ def health_dir(site: str) -> Path:
 
 
 def maintenance_dir(site: str) -> Path:
-    """`aisite maintenance`'s rollout (rollout.json, after every step), its pause flag and its lock."""
+    """`aisite maintenance`'s rollout (rollout.json, saved after every step; finished ones in done/), its pause
+    flag and its lock."""
     return site_dir(site) / "maintenance"

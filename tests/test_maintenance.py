@@ -61,6 +61,7 @@ def test_the_budget_says_why_a_set_is_over_it() -> None:
     assert b.problem(["s1", "s2"]) == "2 spine members out at once (s1, s2); one at a time"
     assert b.problem(["g1", "g2"]) == "g1 and g2 are both of scalable unit 0 (one_node_per_unit)"
     assert Budget(16, False, members).problem(["g1", "g2"]) is None
+    assert b.problem(["g1", "gone-since"]) is None  # a stale record of a node the site no longer has
 
 
 @st.composite
@@ -526,3 +527,51 @@ def test_ansible_steps_verify_fails_on_a_problem_the_baseline_did_not_have(lab: 
     assert runs[1][0] == "playbooks/maintenance.yml" and runs[1][2]["maintenance_action"] == "cordon"
     assert steps("verify", ["gpu01"], state) == {"gpu01": "new health problems: rail rail1"}
     assert runs[2] == ("playbooks/health-status.yml", "gpu01", {"health_now": True})
+
+
+def test_a_node_out_for_maintenance_takes_the_place_a_quarantine_would(lab: dict[str, Any], tmp_path: Path) -> None:
+    from aisite.health.site import run_pass
+
+    lab["health"] = {"max_quarantined": 5}
+    plan = _plan(lab)  # the lab's budget: one GPU
+    ok = {n.name: {"node": n.name, "problems": []} for n in plan.nodes}
+    bad = ok | {"gpu02": {"node": "gpu02", "problems": [{"check": "rail", "subject": "rail0", "message": "down"}]}}
+    held = run_pass(plan, bad, tmp_path / "a", elsewhere=["gpu01"])  # gpu01 is out in a rollout
+    assert [(a.node, a.kind) for a in held.actions] == [("gpu02", "held")]
+    assert "site's disruption budget: 2 GPUs out of service" in held.actions[0].reason
+    taken = run_pass(plan, bad, tmp_path / "b")
+    assert [(a.node, a.kind) for a in taken.actions] == [("gpu02", "quarantine")]
+
+
+def test_the_maintenance_commands_say_what_they_cannot_do(tmp_path: Path) -> None:
+    """The CLI around a recorded rollout: nothing to roll, nothing to resume or skip, a pause flag, a status; a
+    recorded rollout is shown and a skip of a member already cordoned is refused, nothing changed."""
+    import shutil
+
+    from aisite.maintenance.state import MemberState, RolloutState, load, save
+    from aisite.paths import maintenance_dir
+    from tests.conftest import ROOT, make_site_repo, run_cli
+
+    site = f"mainttest-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-cli"
+    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text().replace("name: lab\n", f"name: {site}\n")
+    repo = make_site_repo(tmp_path / "site", {f"Pulumi.{site}.yaml": text})
+    stack = str(repo / "stacks" / f"Pulumi.{site}.yaml")
+    folder = maintenance_dir(site)
+    try:
+        r = run_cli("maintenance", "start", stack)
+        assert r.returncode == 2 and "cannot start: nothing in this change needs a member out of service" in r.stderr
+        assert json.loads(run_cli("maintenance", "status", stack, "--json").stdout)["rollout"] is None
+        assert run_cli("maintenance", "resume", stack).returncode == 2
+        assert "no rollout recorded" in run_cli("maintenance", "skip", stack, "gpu01").stderr
+        assert run_cli("maintenance", "pause", stack).returncode == 0 and (folder / "paused").is_file()
+        state = RolloutState(site, "c", "t", [["gpu01"]], {"gpu01": MemberState(["x"], True, pending="apply")})
+        save(folder / "rollout.json", state)
+        shown = json.loads(run_cli("maintenance", "status", stack, "--json").stdout)["rollout"]
+        assert shown["members"]["gpu01"]["pending"] == "apply"
+        refused = run_cli("maintenance", "skip", stack, "gpu01")
+        assert refused.returncode == 2 and "between steps (apply pending)" in refused.stderr
+        assert load(folder / "rollout.json") == state
+        busy = run_cli("maintenance", "start", stack)
+        assert busy.returncode == 2 and "a rollout is recorded (c, running): resume it" in busy.stderr
+    finally:
+        shutil.rmtree(folder.parent, ignore_errors=True)

@@ -14,7 +14,8 @@ from rich.table import Table
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, group_sizes, load_plan, out
 from aisite.cli.deploy import progress_runner
 from aisite.health.site import apply_vars, confirm_applied, run_pass
-from aisite.paths import health_dir
+from aisite.maintenance.state import load as load_rollout
+from aisite.paths import health_dir, maintenance_dir
 from aisite.render.inventory import inventory, inventory_text
 
 
@@ -41,7 +42,9 @@ def health_command(
     )
     records = dict(read.stats.get("health_states") or {})
     folder = health_dir(plan.site)
-    hp = run_pass(plan, records, folder)
+    # Members a rollout has out of service take their place in the same budget.
+    rollout = load_rollout(maintenance_dir(plan.site) / "rollout.json")
+    hp = run_pass(plan, records, folder, elsewhere=rollout.out_of_service() if rollout else [])
     applied = None
     if hp.to_apply:
         applied = progress_runner(

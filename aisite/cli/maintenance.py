@@ -144,7 +144,11 @@ def start_command(
             for w in why:
                 print(f"cannot start: {w}", file=sys.stderr)
             raise typer.Exit(EXIT_INVALID)
-        (maintenance_dir(new.site) / "paused").unlink(missing_ok=True)
+        folder = maintenance_dir(new.site)
+        if current is not None:  # a finished rollout is kept beside the new one
+            (folder / "done").mkdir(exist_ok=True)
+            (folder / "rollout.json").replace(folder / "done" / f"{current.created.replace(':', '')}.json")
+        (folder / "paused").unlink(missing_ok=True)
         _roll(new, state, as_json)
 
 

@@ -5,6 +5,7 @@ objects playbooks/health-apply.yml applies (taint and cordon, drain; or release)
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -103,7 +104,10 @@ def confirm_applied(folder: Path, nodes: list[str]) -> None:
     _save_state(folder / "state.json", state)
 
 
-def run_pass(plan: Plan, records: dict[str, Any], folder: Path, now: datetime | None = None) -> HealthPass:
+def run_pass(
+    plan: Plan, records: dict[str, Any], folder: Path, now: datetime | None = None, elsewhere: Iterable[str] = ()
+) -> HealthPass:
+    """One pass; `elsewhere`: members out of service for maintenance, counted in the site's budget."""
     assert plan.health is not None
     at = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     nodes = [n.name for n in plan.nodes]
@@ -113,7 +117,13 @@ def run_pass(plan: Plan, records: dict[str, Any], folder: Path, now: datetime | 
     h = plan.health
     limit = cap(len(nodes), h.max_quarantined_fraction, h.max_quarantined)
     state, actions = decide(
-        load_state(folder / "state.json"), results, limit, h.recover_after, at, budget=site_budget(plan)
+        load_state(folder / "state.json"),
+        results,
+        limit,
+        h.recover_after,
+        at,
+        budget=site_budget(plan),
+        elsewhere=elsewhere,
     )
     folder.mkdir(parents=True, exist_ok=True)
     _save_state(folder / "state.json", state)

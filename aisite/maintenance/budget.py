@@ -35,8 +35,9 @@ class Budget:
     members: dict[str, Member]
 
     def problem(self, out: Iterable[str]) -> str | None:
-        """Why these members may not all be out of service at once; None when the budget holds them."""
-        chosen = [self.members[n] for n in sorted(set(out))]
+        """Why these members may not all be out of service at once; None when the budget holds them. A name the
+        site no longer has (a stale quarantine record) takes nothing."""
+        chosen = [self.members[n] for n in sorted(set(out)) if n in self.members]
         gpus = sum(m.gpus for m in chosen)
         if gpus > self.max_gpus:
             return f"{gpus} GPUs out of service, over the site's budget of {self.max_gpus}"
