@@ -575,3 +575,23 @@ def test_the_maintenance_commands_say_what_they_cannot_do(tmp_path: Path) -> Non
         assert busy.returncode == 2 and "a rollout is recorded (c, running): resume it" in busy.stderr
     finally:
         shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+def test_a_member_without_a_health_check_is_not_cordoned_and_the_others_are(lab: dict[str, Any]) -> None:
+    from aisite.deploy import HostRecap, RunResult
+    from aisite.maintenance.state import MemberState, RolloutState
+    from aisite.maintenance.steps import AnsibleSteps
+
+    plan = _plan(lab)
+    runs: list[dict[str, Any]] = []
+
+    def runner(playbook: str, limit: str | None, extravars: Any) -> RunResult:
+        runs.append(dict(extravars))
+        stats = {"health_states": {"gpu01": {"node": "gpu01", "problems": []}, "gpu02": None}}
+        return RunResult("successful", 0, {"gpu01": HostRecap(ok=1), "gpu02": HostRecap(ok=1)}, stats=stats)
+
+    members = {n: MemberState(["x"], False) for n in ("gpu01", "gpu02")}
+    state = RolloutState("lab", "c", "t", [["gpu01", "gpu02"]], members)
+    errors = AnsibleSteps(plan, runner)("cordon", ["gpu01", "gpu02"], state)
+    assert errors == {"gpu02": "no health check to read (role node_health)"}
+    assert runs[-1]["maintenance_action"] == "cordon" and runs[-1]["maintenance_nodes"] == ["gpu01"]

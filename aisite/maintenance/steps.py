@@ -98,9 +98,8 @@ class AnsibleSteps:
         baseline, errors = self._health(members, now=False)
         for n, problems in baseline.items():
             state.members[n].baseline = problems
-        if errors:
-            return errors
-        return self._cluster("cordon", members)
+        # A member without a baseline is not cordoned (its cordon failed); the others are.
+        return errors | self._cluster("cordon", [n for n in members if n not in errors])
 
     def _drain(self, members: list[str], state: RolloutState) -> dict[str, str]:
         return self._cluster("drain", members)
