@@ -70,6 +70,16 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
                     "reaches no further than them; name the ports to the site's core",
                 )
             )
+    m = plan.maintenance
+    largest = max((n.gpu.count for n in plan.nodes if n.gpu), default=0)
+    if m is not None and largest and m.max_unavailable_gpus < largest:
+        out.append(
+            Problem(
+                "site.maintenance.max_unavailable_gpus",
+                f"{m.max_unavailable_gpus} is fewer than one node's {largest} GPUs: no such node is ever taken out "
+                "for a change (every rollout waits) nor quarantined (a failing one is held in service)",
+            )
+        )
     empty = [s.name for s in plan.switches_by_role("leaf") if not s.host_subnets]
     leaves = plan.switches_by_role("leaf")
     if railed and empty:

@@ -595,3 +595,14 @@ def test_a_member_without_a_health_check_is_not_cordoned_and_the_others_are(lab:
     errors = AnsibleSteps(plan, runner)("cordon", ["gpu01", "gpu02"], state)
     assert errors == {"gpu02": "no health check to read (role node_health)"}
     assert runs[-1]["maintenance_action"] == "cordon" and runs[-1]["maintenance_nodes"] == ["gpu01"]
+
+
+def test_a_budget_smaller_than_a_node_is_warned(h100pod: dict[str, Any]) -> None:
+    from aisite.cautions import site_warnings
+
+    data = copy.deepcopy(h100pod) | {"maintenance": {"max_unavailable_gpus": 4}}
+    site = parse_site(data)
+    found = [str(w) for w in site_warnings(site, build_plan(site))]
+    assert any(w.startswith("site.maintenance.max_unavailable_gpus: 4 is fewer than one node's 8 GPUs") for w in found)
+    site = parse_site(h100pod)
+    assert not any("maintenance" in str(w) for w in site_warnings(site, build_plan(site)))
