@@ -81,16 +81,18 @@ def kubernetes_refusals(old: str, new: str) -> list[str]:
     return []
 
 
-def _switch_reasons(old: Switch, new: Switch, roce_changed: bool) -> list[str]:
+def _switch_reasons(old: Switch, new: Switch, roce_changed: bool) -> tuple[list[str], bool]:
+    """Why a switch must go out of service, and whether it reboots (a new OS release)."""
     reasons = []
-    if old.os_version != new.os_version and (old.os_version or new.os_version):
+    reboot = old.os_version != new.os_version and bool(old.os_version or new.os_version)
+    if reboot:
         reasons.append(f"{new.os} {old.os_version or '?'} -> {new.os_version or '?'}")
     moved = [f for f in _SWITCH_CONFIG if getattr(old, f) != getattr(new, f)]
     if moved:
         reasons.append("configuration: " + ", ".join(moved))
     if roce_changed and new.role in ("leaf", "spine", "super-spine"):
         reasons.append("RoCE QoS")
-    return reasons
+    return reasons, reboot
 
 
 def disruptions(old: Plan, new: Plan) -> dict[str, Disruption]:
@@ -118,8 +120,11 @@ def disruptions(old: Plan, new: Plan) -> dict[str, Disruption]:
     switches = {s.name: s for s in old.switches}
     roce_changed = old.roce != new.roce
     for s in new.switches:
-        if s.name in switches and (reasons := _switch_reasons(switches[s.name], s, roce_changed)):
-            found[s.name] = Disruption(s.name, tuple(reasons), any(" -> " in r for r in reasons))
+        if s.name not in switches:
+            continue
+        reasons, reboot = _switch_reasons(switches[s.name], s, roce_changed)
+        if reasons:
+            found[s.name] = Disruption(s.name, tuple(reasons), reboot)
     return found
 
 

@@ -23,7 +23,7 @@ from aisite.deploy import RunResult, applied_hosts, record_applied
 from aisite.health.site import from_status
 from aisite.maintenance.state import RolloutState
 from aisite.plan import Plan
-from aisite.render.inventory import inventory, inventory_text
+from aisite.render.inventory import inventory
 from aisite.render.manifests import layer_files, manifest_files
 
 # The layers a member's own change runs in (the platform's and workloads' run on the controller, not a member).
@@ -60,9 +60,14 @@ class AnsibleSteps:
         handler: Callable[[list[str], RolloutState], dict[str, str]] = getattr(self, f"_{step}")
         return handler(members, state)
 
+    def _nodes(self, members: list[str]) -> list[str]:
+        """The members that are nodes (switches have no Node object and no health check)."""
+        names = {n.name for n in self.plan.nodes}
+        return [m for m in members if m in names]
+
     def _cluster(self, action: str, members: list[str]) -> dict[str, str]:
         timeout = self.plan.maintenance.drain_timeout_s if self.plan.maintenance else 3600
-        nodes = [n for n in members if any(x.name == n for x in self.plan.nodes)]
+        nodes = self._nodes(members)
         if not nodes:
             return {}
         r = self.run(
@@ -79,7 +84,7 @@ class AnsibleSteps:
                 self.skipped += [f"{host} ({role}): {x}" for x in reasons]
 
     def _health(self, members: list[str], now: bool) -> tuple[dict[str, list[str]], dict[str, str]]:
-        nodes = [n for n in members if any(x.name == n for x in self.plan.nodes)]
+        nodes = self._nodes(members)
         if not nodes:
             return {}, {}
         r = self.run("playbooks/health-status.yml", ",".join(nodes), {"health_now": now})
@@ -139,7 +144,3 @@ class AnsibleSteps:
             if new:
                 errors[n] = "new health problems: " + ", ".join(new)
         return errors
-
-
-def inventory_of(plan: Plan) -> str:
-    return inventory_text(inventory(plan))
