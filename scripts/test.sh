@@ -15,4 +15,4 @@ else
   echo; echo "== molecule: skipped: it needs root for podman (run as root, as CI does)"
 fi
 # loadfile: a test file stays on one worker (the lab integration tests share one lab, in order).
-step "pytest";        pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"
+step "pytest";        pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
