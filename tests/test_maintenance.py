@@ -606,3 +606,34 @@ def test_a_budget_smaller_than_a_node_is_warned(h100pod: dict[str, Any]) -> None
     assert any(w.startswith("site.maintenance.max_unavailable_gpus: 4 is fewer than one node's 8 GPUs") for w in found)
     site = parse_site(h100pod)
     assert not any("maintenance" in str(w) for w in site_warnings(site, build_plan(site)))
+
+
+def test_apply_runs_the_cluster_layer_as_an_upgrade_on_the_member_alone(lab: dict[str, Any]) -> None:
+    """A rollout's apply tells the cluster layer (and only it) to upgrade a member on an older Kubernetes: the role
+    then runs kubeadm's procedure (molecule scenario kubernetes/upgrade); `deploy` without it stops on that member.
+    What applied is recorded, so it is not run again."""
+    import shutil
+
+    from aisite.deploy import HostRecap, RunResult, applied_hosts
+    from aisite.maintenance.state import MemberState, RolloutState
+    from aisite.maintenance.steps import AnsibleSteps
+    from aisite.paths import site_dir
+
+    site = f"mainttest-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-apply"
+    plan = _plan(copy.deepcopy(lab) | {"name": site})
+    runs: list[tuple[str, str | None, dict[str, Any]]] = []
+
+    def runner(playbook: str, limit: str | None, extravars: Any) -> RunResult:
+        runs.append((playbook, limit, dict(extravars)))
+        return RunResult("successful", 0, {"cp01": HostRecap(ok=1)})
+
+    state = RolloutState(site, "c", "t", [["cp01"]], {"cp01": MemberState(["Kubernetes"], False)})
+    try:
+        assert AnsibleSteps(plan, runner)("apply", ["cp01"], state) == {}
+        by_layer = {p: (limit, extra) for p, limit, extra in runs}
+        assert by_layer["playbooks/cluster.yml"] == ("cp01", {"kubernetes_upgrade": True})
+        assert all(extra == {} for p, (_, extra) in by_layer.items() if p != "playbooks/cluster.yml")
+        assert all(limit == "cp01" for limit, _ in by_layer.values())
+        assert "cp01" in applied_hosts(site)["cluster"]
+    finally:
+        shutil.rmtree(site_dir(site), ignore_errors=True)

@@ -4,7 +4,9 @@
 - drain: `kubernetes.core.k8s_drain` (PodDisruptionBudgets honoured, DaemonSets kept), for at most the site's
   `drain_timeout_s`.
 - apply: each layer whose state moved for the member, run on it alone; what applied is recorded as `deploy` does,
-  so a later `deploy --changed` does not run it again.
+  so a later `deploy --changed` does not run it again. The cluster layer upgrades a member on an older Kubernetes
+  (kubeadm's procedure: `upgrade apply` on the first control-plane node, `upgrade node` on the others), which the
+  rollout's order makes the control plane first.
 - reboot: `ansible.builtin.reboot`, where the change needs one (a container cannot reboot: said, not faked).
 - verify: the health check now; a problem the baseline did not have fails the member.
 - uncordon.
@@ -28,6 +30,9 @@ from aisite.render.manifests import layer_files, manifest_files
 
 # The layers a member's own change runs in (the platform's and workloads' run on the controller, not a member).
 MEMBER_LAYERS = ("oob", "fabric", "hosts", "cluster")
+# What the cluster layer is told in a rollout: a member whose kubelet is older than the site's is upgraded by
+# kubeadm's procedure (anywhere else the layer stops on it, changing nothing).
+UPGRADE = {"kubernetes_upgrade": True}
 
 
 class Runner(Protocol):
@@ -124,7 +129,8 @@ class AnsibleSteps:
             pending = [h for h in layer_state.pending(applied.get(layer, {})) if h in members and h not in errors]
             if not pending:
                 continue
-            r = self.run(f"playbooks/{layer}.yml", ",".join(pending), {})
+            # A member on an older Kubernetes is upgraded only here, drained (roles/kubernetes/tasks/upgrade.yml).
+            r = self.run(f"playbooks/{layer}.yml", ",".join(pending), UPGRADE if layer == "cluster" else {})
             self._said(r)
             failed = _host_errors(r, pending)
             errors |= {h: f"{layer}: {why}" for h, why in failed.items()}
