@@ -32,6 +32,17 @@ def test_validate_accepts_every_shipped_stack() -> None:
         assert f"site {stack}" in r.stdout
 
 
+def test_version_and_short_help_on_every_level() -> None:
+    import importlib.metadata
+
+    r = run_cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"aisite {importlib.metadata.version('aisite')}"
+    for argv in (["-h"], ["maintenance", "-h"], ["lab", "up", "-h"]):
+        r = run_cli(*argv)
+        assert r.returncode == 0 and "Usage: aisite" in r.stdout, (argv, r.stdout, r.stderr)
+    assert "--install-completion" in run_cli("--help").stdout
+
+
 def test_validate_json() -> None:
     r = run_cli("validate", "dc1", "--json")
     doc = json.loads(r.stdout)

@@ -35,7 +35,7 @@ app.command(hidden=True)(deploy.play)
 
 def main() -> None:
     try:
-        app()
+        app(prog_name="aisite")  # as installed, also when run as `python -m aisite`
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(EXIT_FAILED)

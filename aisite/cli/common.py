@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import sys
 import tempfile
@@ -23,11 +24,29 @@ LAYERS = ("oob", "fabric", "hosts", "cluster", "platform", "workloads")
 OPTIONAL_LAYERS = ("reconciler", "pull")
 
 app = typer.Typer(
-    add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="An on-prem AI cluster site, as code.",
+    # -h as well as --help, on every command (click hands the names down to the subcommands' contexts).
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"aisite {importlib.metadata.version('aisite')}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """An on-prem AI cluster site, as code."""
+
+
 # Piped output (logs, CI) is not cut to 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
