@@ -608,10 +608,12 @@ def test_a_budget_smaller_than_a_node_is_warned(h100pod: dict[str, Any]) -> None
     assert not any("maintenance" in str(w) for w in site_warnings(site, build_plan(site)))
 
 
-def test_apply_runs_the_cluster_layer_as_an_upgrade_on_the_member_alone(lab: dict[str, Any]) -> None:
-    """A rollout's apply tells the cluster layer (and only it) to upgrade a member on an older Kubernetes: the role
-    then runs kubeadm's procedure (molecule scenario kubernetes/upgrade); `deploy` without it stops on that member.
-    What applied is recorded, so it is not run again."""
+def test_a_rollouts_apply_upgrades_kubernetes_and_keeps_a_switch_drained(lab: dict[str, Any]) -> None:
+    """A rollout's apply tells the cluster layer to upgrade a member on an older Kubernetes (the role then runs
+    kubeadm's procedure: molecule scenario kubernetes/upgrade; `deploy` without it stops on that member) and the
+    fabric layer to keep a drained switch's graceful shutdown through its reload; each layer on its members alone.
+    A switch's cordon, drain, verify and uncordon run playbooks/maintenance-switch.yml on it. What applied is
+    recorded, so it is not run again."""
     import shutil
 
     from aisite.deploy import HostRecap, RunResult, applied_hosts
@@ -625,15 +627,26 @@ def test_apply_runs_the_cluster_layer_as_an_upgrade_on_the_member_alone(lab: dic
 
     def runner(playbook: str, limit: str | None, extravars: Any) -> RunResult:
         runs.append((playbook, limit, dict(extravars)))
-        return RunResult("successful", 0, {"cp01": HostRecap(ok=1)})
+        stats = {"health_states": {"cp01": {"node": "cp01", "problems": []}}}
+        return RunResult("successful", 0, {h: HostRecap(ok=1) for h in ("cp01", "spine01")}, stats=stats)
 
-    state = RolloutState(site, "c", "t", [["cp01"]], {"cp01": MemberState(["Kubernetes"], False)})
+    members = {n: MemberState(["change"], False) for n in ("cp01", "spine01")}
+    state = RolloutState(site, "c", "t", [["cp01", "spine01"]], members)
+    steps = AnsibleSteps(plan, runner)
     try:
-        assert AnsibleSteps(plan, runner)("apply", ["cp01"], state) == {}
+        assert steps("apply", ["cp01", "spine01"], state) == {}
         by_layer = {p: (limit, extra) for p, limit, extra in runs}
         assert by_layer["playbooks/cluster.yml"] == ("cp01", {"kubernetes_upgrade": True})
-        assert all(extra == {} for p, (_, extra) in by_layer.items() if p != "playbooks/cluster.yml")
-        assert all(limit == "cp01" for limit, _ in by_layer.values())
-        assert "cp01" in applied_hosts(site)["cluster"]
+        assert by_layer["playbooks/fabric.yml"] == ("spine01", {"fabric_frr_graceful_shutdown": True})
+        assert all(
+            extra == {}
+            for p, (_, extra) in by_layer.items()
+            if p not in ("playbooks/cluster.yml", "playbooks/fabric.yml")
+        )
+        assert "cp01" in applied_hosts(site)["cluster"] and "spine01" in applied_hosts(site)["fabric"]
+        for step in ("cordon", "drain", "verify", "uncordon"):
+            runs.clear()
+            assert steps(step, ["cp01", "spine01"], state) == {}
+            assert ("playbooks/maintenance-switch.yml", "spine01", {"maintenance_action": step}) in runs
     finally:
         shutil.rmtree(site_dir(site), ignore_errors=True)

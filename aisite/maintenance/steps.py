@@ -11,8 +11,11 @@
 - verify: the health check now; a problem the baseline did not have fails the member.
 - uncordon.
 
-Cordon, drain and uncordon need the cluster's admin kubeconfig; without one (the lab runs no API server) they
-are reported skipped and the rollout goes on. `run` is how a playbook is run (the CLI passes one with progress)."""
+A fabric switch's cordon is BGP graceful shutdown, its drain a wait until no peer spreads a route over it, its
+verify every session Established, its uncordon graceful shutdown off and a wait until every peer routes over it
+again (playbooks/maintenance-switch.yml; FRR here, other OSes say they have none). Cordon, drain and uncordon of
+nodes need the cluster's admin kubeconfig; without one (the lab runs no API server) they are reported skipped and
+the rollout goes on. `run` is how a playbook is run (the CLI passes one with progress)."""
 
 from __future__ import annotations
 
@@ -30,9 +33,15 @@ from aisite.render.manifests import layer_files, manifest_files
 
 # The layers a member's own change runs in (the platform's and workloads' run on the controller, not a member).
 MEMBER_LAYERS = ("oob", "fabric", "hosts", "cluster")
-# What the cluster layer is told in a rollout: a member whose kubelet is older than the site's is upgraded by
-# kubeadm's procedure (anywhere else the layer stops on it, changing nothing).
-UPGRADE = {"kubernetes_upgrade": True}
+# What a layer is told in a rollout: the cluster layer upgrades a member whose kubelet is older than the site's by
+# kubeadm's procedure (anywhere else it stops on it, changing nothing); the fabric layer keeps a drained switch's
+# BGP graceful shutdown on through its reload (the switch's uncordon turns it off).
+ROLLOUT_VARS: dict[str, dict[str, Any]] = {
+    "cluster": {"kubernetes_upgrade": True},
+    "fabric": {"fabric_frr_graceful_shutdown": True},
+}
+# The switches that carry BGP sessions (a management or out-of-band switch has none to drain).
+BGP_ROLES = ("leaf", "spine", "super-spine")
 
 
 class Runner(Protocol):
@@ -69,6 +78,16 @@ class AnsibleSteps:
         """The members that are nodes (switches have no Node object and no health check)."""
         names = {n.name for n in self.plan.nodes}
         return [m for m in members if m in names]
+
+    def _switches(self, action: str, members: list[str]) -> dict[str, str]:
+        """A step on the members that are fabric switches (playbooks/maintenance-switch.yml)."""
+        names = {s.name for s in self.plan.switches if s.role in BGP_ROLES}
+        switches = [m for m in members if m in names]
+        if not switches:
+            return {}
+        r = self.run("playbooks/maintenance-switch.yml", ",".join(switches), {"maintenance_action": action})
+        self._said(r)
+        return _host_errors(r, switches)
 
     def _cluster(self, action: str, members: list[str]) -> dict[str, str]:
         timeout = self.plan.maintenance.drain_timeout_s if self.plan.maintenance else 3600
@@ -109,13 +128,14 @@ class AnsibleSteps:
         for n, problems in baseline.items():
             state.members[n].baseline = problems
         # A member without a baseline is not cordoned (its cordon failed); the others are.
-        return errors | self._cluster("cordon", [n for n in members if n not in errors])
+        ready = [n for n in members if n not in errors]
+        return errors | self._cluster("cordon", ready) | self._switches("cordon", ready)
 
     def _drain(self, members: list[str], state: RolloutState) -> dict[str, str]:
-        return self._cluster("drain", members)
+        return self._cluster("drain", members) | self._switches("drain", members)
 
     def _uncordon(self, members: list[str], state: RolloutState) -> dict[str, str]:
-        return self._cluster("uncordon", members)
+        return self._cluster("uncordon", members) | self._switches("uncordon", members)
 
     def _apply(self, members: list[str], state: RolloutState) -> dict[str, str]:
         inv = inventory(self.plan)
@@ -129,8 +149,7 @@ class AnsibleSteps:
             pending = [h for h in layer_state.pending(applied.get(layer, {})) if h in members and h not in errors]
             if not pending:
                 continue
-            # A member on an older Kubernetes is upgraded only here, drained (roles/kubernetes/tasks/upgrade.yml).
-            r = self.run(f"playbooks/{layer}.yml", ",".join(pending), UPGRADE if layer == "cluster" else {})
+            r = self.run(f"playbooks/{layer}.yml", ",".join(pending), ROLLOUT_VARS.get(layer, {}))
             self._said(r)
             failed = _host_errors(r, pending)
             errors |= {h: f"{layer}: {why}" for h, why in failed.items()}
@@ -149,4 +168,4 @@ class AnsibleSteps:
             new = sorted(set(problems) - set(state.members[n].baseline))
             if new:
                 errors[n] = "new health problems: " + ", ".join(new)
-        return errors
+        return errors | self._switches("verify", members)
