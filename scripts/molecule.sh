@@ -17,7 +17,7 @@ jobs_max="${AISITE_MOLECULE_JOBS:-2}"
 roles=("$@")
 if [ ${#roles[@]} -eq 0 ]; then
   # The longest first (seconds of a CI run), so the last to start are short and the jobs end together.
-  for role in reconciler common etcd_backup boot_server roce_host pull fabric_frr kubernetes/upgrade; do
+  for role in kubernetes/upgrade reconciler common etcd_backup roce_host pull boot_server fabric_frr; do
     [ -d "roles/${role%%/*}/molecule/$([[ $role == */* ]] && echo "${role#*/}" || echo default)" ] && roles+=("$role")
   done
   for d in roles/*/molecule/*/; do
