@@ -27,7 +27,7 @@ from aisite.changes import contents_text, layer_states
 from aisite.deploy import RunResult, applied_hosts, record_applied
 from aisite.health.site import from_status
 from aisite.maintenance.state import RolloutState
-from aisite.plan import Plan
+from aisite.plan import FABRIC_ROLES, Plan
 from aisite.render.inventory import inventory
 from aisite.render.manifests import layer_files, manifest_files
 
@@ -40,8 +40,6 @@ ROLLOUT_VARS: dict[str, dict[str, Any]] = {
     "cluster": {"kubernetes_upgrade": True},
     "fabric": {"fabric_frr_graceful_shutdown": True},
 }
-# The switches that carry BGP sessions (a management or out-of-band switch has none to drain).
-BGP_ROLES = ("leaf", "spine", "super-spine")
 
 
 class Runner(Protocol):
@@ -81,7 +79,8 @@ class AnsibleSteps:
 
     def _switches(self, action: str, members: list[str]) -> dict[str, str]:
         """A step on the members that are fabric switches (playbooks/maintenance-switch.yml)."""
-        names = {s.name for s in self.plan.switches if s.role in BGP_ROLES}
+        # The switches with BGP sessions (a management or out-of-band switch has none to drain).
+        names = {s.name for s in self.plan.switches if s.role in FABRIC_ROLES}
         switches = [m for m in members if m in names]
         if not switches:
             return {}
