@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aisite.maintenance.budget import Budget, site_budget
-from aisite.plan import Plan, Switch
+from aisite.plan import FABRIC_ROLES, Plan, Switch
 
 # The order members roll in; a wave never mixes two of these.
 PHASES = ("control-plane", "storage", "gpu", "super-spine", "spine", "leaf", "management", "oob")
@@ -90,7 +90,7 @@ def _switch_reasons(old: Switch, new: Switch, roce_changed: bool) -> tuple[list[
     moved = [f for f in _SWITCH_CONFIG if getattr(old, f) != getattr(new, f)]
     if moved:
         reasons.append("configuration: " + ", ".join(moved))
-    if roce_changed and new.role in ("leaf", "spine", "super-spine"):
+    if roce_changed and new.role in FABRIC_ROLES:
         reasons.append("RoCE QoS")
     return reasons, reboot
 
