@@ -1,6 +1,6 @@
-"""BMC emulators for the lab: sushy-tools (Redfish, fake driver, TLS, bcrypt basic auth) or OpenIPMI's ipmi_sim
-(IPMI over LAN, with a chassis script that keeps power and boot device), one container per BMC of the plan, on
-the lab's out-of-band network at the plan's BMC address.
+"""BMC emulators for the lab: sushy-tools (Redfish, its fake driver with a BIOS added, TLS, bcrypt basic auth) or
+OpenIPMI's ipmi_sim (IPMI over LAN, with a chassis script that keeps power and boot device), one container per BMC
+of the plan, on the lab's out-of-band network at the plan's BMC address.
 
 Their configuration is built in memory and copied into the stopped container as a tar on stdin: the password
 reaches the emulator (as it reaches a real BMC's own store) and never a file on this machine.
@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import tarfile
 import uuid
+from pathlib import Path
 
 import bcrypt
 
@@ -25,8 +26,10 @@ set -e
 cd {CONFIG_DIR}
 # A fresh self-signed certificate per start, as a BMC out of the box has.
 openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj "/CN=$1" -keyout tls.key -out tls.crt 2>/dev/null
-exec /opt/sushy/bin/sushy-emulator --config {CONFIG_DIR}/sushy.conf
+exec /opt/sushy/bin/python {CONFIG_DIR}/emulator.py --config {CONFIG_DIR}/sushy.conf
 """
+# sushy-tools' emulator with a BIOS and firmware versions on its fake driver (aisite/lab/redfish_bios.py).
+_REDFISH_EMULATOR = (Path(__file__).parent / "redfish_bios.py").read_text()
 
 _IPMI_START = f"""#!/bin/sh
 mkdir -p {STATE_DIR}
@@ -146,7 +149,12 @@ def redfish_files(bmc: LabBmc, site: str, username: str, password: str) -> dict[
         ]
     )
     digest = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=10)).decode()
-    return {"sushy.conf": conf, "htpasswd": f"{username}:{digest}\n", "start": _REDFISH_START}
+    return {
+        "sushy.conf": conf,
+        "htpasswd": f"{username}:{digest}\n",
+        "start": _REDFISH_START,
+        "emulator.py": _REDFISH_EMULATOR,
+    }
 
 
 def ipmi_files(bmc: LabBmc, username: str, password: str) -> dict[str, str]:
