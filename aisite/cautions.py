@@ -80,6 +80,18 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
                 "for a change (every rollout waits) nor quarantined (a failing one is held in service)",
             )
         )
+    ipmi: dict[str, list[str]] = {}
+    for n in plan.nodes:
+        if n.firmware is not None and n.bmc.protocol != "redfish":
+            ipmi.setdefault(n.path.rsplit(".nodes[", 1)[0], []).append(n.name)
+    for path, names in ipmi.items():
+        out.append(
+            Problem(
+                f"{path}.firmware",
+                f"{len(names)} nodes with IPMI BMCs ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}): "
+                "IPMI offers no BIOS settings or firmware update, so their baseline is neither read nor set",
+            )
+        )
     empty = [s.name for s in plan.switches_by_role("leaf") if not s.host_subnets]
     leaves = plan.switches_by_role("leaf")
     if railed and empty:

@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aisite.changes import layer_states, site_layer_inputs
+from aisite.firmware import SiteFirmware, baselined
 from aisite.maintenance.rollout import Rollout, rollout
-from aisite.plan import Plan
+from aisite.plan import Node, Plan
 from aisite.platform import charts, jobs, objects
 
 Facts = dict[str, str]  # key -> value
@@ -40,6 +41,9 @@ class SiteDiff:
     layers: dict[str, list[str]] = field(default_factory=dict)  # layer -> hosts it would run on
     # What the change takes out of service, and in which waves (aisite.maintenance).
     rollout: Rollout = field(default_factory=Rollout)
+    # The nodes with a firmware baseline, and what their BMCs said when read (None: not read, `diff --firmware`).
+    baselined: int = 0
+    firmware: SiteFirmware | None = None
 
     @property
     def empty(self) -> bool:
@@ -55,6 +59,7 @@ class SiteDiff:
             },
             "layers": self.layers,
             "maintenance": self.rollout.to_dict(),
+            "firmware": self.firmware.to_dict() if self.firmware else None,
         }
 
 
@@ -71,7 +76,13 @@ def _flat(prefix: str, value: Any) -> Iterator[tuple[str, str]]:
 
 
 def _nodes(p: Plan) -> Facts:
-    return dict(kv for n in p.nodes for kv in _flat(n.name, asdict(n)))
+    def fields(n: Node) -> dict[str, Any]:
+        doc = asdict(n)
+        if n.firmware is not None:  # a BIOS attribute by its name, not by its place in the list
+            doc["firmware"] = doc["firmware"] | {"bios": dict(n.firmware.bios)}
+        return doc
+
+    return dict(kv for n in p.nodes for kv in _flat(n.name, fields(n)))
 
 
 def _switches(p: Plan) -> Facts:
@@ -188,13 +199,18 @@ def compare(old: Facts, new: Facts) -> list[Change]:
     return [Change(k, old.get(k), new.get(k)) for k in keys if old.get(k) != new.get(k)]
 
 
-def site_diff(old: Plan, new: Plan, layers: Iterable[str], out: Iterable[str] = ()) -> SiteDiff:
+def site_diff(
+    old: Plan, new: Plan, layers: Iterable[str], out: Iterable[str] = (), firmware: SiteFirmware | None = None
+) -> SiteDiff:
     """The plan `new` against `old`, per layer the hosts whose state (`aisite.changes`) differs, and the waves
-    of what must go out of service, beside the members `out` already (quarantined)."""
+    of what must go out of service, beside the members `out` already (quarantined); with `firmware` (read from
+    the BMCs), the nodes whose firmware is not their baseline go out too."""
     diff = SiteDiff(
         new.site,
         {name: compare(facts(old), facts(new)) for name, facts in SECTIONS.items()},
-        rollout=rollout(old, new, out),
+        rollout=rollout(old, new, out, firmware.drifted if firmware else None),
+        baselined=len(baselined(new)),
+        firmware=firmware,
     )
     names = list(layers)
     before = layer_states(names, *site_layer_inputs(old))
@@ -210,8 +226,9 @@ def markdown(diff: SiteDiff, title: str, limit: int = 50) -> str:
     """The diff as a comment a reviewer reads: a section per kind of fact, at most `limit` lines each."""
     lines = [f"### {title}", ""]
     if diff.empty:
-        return "\n".join([*lines, "No change to the site's plan, objects or layers."])
+        return "\n".join([*lines, "No change to the site's plan, objects or layers.", *_firmware(diff)])
     lines += _out_of_service(diff.rollout, limit)
+    lines += _firmware(diff)
     if diff.layers:
         lines += ["**Runs**", ""]
         lines += [f"- {layer}: {', '.join(hosts)}" for layer, hosts in diff.layers.items()]
@@ -264,6 +281,23 @@ def _out_of_service(r: Rollout, limit: int) -> list[str]:
     lines += [f"- blocked: {n}: {why}" for n, why in list(r.blocked.items())[:limit]]
     lines.append("")
     return lines
+
+
+def _firmware(diff: SiteDiff) -> list[str]:
+    """Whether the nodes' firmware was read, and what could not be (its drift is in the rollout)."""
+    if not diff.baselined:
+        return []
+    if diff.firmware is None:
+        return ["", f"Firmware: {diff.baselined} nodes have a baseline; not read (`--firmware` reads their BMCs).", ""]
+    f = diff.firmware
+    lines = [
+        "",
+        f"**Firmware** ({len(f.drift) - len(f.drifted)} of {diff.baselined} nodes match their baseline, "
+        f"{len(f.drifted)} differ, {len(f.unread) + len(f.unsupported)} not read)",
+        "",
+    ]
+    lines += [f"- not read: {n}: {why}" for n, why in (f.unread | f.unsupported).items()]
+    return [*lines, ""]
 
 
 def _grouped(r: Rollout) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from aisite.catalog import GENERIC_MODEL, GPU_TYPES, KNOWN_MODELS, SERVER_MODELS, NicPort
 from aisite.fields import (
@@ -144,6 +144,33 @@ class Install(Strict):
     kernel_args: Annotated[list[KernelArg], Field(max_length=32)] = ["console=tty0", "console=ttyS0,115200n8"]
 
 
+# A BIOS attribute by its name in the vendor's attribute registry (Redfish Bios.Attributes), and its value as that
+# schema types one: a boolean, an integer, or an enumeration or string.
+BiosAttribute = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.]{0,63}$")]
+BiosValue = (
+    StrictBool
+    | Annotated[StrictInt, Field(ge=-(2**31), le=2**32 - 1)]
+    | Annotated[str, Field(pattern=r"^[A-Za-z0-9 ._:/+@-]{0,128}$")]
+)
+FirmwareVersion = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")]
+
+
+class FirmwareImage(Strict):
+    """A firmware release and where the BMC fetches it from (Redfish SimpleUpdate's ImageURI: the site's mirror)."""
+
+    version: FirmwareVersion
+    image: Url
+
+
+class Firmware(Strict):
+    """A node model's firmware baseline, read and set through its BMC (Redfish: IPMI has neither), applied in a
+    rollout's waves: BIOS settings wait as pending settings for the node's reset."""
+
+    bios: Annotated[dict[BiosAttribute, BiosValue], Field(max_length=256)] = {}
+    # The system firmware (BIOS/UEFI) release, as ComputerSystem.BiosVersion reports it.
+    bios_firmware: FirmwareImage | None = None
+
+
 class NodeGroup(Strict):
     count: Count | None = None
     name_pattern: NamePattern
@@ -152,6 +179,7 @@ class NodeGroup(Strict):
     bmc: BmcSpec | None = None
     # Installed by `aisite provision` (nodes boot from their management NIC: management.mac is the boot MAC).
     install: Install | None = None
+    firmware: Firmware | None = None
     labels: dict[LabelKey, LabelValue] = {}
     taints: list[Taint] = []
 

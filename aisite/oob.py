@@ -12,12 +12,14 @@ import subprocess
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from aisite.fields import secret_env
 from aisite.foreign import clean
+from aisite.plan import Node, Plan
 
 PowerState = str  # "on" | "off"
 ONE_TIME_BOOT = ("pxe", "cd")
@@ -55,15 +57,17 @@ class Facts:
 
 
 # ------------------------------------------------------------------------------------------ Redfish (sushy)
-def _redfish_system(t: Target) -> Any:
+def redfish_root(t: Target) -> Any:
+    """A Redfish BMC's service root (a sushy Sushy), or the BMC's error."""
     import sushy  # imported here: slow, and only BMC commands need it
     import urllib3
 
     if not t.tls_verify:
         # The site chose not to verify this BMC's certificate (oob.tls_verify: false); say so once, not per call.
         warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-    try:
-        root = sushy.Sushy(
+    return _redfish_call(
+        t,
+        lambda: sushy.Sushy(
             f"https://{t.address}:{t.port}/redfish/v1",
             username=t.username,
             password=t.password,
@@ -72,14 +76,27 @@ def _redfish_system(t: Target) -> Any:
             connect_timeout=int(t.timeout),
             # A BMC that refuses the credentials or an action says so once; no retries that lock the account.
             server_side_retries=0,
-        )
-        members = root.get_system_collection().get_members()
+        ),
+    )
+
+
+def _redfish_call(t: Target, fn: Callable[[], Any]) -> Any:
+    import sushy
+
+    try:
+        return fn()
     except sushy.exceptions.AccessError as exc:
         raise BmcError(f"Redfish BMC {t.address}:{t.port} refused the credentials (HTTP {exc.status_code})") from exc
     except sushy.exceptions.ConnectionError as exc:
         raise BmcError(f"Redfish BMC {t.address}:{t.port} did not answer") from exc
     except sushy.exceptions.SushyError as exc:
         raise BmcError(f"Redfish BMC {t.address}:{t.port}: {exc}") from exc
+
+
+def redfish_system(t: Target, root: Any = None) -> Any:
+    """The one system a Redfish BMC manages (a sushy System), or the BMC's error."""
+    service = root if root is not None else redfish_root(t)
+    members = _redfish_call(t, lambda: service.get_system_collection().get_members())
     if len(members) != 1:
         raise BmcError(f"Redfish BMC {t.address}:{t.port} manages {len(members)} systems; aisite expects one")
     return members[0]
@@ -101,7 +118,7 @@ def mac(value: Any) -> str | None:
 
 
 def _redfish_facts(t: Target) -> Facts:
-    system = _redfish_system(t)
+    system = redfish_system(t)
     try:
         return _redfish_read(t, system)
     except BmcError:
@@ -136,7 +153,7 @@ def _redfish_read(t: Target, system: Any) -> Facts:
 def _redfish_power(t: Target, state: PowerState) -> None:
     import sushy  # imported here: slow, and only BMC commands need it
 
-    system = _redfish_system(t)
+    system = redfish_system(t)
     reset = sushy.ResetType.ON if state == "on" else sushy.ResetType.FORCE_OFF
     try:
         system.reset_system(reset)
@@ -147,7 +164,7 @@ def _redfish_power(t: Target, state: PowerState) -> None:
 def _redfish_boot(t: Target, device: str) -> None:
     import sushy  # imported here: slow, and only BMC commands need it
 
-    system = _redfish_system(t)
+    system = redfish_system(t)
     target = {"pxe": sushy.BootSource.PXE, "cd": sushy.BootSource.CD}[device]
     try:
         system.set_system_boot_options(target=target, enabled=sushy.BootSourceOverrideEnabled.ONCE)
@@ -201,6 +218,14 @@ def _ipmi_facts(t: Target) -> Facts:
 # ------------------------------------------------------------------------------------------ per protocol
 def facts(t: Target) -> Facts:
     return _redfish_facts(t) if t.protocol == "redfish" else _ipmi_facts(t)
+
+
+def node_target(plan: Plan, node: Node, secrets: Mapping[str, object]) -> Target:
+    """How to reach a node's BMC: the plan's address and secret, the password from the resolved secrets."""
+    bmc = node.bmc
+    username = str(plan.secrets.get(bmc.credentials, {}).get("username") or "")
+    password = str(secrets.get(secret_env(bmc.credentials), ""))
+    return Target(bmc.protocol, bmc.address, bmc.port, username, password, bmc.tls_verify)
 
 
 def set_power(t: Target, state: PowerState) -> None:

@@ -50,13 +50,14 @@ def test_two_tier_plans_are_byte_identical(stack: str) -> None:
     # Keys added since, none of them a change of the fabric: provisioning (null where nothing is installed), the
     # acceptance thresholds, the health check settings, the leaf-block label (topology-aware placement), the
     # rails' speed, the NIC behind each rail (catalog) and the pods' network on it, a cable's chassis label, the
-    # switches' front panel and host ports' far ends, the access switches' configuration, the disruption budget
-    # and the etcd backups' settings.
+    # switches' front panel and host ports' far ends, the access switches' configuration, the disruption budget,
+    # the etcd backups' settings and the nodes' firmware baselines.
     if doc["provisioning"] is None:
         del doc["provisioning"]
     del doc["acceptance"], doc["health"], doc["maintenance"], doc["kubernetes"]["etcd_backup"]
     for node in doc["nodes"]:
         node["labels"].pop("aisite.io/leaf-block", None)
+        del node["firmware"]  # the group's firmware baseline (none here)
         for rail in node["rails"]:
             for key in ("speed_gbps", "port", "netdev", "rdma", "pci", "gpu", "pod_network", "pod_pool"):
                 del rail[key]

@@ -31,6 +31,7 @@ from aisite.cli.common import (
 from aisite.cli.deploy import progress_runner
 from aisite.deploy import RunResult
 from aisite.errors import SiteError
+from aisite.firmware import read_site
 from aisite.health.site import quarantined_nodes
 from aisite.maintenance.budget import site_budget
 from aisite.maintenance.rollout import rollout
@@ -70,9 +71,12 @@ def _lock(site: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _show(state: RolloutState | None, as_json: bool, skipped: list[str] | None = None) -> None:
+def _show(
+    state: RolloutState | None, as_json: bool, skipped: list[str] | None = None, done: list[str] | None = None
+) -> None:
     if as_json:
-        print(json.dumps({"rollout": state.to_dict() if state else None, "skipped": skipped or []}, indent=2))
+        doc = {"rollout": state.to_dict() if state else None, "skipped": skipped or [], "bmc_requests": done or []}
+        print(json.dumps(doc, indent=2))
         return
     if state is None:
         out.print("no rollout recorded")
@@ -88,6 +92,8 @@ def _show(state: RolloutState | None, as_json: bool, skipped: list[str] | None =
             m = state.members[n]
             t.add_row(str(i), n, m.pending, escape("; ".join(m.reasons)), escape(m.error))
     out.print(t)
+    for s in done or []:
+        out.print(escape(f"BMC {s}"), highlight=False)
     for s in skipped or []:
         out.print(escape(f"skipped: {s}"), highlight=False)
     if state.message:
@@ -106,7 +112,7 @@ def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:
     def runner(playbook: str, limit: str | None, extravars: Any) -> RunResult:
         return progress_runner(playbook, text, env, limit=limit, check=False, groups=groups, extravars=dict(extravars))
 
-    steps = AnsibleSteps(p, runner)
+    steps = AnsibleSteps(p, runner, secret_env)
     folder = maintenance_dir(p.site)
     state = run(
         state,
@@ -117,7 +123,7 @@ def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:
         save=lambda s: save(folder / "rollout.json", s),
         now=_now,
     )
-    _show(state, as_json, steps.skipped)
+    _show(state, as_json, steps.skipped, steps.done)
     if state.status != "done":
         raise typer.Exit(EXIT_FAILED)
 
@@ -137,9 +143,12 @@ def start_command(
         if current is not None and current.status != "done":
             print(f"a rollout is recorded ({current.change}, {current.status}): resume it", file=sys.stderr)
             raise typer.Exit(EXIT_INVALID)
-        state, why = start(
-            rollout(old, new, quarantined_nodes(new.site)), new.site, f"{against} -> working tree", _now()
-        )
+        # The nodes with a firmware baseline are read through their BMCs: one that differs goes out to be set.
+        fw = read_site(new)
+        for name, reason in (fw.unread | fw.unsupported).items():
+            print(f"firmware not read: {name}: {reason}", file=sys.stderr)
+        change = f"{against} -> working tree" + (", firmware baseline" if fw.drifted else "")
+        state, why = start(rollout(old, new, quarantined_nodes(new.site), fw.drifted), new.site, change, _now())
         if state is None:
             for w in why:
                 print(f"cannot start: {w}", file=sys.stderr)

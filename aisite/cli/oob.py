@@ -1,4 +1,4 @@
-"""The out-of-band network: `oob discover`."""
+"""The out-of-band network: `oob discover`, `oob firmware`."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out
 from aisite.errors import SiteError
 from aisite.fields import secret_env
+from aisite.firmware import read_site
 from aisite.foreign import show
 from aisite.loader import resolve_stack
 from aisite.plan import Plan
@@ -142,3 +144,29 @@ def oob_discover(
         for prop in proposals:
             others = f"  # the BMC lists {', '.join(prop['nics'])}" if len(prop["nics"]) > 1 else ""
             out.print(f'  {prop["path"]}: "{prop["mac"]}"{others}', markup=False)
+
+
+@oob_app.command("firmware")
+def oob_firmware(stack: StackArg, as_json: JsonOpt = False) -> None:
+    """Read the BIOS settings and BIOS release of every node whose group declares a firmware baseline, through
+    its BMC (Redfish; an IPMI BMC has neither: said), and say how each differs. Nothing is changed: a rollout
+    (`aisite maintenance start`) sets them. Exit 0 when every Redfish BMC was read and matches; 1 otherwise."""
+    p = load_plan(stack, as_json)
+    found = read_site(p)
+    if as_json:
+        print(json.dumps({"site": p.site} | found.to_dict(), indent=2))
+    else:
+        t = Table(title=f"{p.site}: firmware against the baseline")
+        for col in ("node", "firmware"):
+            t.add_column(col)
+        for name, reasons in found.drift.items():
+            t.add_row(name, "[green]matches[/]" if not reasons else "\n".join(escape(r) for r in reasons))
+        for name, why in found.unread.items():
+            t.add_row(name, f"[red]not read[/]: {escape(why)}")
+        for name, why in found.unsupported.items():
+            t.add_row(name, f"[yellow]unsupported[/]: {escape(why)}")
+        out.print(t)
+        if not found.drift and not found.unread and not found.unsupported:
+            out.print("no node of this site has a firmware baseline (a group's `firmware`)")
+    if found.drifted or found.unread:
+        raise typer.Exit(EXIT_FAILED)

@@ -27,6 +27,7 @@ from aisite.cli.common import (
 )
 from aisite.cli.deploy import progress_runner
 from aisite.diff import markdown, site_diff
+from aisite.firmware import read_site
 from aisite.foreign import show
 from aisite.health.site import quarantined_nodes
 from aisite.loader import resolve_stack
@@ -51,16 +52,24 @@ reconcile_app = typer.Typer(
 def diff(
     stack: StackArg,
     against: Annotated[str, typer.Option("--against", help="The revision to compare the working tree with.")] = "HEAD",
+    firmware: Annotated[
+        bool,
+        typer.Option(
+            "--firmware",
+            help="Also read the BMCs of the nodes with a firmware baseline: those that differ go out of service.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """The plan of the stack at a revision (default HEAD) against the working tree: nodes, switches, addresses,
-    routes, switch ports, cables, BGP sessions and Kubernetes objects added, removed or changed, and the layers and
-    hosts each change runs on. Exit 0 either way; 2 when either side is invalid."""
+    routes, switch ports, cables, BGP sessions and Kubernetes objects added, removed or changed, the layers and
+    hosts each change runs on, and the waves of what must go out of service. It reads only the two plans unless
+    --firmware. Exit 0 either way; 2 when either side is invalid."""
     path = resolve_stack(stack)
     old = load_plan_at(stack, against, as_json)
     new = load_plan(stack, as_json)
     # Nodes quarantined by `aisite health` on this machine are out of service already: the budget counts them.
-    d = site_diff(old, new, LAYERS, quarantined_nodes(new.site))
+    d = site_diff(old, new, LAYERS, quarantined_nodes(new.site), read_site(new) if firmware else None)
     if as_json:
         print(json.dumps(d.to_dict() | {"against": against, "stack": str(path)}, indent=2))
     else:

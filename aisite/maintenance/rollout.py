@@ -3,7 +3,8 @@
 A disruptive change is one a member cannot take while it serves: a Kubernetes version (kubeadm's procedure drains
 each node for its kubelet), a GPU driver branch (the loaded module must go: drain and reboot), a switch's OS
 (reboot), a switch's routing, breakout or RoCE settings (its sessions and queues reset), a node's rail addressing
-(its jobs' RDMA paths). Members the old plan did not have are not in service yet and roll with nothing.
+(its jobs' RDMA paths), a node's firmware that differs from its baseline (the reset applies it). Members the old
+plan did not have are not in service yet and roll with nothing.
 
 Waves, after Kubespray's upgrade-cluster (serial, control plane first) and the GPU Operator's upgrade states: the
 control plane one node at a time in the order `kubeadm init` ran, then storage nodes one at a time, then GPU nodes
@@ -12,7 +13,7 @@ then switches one per tier, top tier first."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -95,8 +96,10 @@ def _switch_reasons(old: Switch, new: Switch, roce_changed: bool) -> tuple[list[
     return reasons, reboot
 
 
-def disruptions(old: Plan, new: Plan) -> dict[str, Disruption]:
-    """Per member in service in both plans, the changes it must be out of service for."""
+def disruptions(old: Plan, new: Plan, firmware: Mapping[str, Sequence[str]] | None = None) -> dict[str, Disruption]:
+    """Per member in service in both plans, the changes it must be out of service for; `firmware`: per node, how
+    its BMC's firmware differs from its baseline (aisite.firmware), which a reset applies."""
+    firmware = firmware or {}
     found: dict[str, Disruption] = {}
     before = {n.name: n for n in old.nodes}
     k_old, k_new = old.kubernetes.version, new.kubernetes.version
@@ -115,6 +118,9 @@ def disruptions(old: Plan, new: Plan) -> dict[str, Disruption]:
             (r.interface, r.address, r.prefix, r.gateway, r.mtu) for r in n.rails
         ]:
             reasons.append("rail addressing")
+        if firmware.get(n.name):
+            reasons += firmware[n.name]
+            reboot = True
         if reasons:
             found[n.name] = Disruption(n.name, tuple(reasons), reboot)
     switches = {s.name: s for s in old.switches}
@@ -169,11 +175,13 @@ def waves(
     return result, blocked
 
 
-def rollout(old: Plan, new: Plan, out: Iterable[str] = ()) -> Rollout:
-    """The disruptive changes from `old` to `new` and their waves under `new`'s budget, with `out` (members already
-    out of service, e.g. quarantined) counted against it."""
+def rollout(
+    old: Plan, new: Plan, out: Iterable[str] = (), firmware: Mapping[str, Sequence[str]] | None = None
+) -> Rollout:
+    """The disruptive changes from `old` to `new` (and the firmware drift read from the BMCs) and their waves under
+    `new`'s budget, with `out` (members already out of service, e.g. quarantined) counted against it."""
     budget = site_budget(new)
-    found = disruptions(old, new)
+    found = disruptions(old, new, firmware)
     held = sorted(n for n in set(out) if n in budget.members)
     canary = new.maintenance.canary_nodes if new.maintenance else 1
     planned, blocked = waves(budget, _order(new, [n for n in found if n not in held], budget), held, canary)

@@ -11,6 +11,10 @@
 - verify: the health check now; a problem the baseline did not have fails the member.
 - uncordon.
 
+A node out for its firmware (aisite.firmware) has its BIOS settings set as pending and its release requested
+through its BMC at apply; at reboot, where settings are still pending or the release unchanged after the OS's
+reboot (a container's emulated BMC), its BMC restarts it; verify reads the BMC again and fails on what differs.
+
 A fabric switch's cordon is BGP graceful shutdown, its drain a wait until no peer spreads a route over it, its
 verify every session Established, its uncordon graceful shutdown off and a wait until every peer routes over it
 again (playbooks/maintenance-switch.yml; FRR here, other OSes say they have none). Cordon, drain and uncordon of
@@ -23,11 +27,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from aisite import firmware, oob
 from aisite.changes import contents_text, layer_states
 from aisite.deploy import RunResult, applied_hosts, record_applied
 from aisite.health.site import from_status
 from aisite.maintenance.state import RolloutState
-from aisite.plan import FABRIC_ROLES, Plan
+from aisite.plan import FABRIC_ROLES, FirmwareBaseline, Plan
 from aisite.render.inventory import inventory
 from aisite.render.manifests import layer_files, manifest_files
 
@@ -62,11 +67,22 @@ def _host_errors(result: RunResult, members: list[str]) -> dict[str, str]:
     return {n: e for n, e in errors.items() if e}
 
 
+class FirmwareOps(Protocol):
+    """What a rollout does to a node's firmware through its BMC (aisite.firmware; a scripted one in tests)."""
+
+    def read(self, t: oob.Target, baseline: FirmwareBaseline) -> firmware.Reading: ...
+    def apply(self, t: oob.Target, baseline: FirmwareBaseline) -> list[str]: ...
+    def reset(self, t: oob.Target, timeout: float = ...) -> None: ...
+
+
 @dataclass
 class AnsibleSteps:
     plan: Plan
     run: Runner
+    secrets: Mapping[str, object] = field(default_factory=dict)  # secret env variable -> value, for the BMCs
+    bmc: FirmwareOps = firmware
     skipped: list[str] = field(default_factory=list)  # what a step could not do here, said
+    done: list[str] = field(default_factory=list)  # what a step asked a BMC for, said
 
     def __call__(self, step: str, members: list[str], state: RolloutState) -> dict[str, str]:
         handler: Callable[[list[str], RolloutState], dict[str, str]] = getattr(self, f"_{step}")
@@ -100,6 +116,47 @@ class AnsibleSteps:
         )
         self._said(r)
         return {} if r.ok else dict.fromkeys(nodes, "; ".join(r.failures)[:500] or r.status)
+
+    def _firmware(
+        self, members: list[str], state: RolloutState, act: Callable[[oob.Target, FirmwareBaseline], str]
+    ) -> dict[str, str]:
+        """`act` on the BMC of each member out for its firmware (a reason firmware gave); per member its error."""
+        nodes = {n.name: n for n in self.plan.nodes}
+        errors = {}
+        for name in members:
+            node = nodes.get(name)
+            ours = any(r.startswith(f"{firmware.REASON}:") for r in state.members[name].reasons)
+            if node is None or node.firmware is None or not ours:
+                continue
+            try:
+                why = act(oob.node_target(self.plan, node, self.secrets), node.firmware)
+            except oob.BmcError as exc:
+                why = str(exc)
+            if why:
+                errors[name] = f"firmware: {why}"
+        return errors
+
+    def _firmware_apply(self, t: oob.Target, baseline: FirmwareBaseline) -> str:
+        self.done += [f"{t.address}: {done}" for done in self.bmc.apply(t, baseline)]
+        return ""
+
+    def _firmware_reset(self, t: oob.Target, baseline: FirmwareBaseline) -> str:
+        """Reset through the BMC where the reboot left settings pending or the release unchanged (a container's
+        BMC, or a machine the OS did not reset)."""
+        reading = self.bmc.read(t, baseline)
+        owed = firmware.owed_reset(baseline, reading)
+        stale = bool(baseline.bios_version) and reading.bios_version != baseline.bios_version
+        if owed or stale:
+            self.bmc.reset(t)
+        return ""
+
+    def _firmware_verify(self, t: oob.Target, baseline: FirmwareBaseline) -> str:
+        left = firmware.drift(baseline, self.bmc.read(t, baseline))
+        return (
+            "still differs after the reset: " + "; ".join(r.removeprefix(f"{firmware.REASON}: ") for r in left)
+            if left
+            else ""
+        )
 
     def _said(self, result: RunResult) -> None:
         for host, by_role in dict(result.stats.get("skipped") or {}).items():
@@ -154,12 +211,14 @@ class AnsibleSteps:
             errors |= {h: f"{layer}: {why}" for h, why in failed.items()}
             done = {h: s for h, s in layer_state.hosts.items() if h in pending and h not in failed and h in r.recap}
             record_applied(self.plan.site, {layer: done}, {})
-        return errors
+        ready = [n for n in members if n not in errors]
+        return errors | self._firmware(ready, state, self._firmware_apply)
 
     def _reboot(self, members: list[str], state: RolloutState) -> dict[str, str]:
         r = self.run("playbooks/maintenance-reboot.yml", ",".join(members), {})
         self._said(r)
-        return _host_errors(r, members)
+        errors = _host_errors(r, members)
+        return errors | self._firmware([n for n in members if n not in errors], state, self._firmware_reset)
 
     def _verify(self, members: list[str], state: RolloutState) -> dict[str, str]:
         found, errors = self._health(members, now=True)
@@ -167,4 +226,4 @@ class AnsibleSteps:
             new = sorted(set(problems) - set(state.members[n].baseline))
             if new:
                 errors[n] = "new health problems: " + ", ".join(new)
-        return errors | self._switches("verify", members)
+        return self._firmware(members, state, self._firmware_verify) | errors | self._switches("verify", members)

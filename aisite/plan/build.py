@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from aisite.catalog import GPU_TYPES, NicPort
 from aisite.model import (
     AccessSwitchGroup,
+    Firmware,
     GpuGroup,
     NodeGroup,
     NodeSpec,
@@ -46,6 +47,7 @@ from aisite.plan.types import (
     Bmc,
     Cable,
     ExportPlan,
+    FirmwareBaseline,
     GitopsPlan,
     Gpu,
     HealthPlan,
@@ -117,6 +119,15 @@ class _NodeRef:
     @property
     def spec(self) -> NodeSpec:
         return self.group.nodes[self.index] if self.index < len(self.group.nodes) else NodeSpec()
+
+
+def _firmware(spec: Firmware | None) -> FirmwareBaseline | None:
+    if spec is None:
+        return None
+    image = spec.bios_firmware
+    return FirmwareBaseline(
+        tuple(sorted(spec.bios.items())), image.version if image else None, image.image if image else None
+    )
 
 
 def _dotted(address: int) -> str:
@@ -326,6 +337,7 @@ class _Builder:
             rails=rails,
             labels=labels,
             taints=tuple(taints),
+            firmware=_firmware(group.firmware),
         )
 
     # -- switches

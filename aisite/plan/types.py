@@ -44,6 +44,16 @@ class Bmc:
 
 
 @dataclass(frozen=True, slots=True)
+class FirmwareBaseline:
+    """What a node's BMC should report: BIOS attributes (name, value) in name order, and the system firmware's
+    release with the image its BMC installs it from."""
+
+    bios: tuple[tuple[str, bool | int | str], ...]
+    bios_version: str | None
+    bios_image: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Interface:
     name: str
     address: str
@@ -105,6 +115,7 @@ class Node:
     rails: tuple[Rail, ...]
     labels: dict[str, str]
     taints: tuple[NodeTaint, ...]
+    firmware: FirmwareBaseline | None = None
 
 
 @dataclass(frozen=True, slots=True)

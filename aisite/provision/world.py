@@ -15,7 +15,6 @@ from typing import Any
 
 from aisite import oob
 from aisite.deploy import run_playbook
-from aisite.fields import secret_env
 from aisite.plan import Node, Plan, ProvisionTarget
 from aisite.provision.run import HostKey
 
@@ -105,10 +104,7 @@ class SiteWorld:
 
     # -- the BMC
     def _target(self, node: str) -> oob.Target:
-        bmc = self.nodes[node].bmc
-        username = str(self.plan.secrets.get(bmc.credentials, {}).get("username") or "")
-        password = self.secrets.get(secret_env(bmc.credentials), "")
-        return oob.Target(bmc.protocol, bmc.address, bmc.port, username, password, bmc.tls_verify)
+        return oob.node_target(self.plan, self.nodes[node], self.secrets)
 
     def boot_from_network(self, target: ProvisionTarget) -> None:
         bmc = self._target(target.node)

@@ -89,8 +89,14 @@ def _lab_vars(plan: Plan) -> dict[str, Any]:
     return _lab_ssh(plan) | _lab_site_vars(plan) | pulls
 
 
+def _node_doc(node: Node) -> dict[str, Any]:
+    """A node as its host layers read it. Its firmware baseline is its BMC's business (aisite.firmware, through a
+    rollout): left out, so a baseline's change runs no host layer."""
+    return {k: v for k, v in plain(node).items() if k != "firmware"}
+
+
 def _node_vars(node: Node) -> dict[str, Any]:
-    return {"ansible_host": node.management.address, "aisite_node": plain(node)}
+    return {"ansible_host": node.management.address, "aisite_node": _node_doc(node)}
 
 
 def _switch_vars(plan: Plan, sw: Switch) -> dict[str, Any]:
@@ -273,6 +279,6 @@ def pull_inventory_files(plan: Plan) -> dict[str, str]:
     }
     for node in plan.nodes:
         groups[NODE_GROUPS[node.role]]["hosts"][node.name] = None
-        files[f"host_vars/{node.name}.yml"] = inventory_text({"aisite_node": plain(node)})
+        files[f"host_vars/{node.name}.yml"] = inventory_text({"aisite_node": _node_doc(node)})
     files["hosts.yml"] = inventory_text({"all": {"children": groups}})
     return {PULL_INVENTORY_DIR + name: text for name, text in sorted(files.items())}

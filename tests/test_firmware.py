@@ -1,0 +1,252 @@
+"""Firmware baselines (issue 37): the site's model, what a BMC's answer becomes, the drift, and a rollout's steps
+on a node out for its firmware. The Redfish side runs for real against the lab's emulators
+(test_lab_integration: test_a_bios_change_by_hand_shows_in_diff_and_a_rollout_puts_it_back)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aisite import firmware, oob
+from aisite.cli.common import LAYERS
+from aisite.diff import markdown, site_diff
+from aisite.errors import SiteError
+from aisite.loader import parse_site
+from aisite.maintenance.rollout import rollout
+from aisite.plan import FirmwareBaseline, Plan, build_plan
+from aisite.render.inventory import inventory
+from tests.conftest import run_cli
+
+BASE = FirmwareBaseline((("BootMode", "Uefi"), ("ProcTurboMode", "Enabled"), ("SriovEnable", True)), "2.1", "x")
+
+
+def _plan(data: dict[str, Any]) -> Plan:
+    return build_plan(parse_site(data))
+
+
+def _with_baseline(lab: dict[str, Any], **firmware: Any) -> dict[str, Any]:
+    data = copy.deepcopy(lab)
+    data["gpu_nodes"][0]["firmware"] = firmware
+    return data
+
+
+def test_a_baseline_reaches_the_groups_nodes_sorted_and_not_their_host_layers(lab: dict[str, Any]) -> None:
+    plan = _plan(_with_baseline(lab, bios={"ProcTurboMode": "Enabled", "BootMode": "Uefi", "NumaNodes": 4}))
+    gpu01 = next(n for n in plan.nodes if n.name == "gpu01")
+    assert gpu01.firmware == FirmwareBaseline(
+        (("BootMode", "Uefi"), ("NumaNodes", 4), ("ProcTurboMode", "Enabled")), None, None
+    )
+    assert next(n for n in plan.nodes if n.name == "cp01").firmware is None
+    # The BMC's business: a host's variables do not carry it, so changing it runs no host layer.
+    host = inventory(plan)["all"]["children"]["gpu_nodes"]["hosts"]["gpu01"]
+    assert "firmware" not in host["aisite_node"]
+    bare = copy.deepcopy(lab)
+    del bare["gpu_nodes"][0]["firmware"]
+    d = site_diff(_plan(bare), plan, LAYERS)
+    assert d.layers == {}
+    assert "gpu01.firmware.bios.ProcTurboMode" in {c.key for c in d.sections["nodes"]}
+    assert d.rollout.empty  # a baseline in the plan alone takes nothing out: the BMCs' answers do
+
+
+@pytest.mark.parametrize(
+    ("firmware", "path"),
+    [
+        ({"bios": {"Proc Turbo": "Enabled"}}, "bios"),
+        ({"bios": {"ProcTurboMode": "On; reboot"}}, "bios.ProcTurboMode"),
+        ({"bios": {"ProcTurboMode": 1.5}}, "bios.ProcTurboMode"),
+        ({"bios_firmware": {"version": "2.1 beta", "image": "http://m/x.bin"}}, "bios_firmware.version"),
+        ({"bios_firmware": {"version": "2.1", "image": "ftp://m/x.bin"}}, "bios_firmware.image"),
+        ({"bios_firmware": {"version": "2.1"}}, "bios_firmware.image"),
+        ({"bmc_firmware": {}}, "bmc_firmware"),
+    ],
+)
+def test_a_baseline_is_checked_field_by_field(lab: dict[str, Any], firmware: dict[str, Any], path: str) -> None:
+    with pytest.raises(SiteError) as err:
+        parse_site(_with_baseline(lab, **firmware))
+    assert any(p.path.startswith(f"site.gpu_nodes[0].firmware.{path}") for p in err.value.problems), err.value.problems
+
+
+def test_validate_says_an_ipmi_bmcs_baseline_is_neither_read_nor_set() -> None:
+    r = run_cli("validate", "lab")
+    assert r.returncode == 0, r.stderr
+    assert "site.gpu_nodes[0].firmware: 1 nodes with IPMI BMCs (gpu02)" in r.stdout + r.stderr
+
+
+def test_drift_names_each_attribute_and_the_release() -> None:
+    same = firmware.Reading({"BootMode": "Uefi", "ProcTurboMode": "Enabled", "SriovEnable": True}, "2.1")
+    assert firmware.drift(BASE, same) == []
+    off = firmware.Reading({"BootMode": "Uefi", "ProcTurboMode": "Disabled", "SriovEnable": None}, "2.0")
+    assert firmware.drift(BASE, off) == [
+        "firmware: BIOS ProcTurboMode 'Disabled' -> 'Enabled'",
+        "firmware: BIOS SriovEnable absent -> true",
+        "firmware: BIOS release 2.0 -> 2.1",
+    ]
+    # A BIOS's "Enabled" is not its true, nor its 1 (True == 1 in Python).
+    typed = firmware.Reading({"BootMode": "Uefi", "ProcTurboMode": "Enabled", "SriovEnable": 1}, "2.1")
+    assert firmware.drift(BASE, typed) == ["firmware: BIOS SriovEnable 1 -> true"]
+    no_release = FirmwareBaseline(BASE.bios, None, None)
+    assert firmware.drift(no_release, firmware.Reading(same.bios, None)) == []
+
+
+def test_a_reset_is_owed_only_for_pending_settings_of_the_baseline() -> None:
+    now = {"BootMode": "Uefi", "ProcTurboMode": "Disabled", "SriovEnable": True}
+    assert firmware.owed_reset(BASE, firmware.Reading(now, "2.1", {"ProcTurboMode": "Enabled"})) == ["ProcTurboMode"]
+    assert firmware.owed_reset(BASE, firmware.Reading(now, "2.1", {"ProcTurboMode": "Disabled"})) == []
+    assert firmware.owed_reset(BASE, firmware.Reading(now, "2.1", {})) == []
+
+
+@given(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(),
+        st.text(),
+        st.lists(st.integers()),
+        st.dictionaries(st.text(), st.text()),
+    )
+)
+def test_a_bmcs_value_is_narrowed_to_bool_int_or_a_short_printable_string(raw: Any) -> None:
+    v = firmware.value(raw)
+    assert v is None or isinstance(v, bool | int | str)
+    if isinstance(v, str):
+        assert len(v) <= 128 and v.isprintable()
+    if isinstance(raw, bool | int) or raw is None:
+        assert v is raw or v == raw
+
+
+def test_a_drifted_node_rolls_with_a_reboot_and_a_new_node_does_not(lab: dict[str, Any]) -> None:
+    old = _plan(lab)
+    new = _plan(_with_baseline(lab, bios={"ProcTurboMode": "Enabled"}))
+    r = rollout(old, new, firmware={"gpu01": ["firmware: BIOS ProcTurboMode 'Disabled' -> 'Enabled'"], "gpu09": ["x"]})
+    assert set(r.disruptions) == {"gpu01"}
+    assert r.disruptions["gpu01"].reboot and r.waves == [["gpu01"]]
+    d = site_diff(
+        old,
+        new,
+        LAYERS,
+        firmware=firmware.SiteFirmware(
+            {"gpu01": ["firmware: BIOS ProcTurboMode 'Disabled' -> 'Enabled'"]}, unsupported={"gpu02": "IPMI BMC"}
+        ),
+    )
+    text = markdown(d, "t")
+    assert "firmware: BIOS ProcTurboMode 'Disabled' -> 'Enabled' (reboot): gpu01" in text
+    assert "**Firmware** (0 of 2 nodes match their baseline, 1 differ, 1 not read)" in text
+    assert "- not read: gpu02: IPMI BMC" in text
+
+
+class ScriptedBmc:
+    """A BMC as aisite.firmware sees one: settings PATCHed wait for a reset, a release is installed at once."""
+
+    def __init__(self, bios: dict[str, Any], version: str, refuse: str = "") -> None:
+        self.bios, self.version, self.pending, self.refuse = dict(bios), version, {}, refuse
+        self.calls: list[str] = []
+
+    def read(self, t: oob.Target, baseline: FirmwareBaseline) -> firmware.Reading:
+        self.calls.append(f"read {t.address}")
+        return firmware.Reading(dict(self.bios), self.version, dict(self.pending))
+
+    def apply(self, t: oob.Target, baseline: FirmwareBaseline) -> list[str]:
+        self.calls.append(f"apply {t.address}")
+        if self.refuse:
+            raise oob.BmcError(self.refuse)
+        self.pending = {n: v for n, v in baseline.bios if self.bios.get(n) != v}
+        if baseline.bios_version:
+            self.version = baseline.bios_version
+        return ["asked"]
+
+    def reset(self, t: oob.Target, timeout: float = 300.0) -> None:
+        self.calls.append(f"reset {t.address}")
+        self.bios |= self.pending
+        self.pending = {}
+
+
+def _steps(plan: Plan, bmc: ScriptedBmc) -> tuple[Any, Any]:
+    from aisite.deploy import HostRecap, RunResult
+    from aisite.maintenance.state import MemberState, RolloutState
+    from aisite.maintenance.steps import AnsibleSteps
+
+    def runner(playbook: str, limit: str | None, extravars: Any) -> RunResult:
+        hosts = (limit or "").split(",")
+        stats = {"health_states": {h: {"node": h, "problems": []} for h in hosts}}
+        return RunResult("successful", 0, {h: HostRecap(ok=1) for h in hosts}, stats=stats)
+
+    members = {
+        "gpu01": MemberState(["firmware: BIOS ProcTurboMode 'Disabled' -> 'Enabled'"], True),
+        "cp01": MemberState(["Kubernetes 1.35.5 -> 1.35.6"], False),
+    }
+    state = RolloutState(plan.site, "c", "t", [["cp01"], ["gpu01"]], members)
+    return AnsibleSteps(plan, runner, {"AISITE_SECRET_LAB_BMC": "pw"}, bmc), state
+
+
+def test_a_rollout_sets_pending_settings_resets_through_the_bmc_and_checks_them(lab: dict[str, Any]) -> None:
+    plan = _plan(_with_baseline(lab, bios={"ProcTurboMode": "Enabled"}))
+    bmc = ScriptedBmc({"ProcTurboMode": "Disabled"}, "1.0.0")
+    steps, state = _steps(plan, bmc)
+    gpu01 = next(n for n in plan.nodes if n.name == "gpu01")
+    assert steps("apply", ["gpu01"], state) == {}
+    assert bmc.pending == {"ProcTurboMode": "Enabled"} and steps.done == [f"{gpu01.bmc.address}: asked"]
+    # The reboot left the setting pending (a container cannot reboot): the BMC restarts the system.
+    assert steps("reboot", ["gpu01"], state) == {}
+    assert bmc.calls[-1] == f"reset {gpu01.bmc.address}" and bmc.bios == {"ProcTurboMode": "Enabled"}
+    assert steps("verify", ["gpu01"], state) == {}
+    # Nothing owed: no second reset.
+    calls = len(bmc.calls)
+    assert steps("reboot", ["gpu01"], state) == {} and not any(c.startswith("reset") for c in bmc.calls[calls:])
+    # A member out for something else is never sent to its BMC.
+    bmc.calls.clear()
+    assert steps("apply", ["cp01"], state) == {} and bmc.calls == []
+
+
+def test_a_bmc_that_refuses_or_keeps_the_old_value_fails_the_member(lab: dict[str, Any]) -> None:
+    plan = _plan(_with_baseline(lab, bios={"ProcTurboMode": "Enabled"}))
+    steps, state = _steps(plan, ScriptedBmc({"ProcTurboMode": "Disabled"}, "1.0.0", refuse="Redfish BMC x: HTTP 400"))
+    assert steps("apply", ["gpu01"], state) == {"gpu01": "firmware: Redfish BMC x: HTTP 400"}
+    steps, state = _steps(plan, ScriptedBmc({"ProcTurboMode": "Disabled"}, "1.0.0"))
+    assert steps("verify", ["gpu01"], state) == {
+        "gpu01": "firmware: still differs after the reset: BIOS ProcTurboMode 'Disabled' -> 'Enabled'"
+    }
+
+
+def test_a_site_reads_only_redfish_bmcs_whose_secret_it_has(
+    lab: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = _plan(_with_baseline(lab, bios={"ProcTurboMode": "Enabled"}))
+    asked: list[str] = []
+
+    def read(t: oob.Target, baseline: FirmwareBaseline) -> firmware.Reading:
+        asked.append(t.address)
+        return firmware.Reading({"ProcTurboMode": "Disabled"}, None)
+
+    monkeypatch.setattr(firmware, "read", read)
+    none = firmware.site_firmware(plan, {})
+    assert asked == [] and set(none.unread) == {"gpu01"} and "nothing sent" in none.unread["gpu01"]
+    assert set(none.unsupported) == {"gpu02"}
+    found = firmware.site_firmware(plan, {"AISITE_SECRET_LAB_BMC": "pw"})
+    gpu01 = next(n for n in plan.nodes if n.name == "gpu01")
+    assert asked == [gpu01.bmc.address]
+    assert found.drifted == {"gpu01": ["firmware: BIOS ProcTurboMode 'Disabled' -> 'Enabled'"]}
+
+    def silent(t: oob.Target, baseline: FirmwareBaseline) -> firmware.Reading:
+        raise oob.BmcError(f"Redfish BMC {t.address}:443 did not answer")
+
+    monkeypatch.setattr(firmware, "read", silent)
+    assert "did not answer" in firmware.site_firmware(plan, {"AISITE_SECRET_LAB_BMC": "pw"}).unread["gpu01"]
+
+
+def test_the_cli_reads_nothing_without_the_bmcs_secret() -> None:
+    """`oob firmware` and `diff --firmware` on the lab stack with no BMC password: nothing is sent, each said."""
+    r = run_cli("oob", "firmware", "lab", "--json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert "nothing sent" in doc["unread"]["gpu01"] and "IPMI" in doc["unsupported"]["gpu02"] and doc["drift"] == {}
+    d = run_cli("diff", "lab", "--firmware", "--json")
+    assert d.returncode == 0, d.stderr
+    assert "nothing sent" in json.loads(d.stdout)["firmware"]["unread"]["gpu01"]
+    plain = run_cli("diff", "lab")
+    assert "Firmware: 2 nodes have a baseline; not read (`--firmware` reads their BMCs)." in plain.stdout
