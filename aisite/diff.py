@@ -226,7 +226,7 @@ def markdown(diff: SiteDiff, title: str, limit: int = 50) -> str:
     """The diff as a comment a reviewer reads: a section per kind of fact, at most `limit` lines each."""
     lines = [f"### {title}", ""]
     if diff.empty:
-        return "\n".join([*lines, "No change to the site's plan, objects or layers.", *_firmware(diff)])
+        return "\n".join([*lines, "No change to the site's plan, objects or layers.", "", *_firmware(diff)]).rstrip()
     lines += _out_of_service(diff.rollout, limit)
     lines += _firmware(diff)
     if diff.layers:
@@ -288,10 +288,9 @@ def _firmware(diff: SiteDiff) -> list[str]:
     if not diff.baselined:
         return []
     if diff.firmware is None:
-        return ["", f"Firmware: {diff.baselined} nodes have a baseline; not read (`--firmware` reads their BMCs).", ""]
+        return [f"Firmware: {diff.baselined} nodes have a baseline; not read (`--firmware` reads their BMCs).", ""]
     f = diff.firmware
     lines = [
-        "",
         f"**Firmware** ({len(f.drift) - len(f.drifted)} of {diff.baselined} nodes match their baseline, "
         f"{len(f.drifted)} differ, {len(f.unread) + len(f.unsupported)} not read)",
         "",

@@ -14,7 +14,7 @@ from rich.table import Table
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out
 from aisite.errors import SiteError
 from aisite.fields import secret_env
-from aisite.firmware import read_site
+from aisite.firmware import REASON, read_site
 from aisite.foreign import show
 from aisite.loader import resolve_stack
 from aisite.plan import Plan
@@ -160,7 +160,8 @@ def oob_firmware(stack: StackArg, as_json: JsonOpt = False) -> None:
         for col in ("node", "firmware"):
             t.add_column(col)
         for name, reasons in found.drift.items():
-            t.add_row(name, "[green]matches[/]" if not reasons else "\n".join(escape(r) for r in reasons))
+            shown = "\n".join(escape(r.removeprefix(f"{REASON}: ")) for r in reasons)
+            t.add_row(name, shown or "[green]matches[/]")
         for name, why in found.unread.items():
             t.add_row(name, f"[red]not read[/]: {escape(why)}")
         for name, why in found.unsupported.items():
