@@ -666,6 +666,8 @@ class Health(Strict):
     max_quarantined: Annotated[int, Field(ge=0, le=100_000)] | None = None
     max_fs_used: Fraction = 0.95
     max_clock_offset_s: Annotated[float, Field(gt=0, le=3600)] = 0.5
+    # A node's Kubernetes certificates (kubeadm's, /etc/kubernetes) closer than this to their expiry are a problem.
+    min_certificate_days: Annotated[int, Field(ge=1, le=3650)] = 30
 
 
 class Maintenance(Strict):

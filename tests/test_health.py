@@ -3,7 +3,10 @@ and judged — XID, ECC and row remapping, NVLink, rails down — and the quaran
 
 from __future__ import annotations
 
+import base64
 import json
+import subprocess
+import time
 from pathlib import Path
 
 import kubernetes_validate
@@ -446,3 +449,73 @@ def test_quarantine_takes_the_gravest_node_not_the_one_reporting_most() -> None:
         first, {"gpu04": NodeHealth("gpu04", rail), "gpu03": NodeHealth("gpu03", rail)}, 1, 3, "2026-01-01T00:05:00"
     )
     assert [(a.node, a.kind) for a in later] == [("gpu03", "quarantine"), ("gpu04", "held")]
+
+
+def _cert(path: Path, days: int) -> bytes:
+    """A self-signed certificate valid for `days` from now, made by openssl as kubeadm's CA would sign one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = path.with_suffix(".key")
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            str(days),
+            "-subj",
+            "/CN=t",
+            "-keyout",
+            str(key),
+            "-out",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return path.read_bytes()
+
+
+def test_kubeadm_certificates_are_read_and_judged_by_the_days_they_have_left(tmp_path: Path) -> None:
+    """Files under pki/ (etcd's too) and the client certificate a kubeconfig carries, each by its days left; one
+    that does not parse is unreadable; a node with no pki/ has none to check (a worker before its join)."""
+    from aisite.health.node import certificates
+    from aisite.health.node import metrics as node_metrics
+
+    root = tmp_path / "kubernetes"
+    _cert(root / "pki" / "apiserver.crt", 10)
+    _cert(root / "pki" / "etcd" / "server.crt", 400)
+    client = _cert(tmp_path / "admin.crt", 5)
+    (root / "admin.conf").write_text(
+        "apiVersion: v1\nusers:\n- name: kubernetes-admin\n  user:\n"
+        f"    client-certificate-data: {base64.b64encode(client).decode()}\n    client-key-data: eA==\n"
+    )
+    (root / "pki" / "front-proxy-client.crt").write_text("-----BEGIN CERTIFICATE-----\nnot one\n")
+    found = certificates(root)
+    assert found is not None and set(found) == {
+        "pki/apiserver.crt",
+        "pki/etcd/server.crt",
+        "pki/front-proxy-client.crt",
+        "admin.conf",
+    }
+    assert 9 < found["pki/apiserver.crt"] <= 10 and 399 < found["pki/etcd/server.crt"] <= 400  # type: ignore[operator]
+    assert found["pki/front-proxy-client.crt"] is None
+    h = judge(Facts(certificates=found), Expected("cp01", gpus=0, nvlink=False, rails=(), min_certificate_days=30))
+    assert "certificate" in h.checked
+    assert {(p.subject, p.message.split(" (")[0]) for p in h.problems} == {
+        ("admin.conf", "expires in 5 days"),
+        ("pki/apiserver.crt", "expires in 10 days"),
+        ("pki/front-proxy-client.crt", "unreadable"),
+    }
+    later = certificates(root, now=time.time() + 20 * 86400)
+    assert later is not None and later["pki/apiserver.crt"] is not None and later["pki/apiserver.crt"] < 0
+    h = judge(Facts(certificates=later), Expected("cp01", gpus=0, nvlink=False, rails=()))
+    assert ("pki/apiserver.crt", "expired 10 days ago") in {(p.subject, p.message) for p in h.problems}
+    text = node_metrics(h, time.time(), found)
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    series = {s.labels["certificate"]: s.value for s in families["aisite_certificate_expiry_days"].samples}
+    assert set(series) == {"pki/apiserver.crt", "pki/etcd/server.crt", "admin.conf"}
+    assert certificates(tmp_path / "no-kubeadm-here") is None
+    assert judge(Facts(), Expected("w", gpus=0, nvlink=False, rails=())).checked == []

@@ -52,6 +52,7 @@ class Expected:
     rdma: tuple[str, ...] = ()
     max_fs_used: float = 0.95
     max_clock_offset_s: float = 0.5
+    min_certificate_days: int = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,9 @@ class Facts:
     previous_counters: dict[str, dict[str, int]] | None = None  # "device/port" -> counters at the last check
     # rail interface -> the RDMA device the kernel put behind it (/sys/class/net/IF/device/infiniband)
     rail_rdma: dict[str, str] | None = None
+    # Kubernetes certificate (a file under /etc/kubernetes, or a kubeconfig's client certificate) -> days until
+    # it expires (negative: expired; None: unreadable); None: the node has no kubeadm certificates.
+    certificates: dict[str, float | None] | None = None
 
 
 # Every check a node reports, by severity for the quarantine (0 first): the GPU itself failing, then a rail or
@@ -101,6 +105,7 @@ CHECKS = {
     "gpu-clocks": 2,
     "filesystem": 2,
     "clock": 2,
+    "certificate": 2,
 }
 
 
@@ -147,6 +152,7 @@ def judge(facts: Facts, expected: Expected) -> NodeHealth:
     _rails(facts, expected, h)
     _filesystems(facts, expected, h)
     _clock(facts, expected, h)
+    _certificates(facts, expected, h)
     _diag(facts, h, gpu)
     _rdma(facts, expected, h)
     return h
@@ -352,3 +358,20 @@ def _clock(facts: Facts, expected: Expected, h: NodeHealth) -> None:
         h.problems.append(
             Problem("clock", "node", f"offset {facts.clock.offset_s:+.3f} s (limit {expected.max_clock_offset_s} s)")
         )
+
+
+def _certificates(facts: Facts, expected: Expected, h: NodeHealth) -> None:
+    """kubeadm's certificates expire a year after `kubeadm init` (its upgrades renew them): near the end, a problem
+    while there is time to renew; after it, the API server refuses the node's components."""
+    if facts.certificates is None:
+        return  # no kubeadm certificates on this node: nothing to check, nothing skipped
+    h.checked.append("certificate")
+    for name, days in sorted(facts.certificates.items()):
+        if days is None:
+            h.problems.append(Problem("certificate", name, "unreadable"))
+        elif days < 0:
+            h.problems.append(Problem("certificate", name, f"expired {-days:.0f} days ago"))
+        elif days < expected.min_certificate_days:
+            h.problems.append(
+                Problem("certificate", name, f"expires in {days:.0f} days (limit {expected.min_certificate_days})")
+            )

@@ -10,8 +10,11 @@ told is reported skipped.
 from __future__ import annotations
 
 import argparse
+import base64
+import calendar
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -78,6 +81,49 @@ def _clock() -> Clock | None:
     return Clock(fields[13] != "Not synchronised", float(fields[4]))
 
 
+KUBERNETES = Path("/etc/kubernetes")
+# The kubeconfigs whose client certificate kubeadm writes in them (and `kubeadm certs renew` renews); the kubelet's
+# own points at a file it rotates itself.
+KUBECONFIGS = ("admin.conf", "super-admin.conf", "controller-manager.conf", "scheduler.conf")
+_CLIENT_CERT = re.compile(r"^\s*client-certificate-data:\s*([A-Za-z0-9+/=]+)\s*$", re.MULTILINE)
+
+
+def _days_left(pem: bytes, now: float) -> float | None:
+    """Days until a PEM certificate's notAfter, read by openssl (`notAfter=Nov 26 14:00:00 2027 GMT`)."""
+    if shutil.which("openssl") is None:
+        return None
+    try:
+        r = subprocess.run(
+            ["openssl", "x509", "-noout", "-enddate"], input=pem, capture_output=True, timeout=10, check=False
+        )
+        text = r.stdout.decode("ascii", "replace").strip()
+        end = calendar.timegm(time.strptime(text.removeprefix("notAfter="), "%b %d %H:%M:%S %Y %Z"))
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    return round((end - now) / 86400, 1)
+
+
+def certificates(root: Path = KUBERNETES, now: float | None = None) -> dict[str, float | None] | None:
+    """Days left of each kubeadm certificate under `root` (pki/**/*.crt and the kubeconfigs' client certificates),
+    by its path under `root`; None where kubeadm put none (no `pki` there)."""
+    pki = root / "pki"
+    if not pki.is_dir():
+        return None
+    at = time.time() if now is None else now
+    found: dict[str, float | None] = {}
+    for crt in sorted(pki.rglob("*.crt")):
+        found[str(crt.relative_to(root))] = _days_left(crt.read_bytes(), at)
+    for name in KUBECONFIGS:
+        conf = root / name
+        match = _CLIENT_CERT.search(conf.read_text(errors="replace")) if conf.is_file() else None
+        if match:
+            try:
+                found[name] = _days_left(base64.b64decode(match.group(1), validate=True), at)
+            except ValueError:
+                found[name] = None
+    return found
+
+
 def _counters(facts: Facts) -> dict[str, dict[str, int]]:
     """What the next check compares with: each RDMA port's error counters and each GPU's clock event counters."""
     out = {f"{p.device}/{p.port}": p.counters for p in facts.rdma or []}
@@ -108,6 +154,7 @@ def collect(expected: Expected, window: int, previous: dict[str, dict[str, int]]
         rdma=rdma,
         previous_counters=previous,
         rail_rdma=rail_rdma,
+        certificates=certificates(),
     )
 
 
@@ -116,8 +163,9 @@ def esc(v: str) -> str:
     return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
-def metrics(h: NodeHealth, now: float) -> str:
-    """Prometheus text: the node's verdict, one series per problem, what was skipped, when it ran."""
+def metrics(h: NodeHealth, now: float, certs: dict[str, float | None] | None = None) -> str:
+    """Prometheus text: the node's verdict, one series per problem, what was skipped, its certificates' days left
+    (an alert can fire long before the check's limit), when it ran."""
     lines = [
         "# HELP aisite_health_healthy 1 when the node's last health check found no problem",
         "# TYPE aisite_health_healthy gauge",
@@ -128,6 +176,13 @@ def metrics(h: NodeHealth, now: float) -> str:
         "# HELP aisite_health_skipped A check the node could not run",
         "# TYPE aisite_health_skipped gauge",
         *(f'aisite_health_skipped{{check="{esc(s.split(":")[0])}"}} 1' for s in h.skipped),
+        "# HELP aisite_certificate_expiry_days Days until a Kubernetes certificate of the node expires",
+        "# TYPE aisite_certificate_expiry_days gauge",
+        *(
+            f'aisite_certificate_expiry_days{{certificate="{esc(name)}"}} {days}'
+            for name, days in sorted((certs or {}).items())
+            if days is not None
+        ),
         "# HELP aisite_health_last_run_timestamp_seconds When the check last ran",
         "# TYPE aisite_health_last_run_timestamp_seconds gauge",
         f"aisite_health_last_run_timestamp_seconds {now:.0f}",
@@ -162,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         max_clock_offset_s=float(doc.get("max_clock_offset_s", 0.5)),
         rail_gbps=int(doc.get("rail_gbps", 0)),
         rdma=tuple(str(r.get("rdma", "")) for r in doc["rails"]),
+        min_certificate_days=int(doc.get("min_certificate_days", 30)),
     )
     now = time.time()
     counters_file = a.out / "counters.json"  # the RDMA ports' and GPUs' counters at this check
@@ -176,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     _write(a.out / "status.json", json.dumps(status, indent=2) + "\n")
     if a.textfile:
-        _write(a.textfile / "aisite_health.prom", metrics(h, now))
+        _write(a.textfile / "aisite_health.prom", metrics(h, now, facts.certificates))
     print(json.dumps({"node": h.node, "healthy": h.healthy, "problems": len(h.problems)}))
     return 0
 

@@ -469,6 +469,7 @@ class HealthPlan:
     max_quarantined: int | None
     max_fs_used: float
     max_clock_offset_s: float
+    min_certificate_days: int = 30
 
 
 @dataclass(frozen=True, slots=True)
