@@ -13,7 +13,7 @@ or a printable, bounded string."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,10 +55,11 @@ class SiteFirmware:
 
 
 def value(raw: Any) -> Value | None:
-    """A BMC's attribute value, narrowed: bool and int kept, anything else a printable string of at most 128."""
+    """A BMC's attribute value, narrowed: a bool and a 64-bit int kept, anything else a printable string of at most
+    128 characters."""
     if raw is None:
         return None
-    if isinstance(raw, bool | int):
+    if isinstance(raw, bool) or (isinstance(raw, int) and -(2**63) <= raw < 2**64):
         return raw
     return clean(raw if isinstance(raw, str) else repr(raw), 128)
 
@@ -162,57 +163,44 @@ def reset(t: oob.Target, timeout: float = 300.0) -> None:
 
 
 # ------------------------------------------------------------------------------------------ a site
-def baselined(plan: Plan, names: Iterable[str] | None = None) -> list[Node]:
-    """The nodes (of `names`, or all) whose group declares a firmware baseline."""
-    wanted = None if names is None else set(names)
-    return [n for n in plan.nodes if n.firmware is not None and (wanted is None or n.name in wanted)]
+def baselined(plan: Plan) -> list[Node]:
+    """The nodes whose group declares a firmware baseline."""
+    return [n for n in plan.nodes if n.firmware is not None]
 
 
-def for_nodes(
-    plan: Plan,
-    secrets: Mapping[str, object],
-    nodes: list[Node],
-    action: Callable[[oob.Target, FirmwareBaseline], Any],
-    workers: int = 16,
-) -> dict[str, Any]:
-    """`action` on each node's BMC at once (bounded); per node its result or the BmcError it raised."""
-
-    def one(node: Node) -> Any:
-        assert node.firmware is not None
-        try:
-            return action(oob.node_target(plan, node, secrets), node.firmware)
-        except oob.BmcError as exc:
-            return exc
-
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(nodes)))) as pool:
-        return dict(zip((n.name for n in nodes), pool.map(one, nodes), strict=True))
-
-
-def site_firmware(plan: Plan, secrets: Mapping[str, object], names: Iterable[str] | None = None) -> SiteFirmware:
-    """Every baselined node's drift, read from its BMC; one that does not answer (or whose secret is missing) is
-    unread, an IPMI BMC unsupported."""
+def site_firmware(plan: Plan, secrets: Mapping[str, object], workers: int = 16) -> SiteFirmware:
+    """Every baselined node's drift, read from its BMC (at most `workers` at once); one that does not answer (or
+    whose secret is missing: then nothing is sent) is unread, an IPMI BMC unsupported."""
     found = SiteFirmware()
-    nodes = baselined(plan, names)
-    for n in nodes:
+    redfish: list[tuple[Node, FirmwareBaseline]] = []
+    for n in baselined(plan):
+        assert n.firmware is not None
         if n.bmc.protocol != "redfish":
             found.unsupported[n.name] = f"{n.bmc.protocol.upper()} BMC: no BIOS settings or firmware update"
         elif secret_env(n.bmc.credentials) not in secrets:
             found.unread[n.name] = f"the BMC's secret {n.bmc.credentials!r} was not found: nothing sent"
-    redfish = [n for n in nodes if n.name not in found.unread and n.name not in found.unsupported]
-    by_node = {n.name: n for n in redfish}
-    for name, got in for_nodes(plan, secrets, redfish, read).items():
-        if isinstance(got, oob.BmcError):
-            found.unread[name] = str(got)
         else:
-            firmware = by_node[name].firmware
-            assert firmware is not None
-            found.drift[name] = drift(firmware, got)
+            redfish.append((n, n.firmware))
+
+    def one(item: tuple[Node, FirmwareBaseline]) -> list[str] | oob.BmcError:
+        node, baseline = item
+        try:
+            return drift(baseline, read(oob.node_target(plan, node, secrets), baseline))
+        except oob.BmcError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(redfish)))) as pool:
+        for (node, _), got in zip(redfish, pool.map(one, redfish), strict=True):
+            if isinstance(got, oob.BmcError):
+                found.unread[node.name] = str(got)
+            else:
+                found.drift[node.name] = got
     return found
 
 
-def read_site(plan: Plan, names: Iterable[str] | None = None) -> SiteFirmware:
+def read_site(plan: Plan) -> SiteFirmware:
     """site_firmware with the secrets this process can resolve (a missing one leaves its nodes unread)."""
     from aisite.secrets import resolve
 
     secrets, _ = resolve(plan)
-    return site_firmware(plan, secrets, names)
+    return site_firmware(plan, secrets)

@@ -134,8 +134,9 @@ def start_command(
     against: Annotated[str, typer.Option("--against", help="The revision the site runs (default HEAD).")] = "HEAD",
     as_json: JsonOpt = False,
 ) -> None:
-    """Roll what the working tree's stack changes against the revision the site runs: the waves `aisite diff`
-    shows, each member cordoned, drained, applied, rebooted where needed, checked and given back."""
+    """Roll what the working tree's stack changes against the revision the site runs, with the nodes whose
+    firmware (read through their BMCs) differs from their baseline: the waves `aisite diff --firmware` shows, each
+    member cordoned, drained, applied, rebooted where needed, checked and given back."""
     old = load_plan_at(stack, against, as_json)
     new = load_plan(stack, as_json)
     with _lock(new.site):

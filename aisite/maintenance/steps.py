@@ -226,4 +226,6 @@ class AnsibleSteps:
             new = sorted(set(problems) - set(state.members[n].baseline))
             if new:
                 errors[n] = "new health problems: " + ", ".join(new)
-        return self._firmware(members, state, self._firmware_verify) | errors | self._switches("verify", members)
+        for n, why in self._firmware(members, state, self._firmware_verify).items():
+            errors[n] = f"{errors[n]}; {why}" if n in errors else why
+        return errors | self._switches("verify", members)
