@@ -80,6 +80,15 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
                 "for a change (every rollout waits) nor quarantined (a failing one is held in service)",
             )
         )
+    renew, late = site.kubernetes.certificate_renew_days, site.health.min_certificate_days
+    if renew <= late:
+        out.append(
+            Problem(
+                "site.kubernetes.certificate_renew_days",
+                f"{renew} is not more than health.min_certificate_days ({late}): the health check reports the "
+                "control plane's certificates as a problem before their renewal is due",
+            )
+        )
     ipmi: dict[str, list[str]] = {}
     for n in plan.nodes:
         if n.firmware is not None and n.bmc.protocol != "redfish":

@@ -501,6 +501,9 @@ class Kubernetes(Strict):
     image_mirror: Url | None = None
     monitoring: Monitoring = Monitoring()
     etcd_backup: EtcdBackup = EtcdBackup()
+    # kubeadm's certificates last a year: each control-plane node renews them when one has fewer days left than
+    # this (role kubernetes_certs, a monthly timer, the nodes in turn); health.min_certificate_days says when late.
+    certificate_renew_days: Annotated[int, Field(ge=7, le=330)] = 90
     addons: list[Addon] = []
     tenants: list[Tenant] = []
 

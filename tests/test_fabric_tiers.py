@@ -51,10 +51,11 @@ def test_two_tier_plans_are_byte_identical(stack: str) -> None:
     # acceptance thresholds, the health check settings, the leaf-block label (topology-aware placement), the
     # rails' speed, the NIC behind each rail (catalog) and the pods' network on it, a cable's chassis label, the
     # switches' front panel and host ports' far ends, the access switches' configuration, the disruption budget,
-    # the etcd backups' settings and the nodes' firmware baselines.
+    # the etcd backups' settings, the certificates' renewal and the nodes' firmware baselines.
     if doc["provisioning"] is None:
         del doc["provisioning"]
     del doc["acceptance"], doc["health"], doc["maintenance"], doc["kubernetes"]["etcd_backup"]
+    del doc["kubernetes"]["certificate_renew_days"]
     for node in doc["nodes"]:
         node["labels"].pop("aisite.io/leaf-block", None)
         del node["firmware"]  # the group's firmware baseline (none here)

@@ -519,3 +519,17 @@ def test_kubeadm_certificates_are_read_and_judged_by_the_days_they_have_left(tmp
     assert set(series) == {"pki/apiserver.crt", "pki/etcd/server.crt", "admin.conf"}
     assert certificates(tmp_path / "no-kubeadm-here") is None
     assert judge(Facts(), Expected("w", gpus=0, nvlink=False, rails=())).checked == []
+
+
+def test_renewal_due_after_the_health_checks_limit_is_warned(lab: dict[str, object]) -> None:
+    from aisite.cautions import site_warnings
+    from aisite.loader import parse_site
+    from aisite.plan import build_plan
+
+    lab["kubernetes"] = dict(lab["kubernetes"]) | {"certificate_renew_days": 20}  # type: ignore[arg-type]
+    site = parse_site(lab)
+    found = [str(w) for w in site_warnings(site, build_plan(site))]
+    assert any(w.startswith("site.kubernetes.certificate_renew_days: 20 is not more than") for w in found), found
+    lab["kubernetes"] = dict(lab["kubernetes"]) | {"certificate_renew_days": 90}  # type: ignore[arg-type]
+    site = parse_site(lab)
+    assert not any("certificate_renew_days" in str(w) for w in site_warnings(site, build_plan(site)))

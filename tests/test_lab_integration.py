@@ -403,6 +403,8 @@ def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], s
         )
     assert "no NVIDIA GPU found" in doc["skipped"][gpu]["containerd"][0]
     assert "no Kubernetes API server" in doc["skipped"]["localhost"]["platform"][0]
+    for cp in plan.kubernetes.control_plane:  # no kubeadm: no etcd to snapshot, no certificates to renew
+        assert "no kubeadm certificates here" in doc["skipped"][cp]["kubernetes_certs"][0]
     for vm in vm_nodes(plan):  # a real kernel: what a container's hosts layer only writes is applied on a VM
         said = json.dumps(doc["skipped"].get(vm, {}))
         assert "read-only here" not in said and "no kernel NFS client" not in said and "no /lib/modules" not in said

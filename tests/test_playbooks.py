@@ -28,6 +28,7 @@ def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
         "kubernetes",  # the cluster layer reads every node with it first
         "containerd",
         "etcd_backup",
+        "kubernetes_certs",
         "packages",  # included by the roles' own tasks
         "file_state",
     ]

@@ -78,6 +78,7 @@ def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
             k.monitoring.storage_class,
         ),
         etcd_backup=EtcdBackupPlan(**k.etcd_backup.model_dump()),
+        certificate_renew_days=k.certificate_renew_days,
     )
 
 

@@ -326,6 +326,7 @@ class KubernetesPlan:
     job_registry: str | None = None  # replaces the upstream registry of the jobs' images
     monitoring: MonitoringPlan = field(default_factory=MonitoringPlan)
     etcd_backup: EtcdBackupPlan = field(default_factory=EtcdBackupPlan)
+    certificate_renew_days: int = 90
 
 
 @dataclass(frozen=True, slots=True)
