@@ -88,13 +88,17 @@ def drift(baseline: FirmwareBaseline, reading: Reading) -> list[str]:
 
 
 def owed_reset(baseline: FirmwareBaseline, reading: Reading) -> list[str]:
-    """The baseline's settings the BMC holds pending (they take effect at the system's next reset)."""
+    """What waits for the system's next reset: the baseline's settings the BMC holds pending, and the release where
+    it is not yet the baseline's (a BMC stages an update until the reset)."""
     now = dict(reading.bios)
-    return [
+    owed = [
         name
         for name, want in baseline.bios
         if name in reading.pending and _same(reading.pending[name], want) and not _same(now.get(name), want)
     ]
+    if baseline.bios_version and reading.bios_version != baseline.bios_version:
+        owed.append("release")
+    return owed
 
 
 # ------------------------------------------------------------------------------------------ Redfish

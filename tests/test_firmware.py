@@ -98,6 +98,7 @@ def test_a_reset_is_owed_only_for_pending_settings_of_the_baseline() -> None:
     assert firmware.owed_reset(BASE, firmware.Reading(now, "2.1", {"ProcTurboMode": "Enabled"})) == ["ProcTurboMode"]
     assert firmware.owed_reset(BASE, firmware.Reading(now, "2.1", {"ProcTurboMode": "Disabled"})) == []
     assert firmware.owed_reset(BASE, firmware.Reading(now, "2.1", {})) == []
+    assert firmware.owed_reset(BASE, firmware.Reading(now, "2.0", {})) == ["release"]  # a staged update
 
 
 @given(

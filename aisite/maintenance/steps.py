@@ -143,10 +143,7 @@ class AnsibleSteps:
     def _firmware_reset(self, t: oob.Target, baseline: FirmwareBaseline) -> str:
         """Reset through the BMC where the reboot left settings pending or the release unchanged (a container's
         BMC, or a machine the OS did not reset)."""
-        reading = self.bmc.read(t, baseline)
-        owed = firmware.owed_reset(baseline, reading)
-        stale = bool(baseline.bios_version) and reading.bios_version != baseline.bios_version
-        if owed or stale:
+        if firmware.owed_reset(baseline, self.bmc.read(t, baseline)):
             self.bmc.reset(t)
         return ""
 
