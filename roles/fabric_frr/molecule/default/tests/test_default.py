@@ -8,8 +8,8 @@ import time
 import pytest
 
 
-def plan(host):
-    return host.ansible.get_variables()["aisite_switch"]
+def plan(host, inventory_vars):
+    return inventory_vars(host)["aisite_switch"]
 
 
 def bgp_routes(host):
@@ -32,8 +32,8 @@ def test_frr_runs_with_bgp_and_bfd(host):
     assert "bgpd=yes" in daemons and "bfdd=yes" in daemons
 
 
-def test_running_configuration_is_the_plan_and_matches_the_file(host):
-    sw = plan(host)
+def test_running_configuration_is_the_plan_and_matches_the_file(host, inventory_vars):
+    sw = plan(host, inventory_vars)
     conf = host.check_output("vtysh -c 'show running-config'")
     assert f"router bgp {sw['asn']}" in conf
     assert f"bgp router-id {sw['loopback'].split('/')[0]}" in conf
@@ -55,8 +55,8 @@ def test_session_established_with_bfd(host):
     assert [p["status"] for p in bfd if p.get("interface") == "eth0"] == ["up"]
 
 
-def test_only_loopbacks_and_rail_subnets_cross_the_link(host):
-    sw = plan(host)
+def test_only_loopbacks_and_rail_subnets_cross_the_link(host, inventory_vars):
+    sw = plan(host, inventory_vars)
     if sw["role"] == "leaf":
         # What the spine sends: its loopback, nothing else.
         wait(lambda: "10.250.3.2/32" in bgp_routes(host))
@@ -69,8 +69,8 @@ def test_only_loopbacks_and_rail_subnets_cross_the_link(host):
         assert bgp_routes(host) == {"10.250.3.2/32", "10.250.3.3/32", "10.250.16.0/29"}
 
 
-def test_loopback_and_rail_bridge(host):
-    sw = plan(host)
+def test_loopback_and_rail_bridge(host, inventory_vars):
+    sw = plan(host, inventory_vars)
     assert sw["loopback"] in host.check_output("ip -4 -o addr show dev lo")
     if sw["role"] == "leaf":
         assert "10.250.16.1/29" in host.check_output("ip -o addr show dev br-rail0")
