@@ -83,15 +83,14 @@ def test_an_armed_node_installs_once_with_its_token(host) -> None:  # type: igno
     assert token, script
     assert "aisite.disk=/dev/nvme0n1" in script and "aisite.mode=uefi" in script and "BOOTIF=01-" + MAC in script
     t = token.group(1)
-    # (testinfra strips the output's last newline)
-    assert get(host, f"n/{t}/vmlinuz") == (200, "vmlinuz of the molecule image")
+    assert get(host, f"n/{t}/vmlinuz") == (200, "vmlinuz of the molecule image\n")
     code, table = get(host, f"n/{t}/partitions.sfdisk")
     assert table.splitlines() == [
         "label: gpt",
         "size=512MiB, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B",
         "type=0FC63DAF-8483-4772-8E79-3D69D8477DE4",
     ]
-    assert get(host, f"n/{t}/filesystems")[1] == "2 ext4 /\n1 vfat /boot/efi"
+    assert get(host, f"n/{t}/filesystems")[1] == "2 ext4 /\n1 vfat /boot/efi\n"
     listing = host.check_output(f"python3 /tmp/client.py GET {URL}/n/{t}/node.tar </dev/null | tail -c +5 | tar -tvf -")
     assert "etc/systemd/network/10-aisite-mgmt0.link" in listing and "home/alice/.ssh/authorized_keys" in listing
     assert re.search(r"-rw------- root/root .* root/\.ssh/authorized_keys", listing)

@@ -1,7 +1,6 @@
 """What file_state read matches the files as they are; guarded_file skips a file already as written, and puts back a
-mode and an owner changed by hand on a file whose content is right (side_effect).
-
-(testinfra's ansible backend strips command output, so contents are compared through sha1sum on the host.)"""
+mode and an owner changed by hand on a file whose content is right (side_effect). Contents are compared through
+sha1sum on the host (byte for byte, whatever the transport does to command output)."""
 
 from __future__ import annotations
 

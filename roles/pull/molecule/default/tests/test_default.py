@@ -49,7 +49,7 @@ def test_a_pass_applies_the_signed_tip_and_records_it(host) -> None:  # type: ig
     r = host.run("systemctl start aisite-pull.service")
     logs = "cat /var/lib/aisite-pull/last.log; journalctl -u aisite-pull --no-pager | tail -20"
     assert r.rc == 0, host.run(logs).stdout
-    assert host.file("/etc/aisite-pulled").content_string.strip() == "one"  # (the ansible backend strips)
+    assert host.file("/etc/aisite-pulled").content_string.strip() == "one"
     s = state(host)
     assert s["status"] == "applied" and s["commit"] == s["applied_commit"] == tip(host)
     assert s["changed"] >= 1 and s["failed"] == 0 and s["seconds"] > 0
@@ -82,7 +82,7 @@ def test_an_unsigned_tip_is_refused_and_nothing_of_it_applied(host) -> None:  # 
         s = state(host)
         assert s["status"] == "refused" and "is not signed" in s["message"], s
         assert s["applied_commit"] == signed and s["commit"] == ""
-        assert host.file("/etc/aisite-pulled").content_string.strip() == "one"  # (the ansible backend strips)
+        assert host.file("/etc/aisite-pulled").content_string.strip() == "one"
         node = s["node"]
         assert f'aisite_pull_last_pass_success{{node="{node}"}} 0' in host.file(PROM).content_string
     finally:
