@@ -78,3 +78,9 @@ def maintenance_dir(site: str) -> Path:
     """`aisite maintenance`'s rollout (rollout.json, saved after every step; finished ones in done/), its pause
     flag and its lock."""
     return site_dir(site) / "maintenance"
+
+
+def members_file(site: str) -> Path:
+    """Every node's and switch's one state (aisite.lifecycle): what holds it out of service, written by
+    provisioning, health and maintenance alike."""
+    return site_dir(site) / "members.json"

@@ -139,7 +139,7 @@ def test_health_apply_never_evaluates_what_a_node_reported(
     health-apply.yml, whose loops template every field. Run with and without a kubeconfig (the report task, and
     the cluster tasks' loops and labels): no canary fires."""
     records = {n.name: {"node": n.name, "problems": []} for n in plan.nodes} | {"gpu01": hostile_status(canary)}
-    hp = run_pass(plan, records, tmp_path / "health")
+    hp = run_pass(plan, records, tmp_path / "health", tmp_path / "members.json")
     assert [a.kind for a in hp.actions] == ["quarantine"]
     assert "{{ lookup" in hp.actions[0].reason  # the node's words are kept, as words
     inventory = local_inventory(["control_plane"])
@@ -158,7 +158,7 @@ def test_the_control_a_canary_fires_when_extra_vars_are_trusted(
     """Without the marking (extra vars written as plain JSON, as ansible-runner would) the same pass runs the
     node's command: the canary tests above can fail."""
     records = {n.name: {"node": n.name, "problems": []} for n in plan.nodes} | {"gpu01": hostile_status(canary)}
-    hp = run_pass(plan, records, tmp_path / "health")
+    hp = run_pass(plan, records, tmp_path / "health", tmp_path / "members.json")
     monkeypatch.setattr(deploy, "extravars_text", lambda ev: json.dumps(dict(ev)))
     extra = apply_vars(hp) | {"aisite_kubeconfig": str(tmp_path / "absent")}
     run_playbook("playbooks/health-apply.yml", local_inventory(["control_plane"]), extravars=extra)

@@ -291,20 +291,20 @@ def test_a_pass_on_the_controller_records_applies_and_releases(tmp_path: Path) -
     assert plan.health is not None
     down = {"node": "gpu02", "problems": [{"check": "rail", "subject": "rail1", "message": "down (operstate DOWN)"}]}
     ok = {n.name: {"node": n.name, "problems": [], "checked": ["rail"], "skipped": []} for n in plan.nodes}
-    first = run_pass(plan, ok | {"gpu02": down, "stor01": None}, tmp_path)
+    first = run_pass(plan, ok | {"gpu02": down, "stor01": None}, tmp_path, tmp_path / "members.json")
     assert [(a.node, a.kind) for a in first.actions] == [("gpu02", "quarantine")]
     assert first.missing == ["stor01"] and first.limit == 1  # 5 nodes x 0.1, at least one
     obj = yaml.safe_load((tmp_path / "nodes" / "gpu02.yaml").read_text())
     assert obj["spec"]["taints"] == [{"key": "aisite.io/unhealthy", "value": "rail", "effect": "NoSchedule"}]
     kubernetes_validate.validate(obj, plan.kubernetes.version, strict=True)
     for i in range(plan.health.recover_after):
-        later = run_pass(plan, ok, tmp_path)
+        later = run_pass(plan, ok, tmp_path, tmp_path / "members.json")
         released = [(a.node, a.kind) for a in later.actions]
         assert released == ([("gpu02", "release")] if i == plan.health.recover_after - 1 else [])
     assert "spec" not in yaml.safe_load((tmp_path / "nodes" / "gpu02.yaml").read_text())
     kinds = [json.loads(line)["kind"] for line in (tmp_path / "actions.jsonl").read_text().splitlines()]
     assert kinds == ["quarantine", "release"]
-    garbled = run_pass(plan, ok | {"cp01": {"node": "cp01"}}, tmp_path)
+    garbled = run_pass(plan, ok | {"cp01": {"node": "cp01"}}, tmp_path, tmp_path / "members.json")
     assert [p.check for p in garbled.results["cp01"].problems] == ["status"]
 
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from aisite import lifecycle
 from aisite.cli.common import LAYERS
 from aisite.diff import markdown, site_diff
 from aisite.health.judge import NodeHealth, Problem
@@ -254,20 +255,32 @@ def test_a_quarantine_not_applied_on_the_cluster_is_applied_again(lab: dict[str,
     from aisite.health.site import confirm_applied, load_state, run_pass
 
     plan = _plan(lab)
+    members = tmp_path / "members.json"
     ok = {n.name: {"node": n.name, "problems": []} for n in plan.nodes}
     down = {"node": "gpu02", "problems": [{"check": "rail", "subject": "rail1", "message": "down"}]}
-    first = run_pass(plan, ok | {"gpu02": down}, tmp_path)
+    first = run_pass(plan, ok | {"gpu02": down}, tmp_path, members)
     assert [(i["node"], i["kind"]) for i in first.to_apply] == [("gpu02", "quarantine")]
-    again = run_pass(plan, ok | {"gpu02": down}, tmp_path)  # the apply did not happen: still to apply
+
+    def held() -> tuple[str, str]:  # gpu02's one state: what and what it waits on
+        h = lifecycle.load(members)["gpu02"].holds.get("health")
+        return (h.state, h.pending) if h else ("in-service", "")
+
+    assert held() == ("quarantined", "taint")
+    again = run_pass(plan, ok | {"gpu02": down}, tmp_path, members)  # the apply did not happen: still to apply
     assert again.actions == [] and [(i["node"], i["kind"]) for i in again.to_apply] == [("gpu02", "quarantine")]
-    confirm_applied(tmp_path, ["gpu02"])
+    confirm_applied(tmp_path, ["gpu02"], members, "t")
     assert load_state(tmp_path / "state.json")["gpu02"].pending == ""
-    assert run_pass(plan, ok | {"gpu02": down}, tmp_path).to_apply == []
+    assert held() == ("quarantined", "")
+    assert run_pass(plan, ok | {"gpu02": down}, tmp_path, members).to_apply == []
     assert plan.health is not None
     for _ in range(plan.health.recover_after):
-        last = run_pass(plan, ok, tmp_path)
+        last = run_pass(plan, ok, tmp_path, members)
     assert [(i["node"], i["kind"]) for i in last.to_apply] == [("gpu02", "release")]
-    assert [(i["node"], i["kind"]) for i in run_pass(plan, ok, tmp_path).to_apply] == [("gpu02", "release")]
+    assert [(i["node"], i["kind"]) for i in run_pass(plan, ok, tmp_path, members).to_apply] == [("gpu02", "release")]
+    # Released on the record, but still tainted on the cluster until the release is applied: still out.
+    assert held() == ("quarantined", "release") and lifecycle.held_out(members) == ["gpu02"]
+    confirm_applied(tmp_path, ["gpu02"], members, "t")
+    assert held() == ("in-service", "") and lifecycle.held_out(members) == []
 
 
 def test_health_holds_a_quarantine_the_sites_budget_cannot_take(lab: dict[str, Any], tmp_path: Path) -> None:
@@ -281,7 +294,7 @@ def test_health_holds_a_quarantine_the_sites_budget_cannot_take(lab: dict[str, A
         for n in plan.nodes
         if n.gpu
     }
-    hp = run_pass(plan, bad, tmp_path)
+    hp = run_pass(plan, bad, tmp_path, tmp_path / "members.json")
     kinds = sorted(a.kind for a in hp.actions)
     assert len(bad) > 1 and kinds == ["held"] * (len(bad) - 1) + ["quarantine"], hp.actions
     held = next(a for a in hp.actions if a.kind == "held")
@@ -293,7 +306,7 @@ def test_the_diff_command_prints_the_waves_and_counts_quarantined_nodes(tmp_path
     first; a node `aisite health` holds quarantined on this machine is out already and changed while out."""
     import os
 
-    from aisite.paths import health_dir
+    from aisite.paths import members_file
     from tests.conftest import ROOT, make_site_repo, run_cli
 
     site = f"mainttest-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
@@ -302,10 +315,10 @@ def test_the_diff_command_prints_the_waves_and_counts_quarantined_nodes(tmp_path
     stack = repo / "stacks" / f"Pulumi.{site}.yaml"
     assert "      version: 1.35.6\n" in text
     stack.write_text(text.replace("      version: 1.35.6\n", "      version: 1.35.7\n", 1))
-    folder = health_dir(site)
+    path = members_file(site)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "state.json").write_text(json.dumps({"gpu02": {"quarantined": True, "reason": "rail"}}))
+        with lifecycle.editing(path) as members:  # as `aisite health` leaves a quarantine the cluster took
+            lifecycle.hold(members, "gpu02", "health", state="quarantined", pending="", at="t0", message="rail")
         doc = json.loads(run_cli("diff", str(stack), "--json").stdout)["maintenance"]
         assert doc["out_of_service"] == ["gpu02"] and doc["changed_while_out"] == ["gpu02"]
         assert doc["waves"] == [["cp01"], ["stor01"]]
@@ -315,10 +328,21 @@ def test_the_diff_command_prints_the_waves_and_counts_quarantined_nodes(tmp_path
         printed = run_cli("diff", str(stack)).stdout
         assert "1 already out: gpu02" in printed and "- wave 1: cp01" in printed
         assert "- changed while out of service: gpu02" in printed and "- blocked: gpu01: 2 GPUs" in printed
+        # `aisite status`: the same one state, every member of the site, the quarantined node's hold and its GPU.
+        status = json.loads(run_cli("status", str(stack), "--json").stdout)
+        states = {m["name"]: (m["state"], m["by"], m["message"]) for m in status["members"]}
+        assert states == {n: ("in-service", "", "") for n in states} | {"gpu02": ("quarantined", "health", "rail")}
+        assert len(states) == 9 and status["gpus_out"] == 1 and status["not_in_site"] == []
+        shown = run_cli("status", str(stack)).stdout
+        assert "8 of 9 nodes and switches in service, 1 GPUs out" in shown and "quarantined" in shown
+        path.write_text('{"gpu02": {"holds": {"health": {"state": "gone fishing"}}}}')  # not as this version writes
+        bad = run_cli("status", str(stack))
+        assert bad.returncode == 1 and "health cannot hold a member in 'gone fishing'" in bad.stderr, bad.stderr
+        assert "Traceback" not in bad.stderr and run_cli("diff", str(stack)).returncode == 1
     finally:
         import shutil
 
-        shutil.rmtree(folder.parent, ignore_errors=True)
+        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 @pytest.mark.parametrize(
@@ -536,10 +560,16 @@ def test_a_node_out_for_maintenance_takes_the_place_a_quarantine_would(lab: dict
     plan = _plan(lab)  # the lab's budget: one GPU
     ok = {n.name: {"node": n.name, "problems": []} for n in plan.nodes}
     bad = ok | {"gpu02": {"node": "gpu02", "problems": [{"check": "rail", "subject": "rail0", "message": "down"}]}}
-    held = run_pass(plan, bad, tmp_path / "a", elsewhere=["gpu01"])  # gpu01 is out in a rollout
+    members = tmp_path / "members.json"
+    with lifecycle.editing(members) as m:  # gpu01 is out in a rollout
+        lifecycle.hold(m, "gpu01", "maintenance", state="maintenance", pending="drain", at="t")
+    held = run_pass(plan, bad, tmp_path / "a", members)
     assert [(a.node, a.kind) for a in held.actions] == [("gpu02", "held")]
     assert "site's disruption budget: 2 GPUs out of service" in held.actions[0].reason
-    taken = run_pass(plan, bad, tmp_path / "b")
+    assert lifecycle.held_out(members) == ["gpu01"]  # gpu02, held in service by the budget, is not out
+    with lifecycle.editing(members) as m:
+        lifecycle.release(m, "gpu01", "maintenance", at="t")
+    taken = run_pass(plan, bad, tmp_path / "b", members)
     assert [(a.node, a.kind) for a in taken.actions] == [("gpu02", "quarantine")]
 
 

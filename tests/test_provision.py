@@ -661,3 +661,42 @@ def test_a_report_that_parses_keeps_its_keys_and_times() -> None:
     doc = {"events": [{"event": "ipxe", "time": 1}, {"event": "installed", "time": 2.5}], "host_keys": [KEY]}
     got = run.read_report(doc | {"step": "grub", "version": V1, "extra": "ignored"})
     assert got["host_keys"] == [KEY] and [e["time"] for e in got["events"]] == [1.0, 2.5] and got["version"] == V1
+
+
+def test_a_node_is_held_out_of_service_from_its_first_attempt_until_its_outcome(fast: None) -> None:
+    """Provisioning's part of the one state per member (aisite.lifecycle): held `provisioning` before its wave is
+    armed, given back once installed, held `provision-failed` (pending a new provision) when it failed; a node
+    already installed is never held."""
+    from aisite import lifecycle
+
+    prov, targets = _plan(3, wave_size=2, retries=0, install_timeout_s=1)
+    world = ScriptedWorld({"n1": ["ok"], "n2": ["no-dhcp"], "n3": ["ok"]})
+    members: dict[str, lifecycle.Member] = {}
+    seen: list[tuple[str, list[str]]] = []  # (what, members held out then)
+    arm = world.arm
+
+    def arming(ts: Sequence[ProvisionTarget], keys: Mapping[str, run.HostKey]) -> None:
+        seen.append((f"arm {','.join(t.node for t in ts)}", lifecycle.out_of_service(members)))
+        arm(ts, keys)
+
+    world.arm = arming  # type: ignore[method-assign]
+    outcomes = run.provision(
+        world,  # type: ignore[arg-type]
+        prov,
+        targets,
+        {},
+        reinstall=False,
+        say=lambda node, what: None,
+        done=lambda o: run.member_outcome(members, o, "t1"),
+        begin=lambda node: run.member_installing(members, node, "t0"),
+    )
+    assert [o.status for o in outcomes] == ["installed", "failed", "installed"]
+    # Each wave's nodes are held before it is armed; the first wave's outcomes came before the second's arming.
+    assert seen == [("arm n1,n2", ["n1", "n2"]), ("arm n3", ["n2", "n3"])]
+    assert lifecycle.out_of_service(members) == ["n2"]
+    h = members["n2"].holds["provision"]
+    assert (h.state, h.pending) == ("provision-failed", "provision") and "failed at dhcp" in h.message
+    assert members["n1"].history == [
+        "t0 provision: provisioning (install pending)",
+        f"t1 provision: released -> in-service: installed {V1}",
+    ]

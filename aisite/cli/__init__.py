@@ -11,6 +11,7 @@ import sys
 
 from aisite.cli import accept, bench, deploy, health, lab, maintenance, oob, provision, reconcile, site
 from aisite.cli.common import EXIT_FAILED, app
+from aisite.lifecycle import RecordError
 
 __all__ = ["app", "main"]
 
@@ -30,6 +31,7 @@ app.add_typer(lab.lab_app, name="lab")
 app.add_typer(bench.bench_app, name="bench")
 app.command("accept")(accept.accept_command)
 app.command("health")(health.health_command)
+app.command("status")(maintenance.status_all_command)
 app.command(hidden=True)(deploy.play)
 
 
@@ -38,6 +40,10 @@ def main() -> None:
         app(prog_name="aisite")  # as installed, also when run as `python -m aisite`
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        sys.exit(EXIT_FAILED)
+    except RecordError as exc:
+        # This machine's record of the members' states does not read: said, nothing decided on a guess.
+        print(f"error: {exc} (the members' states; fix or remove the file)", file=sys.stderr)
         sys.exit(EXIT_FAILED)
     except OSError as exc:
         # A file that cannot be read or written is a failure of the run, not of the site: exit 1, no traceback.

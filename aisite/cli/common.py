@@ -6,6 +6,7 @@ import importlib.metadata
 import json
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -53,6 +54,11 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 StackArg = Annotated[str, typer.Argument(help="A stack name under stacks/ (e.g. lab) or a path to a stack file.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of tables.")]
+
+
+def timestamp() -> str:
+    """This moment as records and the members' states write it (UTC, to the second)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def group_sizes(inv: dict[str, Any]) -> dict[str, int]:

@@ -11,11 +11,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, group_sizes, load_plan, out
+from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, group_sizes, load_plan, out, timestamp
 from aisite.cli.deploy import progress_runner
 from aisite.health.site import apply_vars, confirm_applied, run_pass
-from aisite.maintenance.state import load as load_rollout
-from aisite.paths import health_dir, maintenance_dir
+from aisite.paths import health_dir, members_file
 from aisite.render.inventory import inventory, inventory_text
 
 
@@ -42,9 +41,9 @@ def health_command(
     )
     records = dict(read.stats.get("health_states") or {})
     folder = health_dir(plan.site)
-    # Members a rollout has out of service take their place in the same budget.
-    rollout = load_rollout(maintenance_dir(plan.site) / "rollout.json")
-    hp = run_pass(plan, records, folder, elsewhere=rollout.out_of_service() if rollout else [])
+    # Members a rollout or provisioning holds out of service take their place in the same budget.
+    members = members_file(plan.site)
+    hp = run_pass(plan, records, folder, members)
     applied = None
     if hp.to_apply:
         applied = progress_runner(
@@ -63,7 +62,7 @@ def health_command(
     # again on the next pass.
     pending = [i["node"] for i in hp.to_apply]
     if applied and applied.ok and not skipped:
-        confirm_applied(folder, pending)
+        confirm_applied(folder, pending, members, timestamp())
         pending = []
     bad = [n for n, h in hp.results.items() if not h.healthy] + hp.missing
     if as_json_:

@@ -10,13 +10,13 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from aisite import lifecycle
 from aisite.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -27,18 +27,18 @@ from aisite.cli.common import (
     load_plan,
     load_plan_at,
     out,
+    timestamp,
 )
 from aisite.cli.deploy import progress_runner
 from aisite.deploy import RunResult
 from aisite.errors import SiteError
 from aisite.firmware import read_site
-from aisite.health.site import quarantined_nodes
 from aisite.maintenance.budget import site_budget
 from aisite.maintenance.rollout import rollout
 from aisite.maintenance.run import run, start
-from aisite.maintenance.state import RolloutState, load, save, skip
+from aisite.maintenance.state import RolloutState, load, save, skip, sync_members
 from aisite.maintenance.steps import AnsibleSteps
-from aisite.paths import maintenance_dir
+from aisite.paths import maintenance_dir, members_file
 from aisite.plan import Plan
 from aisite.render.inventory import inventory, inventory_text
 from aisite.secrets import resolve
@@ -49,10 +49,6 @@ maintenance_app = typer.Typer(
     "(cordon, drain, apply, reboot, verify, uncordon), resumable; see it, pause, resume or skip a node.",
     no_args_is_help=True,
 )
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @contextmanager
@@ -100,6 +96,12 @@ def _show(
         out.print(escape(state.message), highlight=False)
 
 
+def _save(site: str, state: RolloutState) -> None:
+    """The rollout after a step, and what it makes of its members' state (aisite.lifecycle)."""
+    save(maintenance_dir(site) / "rollout.json", state)
+    sync_members(members_file(site), state, timestamp())
+
+
 def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:
     secret_env, problems = resolve(p)
     if problems:
@@ -118,10 +120,10 @@ def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:
         state,
         steps,
         budget=site_budget(p),
-        elsewhere=lambda: quarantined_nodes(p.site),
+        elsewhere=lambda: lifecycle.held_out(members_file(p.site), but="maintenance"),
         paused=(folder / "paused").exists,
-        save=lambda s: save(folder / "rollout.json", s),
-        now=_now,
+        save=lambda s: _save(p.site, s),
+        now=timestamp,
     )
     _show(state, as_json, steps.skipped, steps.done)
     if state.status != "done":
@@ -149,7 +151,8 @@ def start_command(
         for name, reason in (fw.unread | fw.unsupported).items():
             print(f"firmware not read: {name}: {reason}", file=sys.stderr)
         change = f"{against} -> working tree" + (", firmware baseline" if fw.drifted else "")
-        state, why = start(rollout(old, new, quarantined_nodes(new.site), fw.drifted), new.site, change, _now())
+        out = lifecycle.held_out(members_file(new.site), but="maintenance")
+        state, why = start(rollout(old, new, out, fw.drifted), new.site, change, timestamp())
         if state is None:
             for w in why:
                 print(f"cannot start: {w}", file=sys.stderr)
@@ -188,7 +191,7 @@ def pause_command(stack: StackArg) -> None:
     p = load_plan(stack)
     folder = maintenance_dir(p.site)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "paused").write_text(_now() + "\n")
+    (folder / "paused").write_text(timestamp() + "\n")
     out.print("the rollout stops before its next step; `aisite maintenance resume` goes on")
 
 
@@ -200,10 +203,43 @@ def skip_command(stack: StackArg, member: Annotated[str, typer.Argument(help="Th
     with _lock(p.site):
         path = maintenance_dir(p.site) / "rollout.json"
         state = load(path)
-        why = skip(state, member, _now()) if state else "no rollout recorded"
+        why = skip(state, member, timestamp()) if state else "no rollout recorded"
         if why:
             print(f"cannot skip: {why}", file=sys.stderr)
             raise typer.Exit(EXIT_INVALID)
         assert state is not None
-        save(path, state)
+        _save(p.site, state)
         out.print(f"{member} skipped")
+
+
+def status_all_command(stack: StackArg, as_json: JsonOpt = False) -> None:
+    """Every node's and switch's one state, as provisioning, health and maintenance left it on this machine: in
+    service, or what holds it out (provisioning, quarantined, a rollout's step) and the action it waits on. The
+    site's disruption budget counts exactly these."""
+    p = load_plan(stack, as_json)
+    roles = {n.name: n.role for n in p.nodes} | {s.name: s.role for s in p.switches}
+    members = lifecycle.load(members_file(p.site))
+    rows = lifecycle.rows(roles, members)
+    held = [r for r in rows if r["holds"]]
+    # A name the site no longer has (removed from the stack while held) takes nothing from the budget: said.
+    gone = sorted(n for n, m in members.items() if m.holds and n not in roles)
+    gpus = site_budget(p).gpus_out(r["name"] for r in held)
+    if as_json:
+        doc = {"site": p.site, "members": [r | {"role": roles[r["name"]]} for r in rows], "not_in_site": gone}
+        print(json.dumps(doc | {"gpus_out": gpus}, indent=2))
+        return
+    title = f"{p.site}: {len(rows) - len(held)} of {len(rows)} nodes and switches in service, {gpus} GPUs out"
+    if not held:
+        out.print(title, markup=False)
+    else:
+        t = Table(title=title)
+        for col in ("member", "role", "state", "pending", "by", "since", "why"):
+            t.add_column(col)
+        for r in held:
+            # Every owner's hold, the one that names the state first (a quarantined node in a rollout has two).
+            for i, (owner, h) in enumerate(sorted(r["holds"].items(), key=lambda x: x[0] != r["by"])):
+                name, role = (r["name"], roles[r["name"]]) if i == 0 else ("", "")
+                t.add_row(name, role, h["state"], h["pending"] or "-", owner, h["since"], escape(h["message"]))
+        out.print(t)
+    for n in gone:
+        out.print(f"{n}: held in the record but no longer in the site (not counted)", markup=False)

@@ -5,23 +5,31 @@ from __future__ import annotations
 import json
 import sys
 import time
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out
+from aisite import lifecycle
+from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out, timestamp
 from aisite.cli.deploy import progress_runner
 from aisite.deploy import write_json
 from aisite.errors import Problem, SiteError
 from aisite.loader import resolve_stack
-from aisite.paths import IMAGES, lab_ssh_dir, provision_dir
+from aisite.paths import IMAGES, lab_ssh_dir, members_file, provision_dir
 from aisite.plan import Plan, ProvisionTarget
 from aisite.plan.provisioning import missing_boot_macs
 from aisite.provision import image as images
-from aisite.provision.run import Outcome, known_hosts_lines, load_records, provision, record
+from aisite.provision.run import (
+    Outcome,
+    known_hosts_lines,
+    load_records,
+    member_installing,
+    member_outcome,
+    provision,
+    record,
+)
 from aisite.provision.world import CONTROLLER_TOKEN_ENV, ArmError, SiteWorld, controller_token
 from aisite.render.inventory import inventory, inventory_text
 from aisite.secrets import resolve
@@ -104,6 +112,7 @@ def provision_command(
         print(f"the boot server's playbook failed: {'; '.join(result.failures[-3:]) or result.status}", file=sys.stderr)
         raise typer.Exit(EXIT_FAILED)
     records = load_records(folder)
+    members = members_file(p.site)
     world = SiteWorld(p, text, secrets, identity=identity, controller_token=token)
     addresses = {t.node: t.address for t in prov.targets}
 
@@ -115,9 +124,16 @@ def provision_command(
                 progress.console.print(f"{node}: {what}", markup=False)
             progress.update(bars[node], description=f"{node}: {what}")
 
+        def begin(node: str) -> None:
+            with lifecycle.editing(members) as held:
+                member_installing(held, node, timestamp())
+
         def done(o: Outcome) -> None:
             say(o.node, o.status if o.status != "failed" else f"failed at {o.step}: {o.error}")
-            records[o.node] = record(records.get(o.node), o, datetime.now(UTC).isoformat(timespec="seconds"))
+            at = timestamp()
+            with lifecycle.editing(members) as held:
+                member_outcome(held, o, at)
+            records[o.node] = record(records.get(o.node), o, at)
             write_json(folder / f"{o.node}.json", records[o.node])
             known = folder / "known_hosts"
             tmp = known.with_suffix(".new")
@@ -125,7 +141,7 @@ def provision_command(
             tmp.replace(known)
 
         try:
-            outcomes = provision(world, prov, targets, records, reinstall=reinstall, say=say, done=done)
+            outcomes = provision(world, prov, targets, records, reinstall=reinstall, say=say, done=done, begin=begin)
         except ArmError as exc:
             # No node of the wave can boot: what finished before is recorded; the rest is not started.
             print(f"error: {exc}", file=sys.stderr)

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from aisite import lifecycle
 from aisite.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -29,8 +30,8 @@ from aisite.cli.deploy import progress_runner
 from aisite.diff import markdown, site_diff
 from aisite.firmware import read_site
 from aisite.foreign import show
-from aisite.health.site import quarantined_nodes
 from aisite.loader import resolve_stack
+from aisite.paths import members_file
 from aisite.reconcile.hook import post_receive
 from aisite.reconcile.nodes import convergence
 from aisite.reconcile.nodes import write_metrics as write_nodes_metrics
@@ -68,8 +69,10 @@ def diff(
     path = resolve_stack(stack)
     old = load_plan_at(stack, against, as_json)
     new = load_plan(stack, as_json)
-    # Nodes quarantined by `aisite health` on this machine are out of service already: the budget counts them.
-    d = site_diff(old, new, LAYERS, quarantined_nodes(new.site), read_site(new) if firmware else None)
+    # Members held out of service on this machine (quarantined, provisioning, a rollout's) are out already: the
+    # budget counts them.
+    held = lifecycle.held_out(members_file(new.site))
+    d = site_diff(old, new, LAYERS, held, read_site(new) if firmware else None)
     if as_json:
         print(json.dumps(d.to_dict() | {"against": against, "stack": str(path)}, indent=2))
     else:

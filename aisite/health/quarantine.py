@@ -93,7 +93,9 @@ def decide(
             actions.append(Action(node, "held", f"cap of {limit} quarantined node(s) reached: {problem}", now))
             continue
         if budget is not None and node in budget.members:
-            out = [*away, *(n for n, r in new.items() if r.quarantined and n in budget.members), node]
+            # A release the cluster has not yet taken leaves that node tainted and cordoned: still out.
+            still_out = (n for n, r in new.items() if (r.quarantined or r.pending == "release") and n in budget.members)
+            out = [*away, *still_out, node]
             if over := budget.problem(out):
                 actions.append(Action(node, "held", f"site's disruption budget: {over}: {problem}", now))
                 continue

@@ -5,7 +5,6 @@ objects playbooks/health-apply.yml applies (taint and cordon, drain; or release)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,11 +13,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aisite import lifecycle
 from aisite.foreign import clean
 from aisite.health.judge import CHECKS, NodeHealth, Problem
 from aisite.health.quarantine import Action, NodeRecord, cap, decide, metrics, node_object
 from aisite.maintenance.budget import site_budget
-from aisite.paths import health_dir
 from aisite.plan import Plan
 
 
@@ -80,11 +79,6 @@ def load_state(path: Path) -> dict[str, NodeRecord]:
     return {k: NodeRecord(**v) for k, v in json.loads(path.read_text()).items()}
 
 
-def quarantined_nodes(site: str) -> list[str]:
-    """The nodes `aisite health` holds quarantined on this machine: out of service, counted in the site's budget."""
-    return sorted(n for n, r in load_state(health_dir(site) / "state.json").items() if r.quarantined)
-
-
 def _save_state(path: Path, state: dict[str, NodeRecord]) -> None:
     path.write_text(json.dumps({k: asdict(v) for k, v in sorted(state.items())}, indent=2) + "\n")
 
@@ -94,20 +88,41 @@ def apply_vars(hp: HealthPass) -> dict[str, Any]:
     return {"health_actions": hp.to_apply, "health_objects_dir": hp.files["objects"]}
 
 
-def confirm_applied(folder: Path, nodes: list[str]) -> None:
+def confirm_applied(folder: Path, nodes: list[str], members: Path, at: str) -> None:
     """The cluster took these nodes' decisions (health-apply.yml succeeded against an API server): they are no
-    longer pending."""
+    longer pending, and a released node is back in service."""
     state = load_state(folder / "state.json")
     for n in nodes:
         if n in state:
             state[n].pending = ""
     _save_state(folder / "state.json", state)
+    sync_members(members, state, at)
+
+
+def sync_members(path: Path, state: dict[str, NodeRecord], at: str) -> None:
+    """The quarantine as the site's one state per member (aisite.lifecycle): a quarantined node held, pending its
+    taint until the cluster took it; a released one held until the cluster took the release."""
+    with lifecycle.editing(path) as members:
+        for node, rec in sorted(state.items()):
+            if rec.quarantined:
+                pending = "taint" if rec.pending == "quarantine" else ""
+                lifecycle.hold(members, node, "health", state="quarantined", pending=pending, at=at, message=rec.reason)
+            elif rec.pending == "release":
+                why = "recovered; not yet released"
+                lifecycle.hold(members, node, "health", state="quarantined", pending="release", at=at, message=why)
+            else:
+                lifecycle.release(members, node, "health", at=at)
 
 
 def run_pass(
-    plan: Plan, records: dict[str, Any], folder: Path, now: datetime | None = None, elsewhere: Iterable[str] = ()
+    plan: Plan,
+    records: dict[str, Any],
+    folder: Path,
+    members: Path,
+    now: datetime | None = None,
 ) -> HealthPass:
-    """One pass; `elsewhere`: members out of service for maintenance, counted in the site's budget."""
+    """One pass. Members held out of service by others in `members` (aisite.lifecycle: a rollout, provisioning)
+    take their place in the site's budget; the pass's outcome is written there too (sync_members)."""
     assert plan.health is not None
     at = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     nodes = [n.name for n in plan.nodes]
@@ -123,10 +138,11 @@ def run_pass(
         h.recover_after,
         at,
         budget=site_budget(plan),
-        elsewhere=elsewhere,
+        elsewhere=lifecycle.held_out(members, but="health"),
     )
     folder.mkdir(parents=True, exist_ok=True)
     _save_state(folder / "state.json", state)
+    sync_members(members, state, at)
     with (folder / "actions.jsonl").open("a") as fh:
         for a in actions:
             fh.write(json.dumps(asdict(a), sort_keys=True) + "\n")

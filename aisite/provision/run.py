@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aisite import lifecycle
 from aisite.plan import ProvisioningPlan, ProvisionTarget
 
 # The steps of one install, in order, as a result names where a node failed.
@@ -254,6 +255,20 @@ def record(previous: dict[str, Any] | None, o: Outcome, now: str) -> dict[str, A
     return {"node": o.node, "installed": installed, "last": last}
 
 
+def member_installing(members: dict[str, lifecycle.Member], node: str, at: str) -> None:
+    """A node's one state (aisite.lifecycle) once its install starts: out of service until it has an outcome."""
+    lifecycle.hold(members, node, "provision", state="provisioning", pending="install", at=at)
+
+
+def member_outcome(members: dict[str, lifecycle.Member], o: Outcome, at: str) -> None:
+    """A node's one state from its outcome: installed or unchanged, given back; failed, held until provisioned."""
+    if o.status == "failed":
+        why = f"failed at {o.step}: {o.error}"
+        lifecycle.hold(members, o.node, "provision", state="provision-failed", pending="provision", at=at, message=why)
+    else:
+        lifecycle.release(members, o.node, "provision", at=at, message=f"{o.status} {o.version}")
+
+
 def provision(
     world: World,
     plan: ProvisioningPlan,
@@ -263,9 +278,11 @@ def provision(
     reinstall: bool,
     say: Say,
     done: Callable[[Outcome], None],
+    begin: Callable[[str], None] = lambda _node: None,
 ) -> list[Outcome]:
     """Install `targets` in waves; `records` holds what was recorded of each node before. Every node gets an
-    outcome, reported through `done` as soon as it is final."""
+    outcome, reported through `done` as soon as it is final; `begin` is told each node before its first attempt
+    touches it (from then on it is out of service until `done`)."""
     outcomes: dict[str, Outcome] = {}
     pending: list[ProvisionTarget] = []
     for t in targets:
@@ -277,6 +294,8 @@ def provision(
             pending.append(t)
     for wave in _waves(pending, plan.wave_size):
         todo = list(wave)
+        for t in todo:
+            begin(t.node)
         attempts: dict[str, int] = {}
         spent: dict[str, float] = {}
         while todo:
