@@ -38,7 +38,7 @@ from aisite.lab.bmc import system_uuid
 from aisite.lab.podman import CONF
 from aisite.lab.topology import lab_mac, lab_topology, vm_nodes
 from aisite.loader import load_site, resolve_stack
-from aisite.paths import lab_ssh_dir, provision_dir, pull_wheels_dir
+from aisite.paths import lab_ssh_dir, members_file, provision_dir, pull_wheels_dir
 from aisite.plan import FABRIC_ROLES, Node, Plan, Switch, build_plan
 from aisite.reconcile import state as reconcile_state
 from aisite.render import commit as render_commit
@@ -408,12 +408,225 @@ def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], s
     for vm in vm_nodes(plan):  # a real kernel: what a container's hosts layer only writes is applied on a VM
         said = json.dumps(doc["skipped"].get(vm, {}))
         assert "read-only here" not in said and "no kernel NFS client" not in said and "no /lib/modules" not in said
-    # A second run changes nothing anywhere.
-    again = run_cli("deploy", str(stack_file), "--json", env=BMC_ENV)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert BMC_PASSWORD not in again.stdout + again.stderr
-    changed = {h: x["changed"] for h, x in json.loads(again.stdout)["recap"].items() if x["changed"]}
-    assert changed == {}, changed
+
+
+# ------------------------------------------------------------------ reconcile: a git repository drives the lab
+def reconcile(repo: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    r = run_cli("reconcile", "--repo", str(repo), "--stack", SITE, "--once", "--json", *extra, env=BMC_ENV)
+    assert BMC_PASSWORD not in r.stdout + r.stderr
+    assert r.stdout.strip().startswith("{"), r.stdout + r.stderr
+    return r.returncode, dict(json.loads(r.stdout))
+
+
+def kubeadm_labels(node: str) -> str:
+    return podman("exec", f"aisite-{SITE}-{node}", "grep", "node-labels", "/etc/kubernetes/aisite/kubeadm.yaml")
+
+
+@pytest.fixture(scope="module")
+def first_pass(
+    up: subprocess.CompletedProcess[str], stack_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """The site's repository (this project with the lab's stack) and the reconciler's first pass of it: with no
+    status of its own yet, a full pass, the whole site deployed from the repository."""
+    assert up.returncode == 0, up.stderr
+    shutil.rmtree(reconcile_state.workdir(SITE), ignore_errors=True)
+    repo = make_site_repo(tmp_path_factory.mktemp("repo"), {stack_file.name: stack_file.read_text()})
+    rc, rec = reconcile(repo)
+    assert rc == 0, rec
+    yield repo, rec
+    shutil.rmtree(reconcile_state.workdir(SITE), ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def site_repo(first_pass: tuple[Path, dict[str, Any]]) -> Path:
+    """The site's repository, converged by the first pass."""
+    return first_pass[0]
+
+
+def test_a_second_whole_site_run_changes_nothing(first_pass: tuple[Path, dict[str, Any]], plan: Plan) -> None:
+    """Right after the deploy above, the reconciler's first pass (a full pass: `aisite deploy` of the same stack,
+    every layer on every host, from a clone of the site's repository) is the second run: it changes nothing
+    anywhere. The reconcile tests below build on the site it converged."""
+    _, rec = first_pass
+    assert rec["mode"] == "full" and rec["outcome"] == "applied" and rec["errors"] == [], rec
+    fabric = {s.name for s in plan.switches if s.role in ("leaf", "spine")}
+    hosts = {n.name for n in plan.nodes} | {f"{n.name}-bmc" for n in plan.nodes} | fabric | {"localhost"}
+    assert set().union(*rec["layers"].values()) == hosts, rec["layers"]
+    assert rec["changed"] == {}, rec["changed"]
+
+
+def label_commit(repo: Path, index: int, value: str, message: str) -> str:
+    """Set a label on GPU node `index` (a setting of that node alone) and commit it."""
+    path = repo / "stacks" / f"Pulumi.{SITE}.yaml"
+    data = yaml.safe_load(path.read_text())
+    site = data["config"]["aisite:site"]
+    site["gpu_nodes"][0]["nodes"][index]["labels"] = {"example.com/pool": value}
+    return commit_file(repo, f"stacks/Pulumi.{SITE}.yaml", yaml.safe_dump(data, sort_keys=False), message)
+
+
+def test_a_commit_changing_one_host_is_applied_to_that_host_only(site_repo: Path, plan: Plan) -> None:
+    gpu01, gpu02 = [n.name for n in plan.by_role("gpu")][:2]
+    before = kubeadm_labels(gpu02)
+    commit = label_commit(site_repo, 0, "a", "gpu01 joins pool a")
+    rc, rec = reconcile(site_repo)
+    assert rc == 0 and rec["outcome"] == "applied" and rec["commit"] == commit, rec
+    assert rec["layers"] == {"hosts": [gpu01], "cluster": [gpu01]}
+    assert set(rec["changed"]) == {gpu01}
+    assert "example.com/pool=a" in kubeadm_labels(gpu01) and kubeadm_labels(gpu02) == before
+    status = json.loads(run_cli("reconcile", "status", "--stack", SITE, "--json").stdout)
+    assert status["applied_commit"] == commit and status["last_success"] > rec["started"]
+    metrics = (reconcile_state.workdir(SITE) / "aisite_reconcile.prom").read_text()
+    assert f'aisite_reconcile_applied_info{{commit="{commit}",stack="{SITE}"}} 1.0' in metrics
+    # Nothing left to do: a pass with nothing to change runs no playbook.
+    rc, rec = reconcile(site_repo)
+    assert rc == 0 and rec["outcome"] == "unchanged" and rec["layers"] == {}, rec
+
+
+def test_invalid_and_unsigned_commits_change_nothing_on_the_lab(site_repo: Path, plan: Plan, tmp_path: Path) -> None:
+    gpu01 = plan.by_role("gpu")[0].name
+    applied = json.loads(run_cli("reconcile", "status", "--stack", SITE, "--json").stdout)["applied_commit"]
+    before = kubeadm_labels(gpu01)
+    path = f"stacks/Pulumi.{SITE}.yaml"
+    text = (site_repo / path).read_text()
+    commit_file(site_repo, path, text.replace("gpus: 1\n", "gpus: many\n"), "An invalid site")
+    rc, rec = reconcile(site_repo)
+    assert rc == 1 and rec["outcome"] == "refused" and rec["layers"] == {}, rec
+    assert any("gpus" in e for e in rec["errors"]), rec["errors"]
+    key, line = ssh_signer(tmp_path, "admin@example.com")
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(line + "\n")
+    commit_file(site_repo, path, text, "Valid again, but unsigned")
+    rc, rec = reconcile(site_repo, "--allowed-signers", str(signers))
+    assert rc == 1 and rec["outcome"] == "refused" and "is not signed" in rec["errors"][0], rec
+    status = json.loads(run_cli("reconcile", "status", "--stack", SITE, "--json").stdout)
+    assert status["applied_commit"] == applied and kubeadm_labels(gpu01) == before
+    commit_file(site_repo, path, text + "\n", "Signed by the admin", key)
+    rc, rec = reconcile(site_repo, "--allowed-signers", str(signers))
+    assert rc == 0 and rec["signer"].startswith('Good "git" signature for admin@example.com'), rec
+
+
+def test_drift_is_reported_by_check_and_reverted_by_the_next_pass(site_repo: Path, plan: Plan) -> None:
+    gpu02 = f"aisite-{SITE}-{plan.by_role('gpu')[1].name}"
+    want = podman("exec", gpu02, "cat", "/etc/nccl.conf")
+    podman("exec", gpu02, "sed", "-i", "s/^NCCL_IB_TC=.*/NCCL_IB_TC=0/", "/etc/nccl.conf")
+    rc, rec = reconcile(site_repo, "--check")
+    assert rc == 1 and rec["outcome"] == "drift", rec
+    host = plan.by_role("gpu")[1].name
+    # Earlier tests of this module may have left drift of their own elsewhere (a boot device, say): not asserted.
+    assert host in rec["drifted"], rec["drifted"]
+    assert any("NCCL" in task for task in rec["drifted"][host]), rec["drifted"]
+    assert "NCCL_IB_TC=0" in podman("exec", gpu02, "cat", "/etc/nccl.conf")  # a check changes nothing
+    rc, rec = reconcile(site_repo)
+    assert rc == 0 and rec["outcome"] == "applied" and host in rec["layers"]["hosts"], rec
+    assert podman("exec", gpu02, "cat", "/etc/nccl.conf") == want
+
+
+def _background_pass(repo: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AISITE_")} | BMC_ENV
+    cmd = [sys.executable, "-m", "aisite", "reconcile", "--repo", str(repo), "--stack", SITE, "--once", "--json"]
+    return subprocess.Popen(
+        [*cmd, *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def ansible_running() -> bool:
+    """An ansible-playbook of an aisite deploy (its private data directory is aisite-run-*) is running."""
+    pgrep = ["pgrep", "-f", "ansible-playbook.*aisite-run-"]
+    return subprocess.run(pgrep, capture_output=True, check=False).returncode == 0
+
+
+def _wait_for_deploy(proc: subprocess.Popen[str]) -> None:
+    """Until the pass's deploy has started Ansible (its ansible-playbook is running)."""
+
+    def running() -> bool:
+        assert proc.poll() is None, proc.communicate()
+        return (
+            subprocess.run(
+                ["pgrep", "-f", "ansible-playbook.*aisite-run-"], capture_output=True, check=False
+            ).returncode
+            == 0
+        )
+
+    wait_for("the pass to start Ansible", running, 60)
+
+
+def test_two_reconciles_never_overlap(site_repo: Path, plan: Plan) -> None:
+    label_commit(site_repo, 1, "b", "gpu02 joins pool b")
+    first = _background_pass(site_repo)
+    try:
+        _wait_for_deploy(first)
+        rc, rec = reconcile(site_repo)
+        assert rc == 75 and rec["outcome"] == "busy", rec
+        waited = _background_pass(site_repo, "--wait")
+        out, err = first.communicate(timeout=300)
+        assert first.returncode == 0, out + err
+        a = json.loads(out)
+        out, err = waited.communicate(timeout=300)
+        b = json.loads(out)
+        assert a["outcome"] == "applied" and b["outcome"] == "unchanged", (a, b)
+        assert b["started"] >= a["started"] + a["seconds"] - 1  # it waited for the first to end
+    finally:
+        first.kill()
+
+
+def test_a_reconcile_killed_mid_run_is_completed_by_the_next(site_repo: Path, plan: Plan) -> None:
+    gpu02 = plan.by_role("gpu")[1].name
+    commit = label_commit(site_repo, 1, "c", "gpu02 moves to pool c")
+    proc = _background_pass(site_repo)
+    _wait_for_deploy(proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    rec = json.loads(out)
+    assert proc.returncode == 1 and rec["outcome"] == "failed" and "interrupted" in rec["errors"][-1], (rec, err)
+    # Nothing of it runs on: Ansible was cancelled with it.
+    wait_for(
+        "Ansible to be gone",
+        lambda: (
+            subprocess.run(
+                ["pgrep", "-f", "ansible-playbook.*aisite-run-"], check=False, capture_output=True
+            ).returncode
+            != 0
+        ),
+        30,
+    )
+    rc, rec = reconcile(site_repo)
+    assert rc == 0 and rec["outcome"] == "applied" and rec["commit"] == commit, rec
+    assert gpu02 in rec["layers"]["cluster"]
+    assert "example.com/pool=c" in kubeadm_labels(gpu02)
+    status = json.loads(run_cli("reconcile", "status", "--stack", SITE, "--json").stdout)
+    assert status["applied_commit"] == commit and [p["outcome"] for p in status["passes"][-2:]] == ["failed", "applied"]
+
+
+def test_a_reconcile_killed_outright_holds_off_the_next_until_its_deploy_ends(site_repo: Path, plan: Plan) -> None:
+    """SIGKILL gives the pass no chance to stop its deploy: the deploy, which holds the lock with it, runs on; the
+    next pass (--wait) starts only when it has ended, and finds the site converged."""
+    gpu02 = plan.by_role("gpu")[1].name
+    commit = label_commit(site_repo, 1, "d", "gpu02 moves to pool d")
+    proc = _background_pass(site_repo)
+    _wait_for_deploy(proc)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert ansible_running(), "the deploy went with the pass: nothing to hold off"
+    rc, rec = reconcile(site_repo, "--wait")
+    assert not ansible_running()
+    assert rc == 0 and rec["outcome"] in ("applied", "unchanged") and rec["commit"] == commit, rec
+    assert "example.com/pool=d" in kubeadm_labels(gpu02)
+
+
+def test_the_sites_own_stack_committed_again_changes_only_the_nodes_labelled(
+    site_repo: Path, stack_file: Path, plan: Plan
+) -> None:
+    """The lab's own stack committed back on top of the label commits: only the two labelled nodes run, and the
+    lab is left as its stack says for the tests below."""
+    gpu01, gpu02 = [n.name for n in plan.by_role("gpu")][:2]
+    commit = commit_file(site_repo, f"stacks/Pulumi.{SITE}.yaml", stack_file.read_text(), "Back to the lab's own")
+    rc, rec = reconcile(site_repo)
+    assert rc == 0 and rec["outcome"] == "applied" and rec["commit"] == commit, rec
+    assert {layer: sorted(hosts) for layer, hosts in rec["layers"].items()} == {
+        "hosts": [gpu01, gpu02],
+        "cluster": [gpu01, gpu02],
+    }, rec["layers"]
+    assert "example.com/pool" not in kubeadm_labels(gpu01) + kubeadm_labels(gpu02)
 
 
 def vm_ssh(plan: Plan, node: str, command: str) -> str:
@@ -617,6 +830,7 @@ def test_health_finds_a_rail_down_and_the_cap_holds_the_rest_in_service(
     gpu = next(n for n in plan.by_role("gpu") if n.rails)
     rail = gpu.rails[-1]
     shutil.rmtree(ROOT / ".aisite" / SITE / "health", ignore_errors=True)
+    members_file(SITE).unlink(missing_ok=True)
     try:
         faults.link_down(plan, gpu.name, rail.interface)
         r = run_cli("health", str(stack_file), "--now", "--json", env=BMC_ENV)
@@ -639,6 +853,10 @@ def test_health_finds_a_rail_down_and_the_cap_holds_the_rest_in_service(
         gpu.name
     }
     assert any("no Kubernetes API server" in s for s in doc["not_applied"])
+    # The node's one state: quarantined, its taint still to apply (no API server took it); the only one out.
+    status = json.loads(run_cli("status", str(stack_file), "--json").stdout)
+    held = {m["name"]: (m["state"], m["pending"], m["by"]) for m in status["members"] if m["holds"]}
+    assert held == {gpu.name: ("quarantined", "taint", "health")}, held
     node_obj = yaml.safe_load((Path(doc["files"]["objects"]) / f"{gpu.name}.yaml").read_text())
     assert node_obj["spec"]["taints"][0]["value"] == "rail" and node_obj["spec"]["unschedulable"] is True
     assert "aisite_health_held{node=" in Path(doc["files"]["metrics"]).read_text()
@@ -939,6 +1157,7 @@ def test_a_bios_change_by_hand_shows_in_diff_and_a_rollout_puts_it_back(
     # which admits one GPU node here: without them gpu01 can go.
     for folder in ("health", "maintenance"):
         shutil.rmtree(ROOT / ".aisite" / SITE / folder, ignore_errors=True)
+    members_file(SITE).unlink(missing_ok=True)
     node = next(n for n in plan.nodes if n.firmware and n.bmc.protocol == "redfish")
     ipmi = next(n for n in plan.nodes if n.firmware and n.bmc.protocol == "ipmi")
     assert node.firmware and ("ProcTurboMode", "Enabled") in node.firmware.bios
@@ -1373,190 +1592,6 @@ def test_cabling_check_lists_every_miswire(up: subprocess.CompletedProcess[str],
         again = json.loads(run_cli("lab", "up", str(stack_file), "--json", env=BMC_ENV).stdout)
         assert again["links_created"] == 2
     wait_for("a clean cabling report after recabling", lambda: cabling(stack_file)["miswires"] == [], 60)
-
-
-# ------------------------------------------------------------------ reconcile: a git repository drives the lab
-def reconcile(repo: Path, *extra: str) -> tuple[int, dict[str, Any]]:
-    r = run_cli("reconcile", "--repo", str(repo), "--stack", SITE, "--once", "--json", *extra, env=BMC_ENV)
-    assert BMC_PASSWORD not in r.stdout + r.stderr
-    assert r.stdout.strip().startswith("{"), r.stdout + r.stderr
-    return r.returncode, dict(json.loads(r.stdout))
-
-
-def kubeadm_labels(node: str) -> str:
-    return podman("exec", f"aisite-{SITE}-{node}", "grep", "node-labels", "/etc/kubernetes/aisite/kubeadm.yaml")
-
-
-@pytest.fixture(scope="module")
-def site_repo(
-    up: subprocess.CompletedProcess[str], stack_file: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Path]:
-    """The site's repository (this project with the lab's stack), brought to converged by a first pass."""
-    assert up.returncode == 0, up.stderr
-    shutil.rmtree(reconcile_state.workdir(SITE), ignore_errors=True)
-    repo = make_site_repo(tmp_path_factory.mktemp("repo"), {stack_file.name: stack_file.read_text()})
-    rc, rec = reconcile(repo)
-    assert rc == 0 and rec["outcome"] in ("applied", "unchanged"), rec
-    yield repo
-    shutil.rmtree(reconcile_state.workdir(SITE), ignore_errors=True)
-
-
-def label_commit(repo: Path, index: int, value: str, message: str) -> str:
-    """Set a label on GPU node `index` (a setting of that node alone) and commit it."""
-    path = repo / "stacks" / f"Pulumi.{SITE}.yaml"
-    data = yaml.safe_load(path.read_text())
-    site = data["config"]["aisite:site"]
-    site["gpu_nodes"][0]["nodes"][index]["labels"] = {"example.com/pool": value}
-    return commit_file(repo, f"stacks/Pulumi.{SITE}.yaml", yaml.safe_dump(data, sort_keys=False), message)
-
-
-def test_a_commit_changing_one_host_is_applied_to_that_host_only(site_repo: Path, plan: Plan) -> None:
-    gpu01, gpu02 = [n.name for n in plan.by_role("gpu")][:2]
-    before = kubeadm_labels(gpu02)
-    commit = label_commit(site_repo, 0, "a", "gpu01 joins pool a")
-    rc, rec = reconcile(site_repo)
-    assert rc == 0 and rec["outcome"] == "applied" and rec["commit"] == commit, rec
-    assert rec["layers"] == {"hosts": [gpu01], "cluster": [gpu01]}
-    assert set(rec["changed"]) == {gpu01}
-    assert "example.com/pool=a" in kubeadm_labels(gpu01) and kubeadm_labels(gpu02) == before
-    status = json.loads(run_cli("reconcile", "status", "--stack", SITE, "--json").stdout)
-    assert status["applied_commit"] == commit and status["last_success"] > rec["started"]
-    metrics = (reconcile_state.workdir(SITE) / "aisite_reconcile.prom").read_text()
-    assert f'aisite_reconcile_applied_info{{commit="{commit}",stack="{SITE}"}} 1.0' in metrics
-    # Nothing left to do: a pass with nothing to change runs no playbook.
-    rc, rec = reconcile(site_repo)
-    assert rc == 0 and rec["outcome"] == "unchanged" and rec["layers"] == {}, rec
-
-
-def test_invalid_and_unsigned_commits_change_nothing_on_the_lab(site_repo: Path, plan: Plan, tmp_path: Path) -> None:
-    gpu01 = plan.by_role("gpu")[0].name
-    applied = json.loads(run_cli("reconcile", "status", "--stack", SITE, "--json").stdout)["applied_commit"]
-    before = kubeadm_labels(gpu01)
-    path = f"stacks/Pulumi.{SITE}.yaml"
-    text = (site_repo / path).read_text()
-    commit_file(site_repo, path, text.replace("gpus: 1\n", "gpus: many\n"), "An invalid site")
-    rc, rec = reconcile(site_repo)
-    assert rc == 1 and rec["outcome"] == "refused" and rec["layers"] == {}, rec
-    assert any("gpus" in e for e in rec["errors"]), rec["errors"]
-    key, line = ssh_signer(tmp_path, "admin@example.com")
-    signers = tmp_path / "allowed_signers"
-    signers.write_text(line + "\n")
-    commit_file(site_repo, path, text, "Valid again, but unsigned")
-    rc, rec = reconcile(site_repo, "--allowed-signers", str(signers))
-    assert rc == 1 and rec["outcome"] == "refused" and "is not signed" in rec["errors"][0], rec
-    status = json.loads(run_cli("reconcile", "status", "--stack", SITE, "--json").stdout)
-    assert status["applied_commit"] == applied and kubeadm_labels(gpu01) == before
-    commit_file(site_repo, path, text + "\n", "Signed by the admin", key)
-    rc, rec = reconcile(site_repo, "--allowed-signers", str(signers))
-    assert rc == 0 and rec["signer"].startswith('Good "git" signature for admin@example.com'), rec
-
-
-def test_drift_is_reported_by_check_and_reverted_by_the_next_pass(site_repo: Path, plan: Plan) -> None:
-    gpu02 = f"aisite-{SITE}-{plan.by_role('gpu')[1].name}"
-    want = podman("exec", gpu02, "cat", "/etc/nccl.conf")
-    podman("exec", gpu02, "sed", "-i", "s/^NCCL_IB_TC=.*/NCCL_IB_TC=0/", "/etc/nccl.conf")
-    rc, rec = reconcile(site_repo, "--check")
-    assert rc == 1 and rec["outcome"] == "drift", rec
-    host = plan.by_role("gpu")[1].name
-    # Earlier tests of this module may have left drift of their own elsewhere (a boot device, say): not asserted.
-    assert host in rec["drifted"], rec["drifted"]
-    assert any("NCCL" in task for task in rec["drifted"][host]), rec["drifted"]
-    assert "NCCL_IB_TC=0" in podman("exec", gpu02, "cat", "/etc/nccl.conf")  # a check changes nothing
-    rc, rec = reconcile(site_repo)
-    assert rc == 0 and rec["outcome"] == "applied" and host in rec["layers"]["hosts"], rec
-    assert podman("exec", gpu02, "cat", "/etc/nccl.conf") == want
-
-
-def _background_pass(repo: Path, *extra: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AISITE_")} | BMC_ENV
-    cmd = [sys.executable, "-m", "aisite", "reconcile", "--repo", str(repo), "--stack", SITE, "--once", "--json"]
-    return subprocess.Popen(
-        [*cmd, *extra], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-
-
-def ansible_running() -> bool:
-    """An ansible-playbook of an aisite deploy (its private data directory is aisite-run-*) is running."""
-    pgrep = ["pgrep", "-f", "ansible-playbook.*aisite-run-"]
-    return subprocess.run(pgrep, capture_output=True, check=False).returncode == 0
-
-
-def _wait_for_deploy(proc: subprocess.Popen[str]) -> None:
-    """Until the pass's deploy has started Ansible (its ansible-playbook is running)."""
-
-    def running() -> bool:
-        assert proc.poll() is None, proc.communicate()
-        return (
-            subprocess.run(
-                ["pgrep", "-f", "ansible-playbook.*aisite-run-"], capture_output=True, check=False
-            ).returncode
-            == 0
-        )
-
-    wait_for("the pass to start Ansible", running, 60)
-
-
-def test_two_reconciles_never_overlap(site_repo: Path, plan: Plan) -> None:
-    label_commit(site_repo, 1, "b", "gpu02 joins pool b")
-    first = _background_pass(site_repo)
-    try:
-        _wait_for_deploy(first)
-        rc, rec = reconcile(site_repo)
-        assert rc == 75 and rec["outcome"] == "busy", rec
-        waited = _background_pass(site_repo, "--wait")
-        out, err = first.communicate(timeout=300)
-        assert first.returncode == 0, out + err
-        a = json.loads(out)
-        out, err = waited.communicate(timeout=300)
-        b = json.loads(out)
-        assert a["outcome"] == "applied" and b["outcome"] == "unchanged", (a, b)
-        assert b["started"] >= a["started"] + a["seconds"] - 1  # it waited for the first to end
-    finally:
-        first.kill()
-
-
-def test_a_reconcile_killed_mid_run_is_completed_by_the_next(site_repo: Path, plan: Plan) -> None:
-    gpu02 = plan.by_role("gpu")[1].name
-    commit = label_commit(site_repo, 1, "c", "gpu02 moves to pool c")
-    proc = _background_pass(site_repo)
-    _wait_for_deploy(proc)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
-    rec = json.loads(out)
-    assert proc.returncode == 1 and rec["outcome"] == "failed" and "interrupted" in rec["errors"][-1], (rec, err)
-    # Nothing of it runs on: Ansible was cancelled with it.
-    wait_for(
-        "Ansible to be gone",
-        lambda: (
-            subprocess.run(
-                ["pgrep", "-f", "ansible-playbook.*aisite-run-"], check=False, capture_output=True
-            ).returncode
-            != 0
-        ),
-        30,
-    )
-    rc, rec = reconcile(site_repo)
-    assert rc == 0 and rec["outcome"] == "applied" and rec["commit"] == commit, rec
-    assert gpu02 in rec["layers"]["cluster"]
-    assert "example.com/pool=c" in kubeadm_labels(gpu02)
-    status = json.loads(run_cli("reconcile", "status", "--stack", SITE, "--json").stdout)
-    assert status["applied_commit"] == commit and [p["outcome"] for p in status["passes"][-2:]] == ["failed", "applied"]
-
-
-def test_a_reconcile_killed_outright_holds_off_the_next_until_its_deploy_ends(site_repo: Path, plan: Plan) -> None:
-    """SIGKILL gives the pass no chance to stop its deploy: the deploy, which holds the lock with it, runs on; the
-    next pass (--wait) starts only when it has ended, and finds the site converged."""
-    gpu02 = plan.by_role("gpu")[1].name
-    commit = label_commit(site_repo, 1, "d", "gpu02 moves to pool d")
-    proc = _background_pass(site_repo)
-    _wait_for_deploy(proc)
-    proc.kill()
-    proc.communicate(timeout=30)
-    assert ansible_running(), "the deploy went with the pass: nothing to hold off"
-    rc, rec = reconcile(site_repo, "--wait")
-    assert not ansible_running()
-    assert rc == 0 and rec["outcome"] in ("applied", "unchanged") and rec["commit"] == commit, rec
-    assert "example.com/pool=d" in kubeadm_labels(gpu02)
 
 
 # ------------------------------------------------------------------ pull: the nodes converge their host layers
