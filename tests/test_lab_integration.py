@@ -426,12 +426,12 @@ def kubeadm_labels(node: str) -> str:
 def first_pass(
     up: subprocess.CompletedProcess[str], stack_file: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """The site's repository (this project with the lab's stack) and the reconciler's first pass of it: with no
-    status of its own yet, a full pass, the whole site deployed from the repository."""
+    """The site's repository (this project with the lab's stack) and the reconciler's first pass of it, a full one
+    (`--full`: the whole site deployed from the repository, every layer on every host)."""
     assert up.returncode == 0, up.stderr
     shutil.rmtree(reconcile_state.workdir(SITE), ignore_errors=True)
     repo = make_site_repo(tmp_path_factory.mktemp("repo"), {stack_file.name: stack_file.read_text()})
-    rc, rec = reconcile(repo)
+    rc, rec = reconcile(repo, "--full")
     assert rc == 0, rec
     yield repo, rec
     shutil.rmtree(reconcile_state.workdir(SITE), ignore_errors=True)
@@ -444,8 +444,8 @@ def site_repo(first_pass: tuple[Path, dict[str, Any]]) -> Path:
 
 
 def test_a_second_whole_site_run_changes_nothing(first_pass: tuple[Path, dict[str, Any]], plan: Plan) -> None:
-    """Right after the deploy above, the reconciler's first pass (a full pass: `aisite deploy` of the same stack,
-    every layer on every host, from a clone of the site's repository) is the second run: it changes nothing
+    """Right after the deploy above, the reconciler's first pass (`--full`: `aisite deploy` of the same stack, every
+    layer on every host, from a clone of the site's repository) is the second whole-site run: it changes nothing
     anywhere. The reconcile tests below build on the site it converged."""
     _, rec = first_pass
     assert rec["mode"] == "full" and rec["outcome"] == "applied" and rec["errors"] == [], rec
@@ -702,15 +702,26 @@ def test_a_wrong_boot_mac_fails_at_dhcp_and_the_node_keeps_its_install(
         assert (row["status"], row["step"], row["attempts"], row["disk_touched"]) == ("failed", "dhcp", 1, False)
         assert "no network boot from 02:a1:5e:00:01:ee" in row["error"], row
         assert json.loads(record.read_text())["installed"] == before
+        # Held out of service by provisioning while it failed (one state per member), with why.
+        status = json.loads(run_cli("status", str(stack_file), "--json").stdout)
+        held = next(m for m in status["members"] if m["name"] == vm)
+        assert (held["state"], held["pending"]) == ("provision-failed", "provision"), held
+        assert "no network boot from 02:a1:5e:00:01:ee" in held["message"]
     finally:
-        # The one-time network boot found no DHCP offer; power the VM off and on: it boots from its disk.
-        ipmitool(node.bmc.address, "power", "off")
-        ipmitool(node.bmc.address, "power", "on")
-        wait_for(f"{vm} back on SSH", lambda: vm_answers(plan, vm), 300)
+        # The one-time network boot found no DHCP offer and the VM's firmware went on to its disk (it is usually
+        # back on SSH as provision gives up: no second boot spent); if not, power it off and on.
+        try:
+            wait_for(f"{vm} back on SSH from its disk", lambda: vm_answers(plan, vm), 120)
+        except AssertionError:
+            ipmitool(node.bmc.address, "power", "off")
+            ipmitool(node.bmc.address, "power", "on")
+            wait_for(f"{vm} back on SSH after a power cycle", lambda: vm_answers(plan, vm), 300)
         again = run_cli("provision", str(stack_file), "--json", env=BMC_ENV)
     assert again.returncode == 0, again.stdout + again.stderr
     (row,) = json.loads(again.stdout)["nodes"]
     assert row["status"] == "unchanged" and row["version"] == before["version"]
+    status = json.loads(run_cli("status", str(stack_file), "--json").stdout)
+    assert next(m for m in status["members"] if m["name"] == vm)["state"] == "in-service"
 
 
 def test_hosts_have_the_baseline_rails_and_nfs(up: subprocess.CompletedProcess[str], plan: Plan) -> None:
@@ -1211,6 +1222,14 @@ def test_a_bios_change_by_hand_shows_in_diff_and_a_rollout_puts_it_back(
     ]
     assert any("BIOS settings pending: ProcTurboMode='Enabled'" in s for s in doc["bmc_requests"]), doc
     assert any("cannot reboot" in s for s in doc["skipped"]), doc["skipped"]
+    # Its one state went through the rollout's steps and is back in service.
+    status = json.loads(run_cli("status", str(stack), "--json").stdout)
+    row = next(m for m in status["members"] if m["name"] == node.name)
+    assert row["state"] == "in-service" and status["gpus_out"] == 0, row
+    said = [h.split(" ", 1)[1] for h in row["history"]]
+    assert said[0].startswith("maintenance: maintenance (cordon pending): firmware: BIOS "), said
+    assert any(x.startswith("maintenance: maintenance (verify pending): ") for x in said), said
+    assert said[-1] == "maintenance: released -> in-service: done", said
     after = redfish(addr, system)[1]
     assert after["BiosVersion"] == node.firmware.bios_version and after["PowerState"] == "On"
     assert redfish(addr, f"{system}/BIOS")[1]["Attributes"]["ProcTurboMode"] == "Enabled"
