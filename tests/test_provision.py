@@ -700,3 +700,15 @@ def test_a_node_is_held_out_of_service_from_its_first_attempt_until_its_outcome(
         "t0 provision: provisioning (install pending)",
         f"t1 provision: released -> in-service: installed {V1}",
     ]
+
+
+def test_a_wave_that_cannot_be_armed_leaves_its_nodes_held_failed_not_installing() -> None:
+    from aisite import lifecycle
+
+    members: dict[str, lifecycle.Member] = {}
+    run.member_installing(members, "n1", "t0")
+    lifecycle.hold(members, "n2", "health", state="quarantined", pending="", at="t0")
+    run.members_not_started(members, "the boot server is down", "t1")
+    h = members["n1"].holds["provision"]
+    assert (h.state, h.pending, h.message) == ("provision-failed", "provision", "not started: the boot server is down")
+    assert "provision" not in members["n2"].holds

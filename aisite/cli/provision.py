@@ -27,6 +27,7 @@ from aisite.provision.run import (
     load_records,
     member_installing,
     member_outcome,
+    members_not_started,
     provision,
     record,
 )
@@ -143,7 +144,10 @@ def provision_command(
         try:
             outcomes = provision(world, prov, targets, records, reinstall=reinstall, say=say, done=done, begin=begin)
         except ArmError as exc:
-            # No node of the wave can boot: what finished before is recorded; the rest is not started.
+            # No node of the wave can boot: what finished before is recorded; the rest is not started. The wave's
+            # nodes, held as installing, are held as failed with why (never left installing).
+            with lifecycle.editing(members) as held:
+                members_not_started(held, str(exc), timestamp())
             print(f"error: {exc}", file=sys.stderr)
             raise typer.Exit(EXIT_FAILED) from None
     seconds = round(time.monotonic() - start, 1)

@@ -269,6 +269,16 @@ def member_outcome(members: dict[str, lifecycle.Member], o: Outcome, at: str) ->
         lifecycle.release(members, o.node, "provision", at=at, message=f"{o.status} {o.version}")
 
 
+def members_not_started(members: dict[str, lifecycle.Member], why: str, at: str) -> None:
+    """A wave that could not be armed: its nodes, held as installing, are held as failed with why."""
+    for name, h in lifecycle.held_by(members, "provision").items():
+        if h.state == "provisioning":
+            state = "provision-failed"
+            lifecycle.hold(
+                members, name, "provision", state=state, pending="provision", at=at, message=f"not started: {why}"
+            )
+
+
 def provision(
     world: World,
     plan: ProvisioningPlan,
