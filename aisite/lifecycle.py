@@ -51,13 +51,14 @@ class Member:
     history: list[str] = field(default_factory=list)  # "at owner: state (pending) message", the last HISTORY
 
     @property
+    def first(self) -> str:
+        """The owner whose hold names the member's state: the first in OWNERS order (provisioning, then a rollout,
+        then a quarantine); "" when none holds it."""
+        return next((o for o in OWNERS if o in self.holds), "")
+
+    @property
     def state(self) -> str:
-        """The member's state: its first owner's hold in OWNERS order (provisioning, then a rollout, then a
-        quarantine), else in service."""
-        for owner in OWNERS:
-            if owner in self.holds:
-                return self.holds[owner].state
-        return IN_SERVICE
+        return self.holds[self.first].state if self.first else IN_SERVICE
 
 
 def hold(
@@ -154,14 +155,14 @@ def rows(names: Iterable[str], members: dict[str, Member]) -> list[dict[str, Any
     out = []
     for name in names:
         m = members.get(name, Member())
-        first = next((o for o in OWNERS if o in m.holds), None)
-        h = m.holds.get(first) if first else None
+        first = m.first
+        h = m.holds.get(first)
         out.append(
             {
                 "name": name,
                 "state": m.state,
                 "pending": h.pending if h else "",
-                "by": first or "",
+                "by": first,
                 "since": h.since if h else "",
                 "message": h.message if h else "",
                 "holds": {o: asdict(x) for o, x in m.holds.items()},
