@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU (never in CI): record the GPU tools' own output for tests/fixtures/health, run the
 # node health check (aisite/health/node.py, as a node's timer runs it) against the real tools, and run the payloads
-# on the GPU, printing their result lines. Writes into $OUT (or the directory given).
+# on the GPU, printing their result lines. Writes into $OUT (or the directory given); `health` as the second
+# argument stops after the node's check (no payloads).
 #
-#     bash benchmarks/gpu_device_check.sh /tmp/aisite-gpu
+#     bash benchmarks/gpu_device_check.sh /tmp/aisite-gpu [health]
 set -u
 cd "$(dirname "$0")/.."
 out="${1:-${OUT:-/tmp/aisite-gpu}}"
@@ -27,12 +28,25 @@ echo "nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT: $?"
 nvidia-smi nvlink --status >"$out/nvidia-smi-nvlink-status.txt" 2>&1
 echo "nvidia-smi nvlink --status: $?"
 
+nvidia-smi --query-gpu=driver_version,fabric.state,fabric.status --format=csv >"$out/nvidia-smi-fabric.csv" 2>&1
+echo "nvidia-smi --query-gpu=driver_version,fabric.state,fabric.status: $?"
+
 echo "== the node health check against them"
 gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
-printf '{"node": "gpu-device", "gpus": %s, "nvlink": false, "rails": []}\n' "$gpus" >"$work/expected.json"
-"$py" aisite/health/node.py --expected "$work/expected.json" --out "$work/health" --textfile "$work/health" --window 600
-cp "$work/health/status.json" "$out/health-status.json"
-cp "$work/health/aisite_health.prom" "$out/health.prom"
+branch="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1 | cut -d. -f1)"
+# As the plan has it (the loaded branch), then as a plan of another branch (a rollout whose reboot left the old
+# module): the second must find gpu-driver. nvlink true: the fabric registration is judged (or said skipped).
+for want in "$branch" "$((branch - 10))"; do
+  printf '{"node": "gpu-device", "gpus": %s, "nvlink": true, "driver_branch": %s, "rails": []}\n' \
+    "$gpus" "$want" >"$work/expected.json"
+  TIMEFORMAT="node.py: %R s"
+  time "$py" aisite/health/node.py --expected "$work/expected.json" --out "$work/health" \
+    --textfile "$work/health" --window 600
+  cp "$work/health/status.json" "$out/health-status-r$want.json"
+  cp "$work/health/aisite_health.prom" "$out/health-r$want.prom"
+  "$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("R"+sys.argv[2], "healthy" if d["healthy"] else "unhealthy", [(p["check"], p["message"]) for p in d["problems"]], "checked", d["checked"], "skipped", d["skipped"])' "$out/health-status-r$want.json" "$want"
+done
+[ "${2:-}" = health ] && { rm -rf "$work"; exit 0; }
 
 echo "== the payloads on the GPU (one result line each)"
 (

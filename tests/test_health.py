@@ -132,6 +132,101 @@ def test_hardware_slowing_a_gpus_clocks_between_checks_is_found() -> None:
     assert reset.healthy
 
 
+def _edited_h200(*pairs: tuple[str, str, str]) -> str:
+    """The real H200's `nvidia-smi -q` with `key`'s value after the line starting `after` set to `value`."""
+    lines = fixture("nvidia-smi-q-h200-580.txt").splitlines()
+    for key, value, after in pairs:
+        start = next(i for i, line in enumerate(lines) if line.strip().startswith(after))
+        at = next(i for i in range(start, len(lines)) if lines[i].strip().startswith(key))
+        lines[at] = lines[at].rsplit(":", 1)[0] + ": " + value
+    return "\n".join(lines)
+
+
+def test_the_loaded_driver_must_be_of_the_plans_branch() -> None:
+    # A rollout of a new branch verifies the node with this: a reboot that left the old module loaded is a problem.
+    text = fixture("nvidia-smi-q-h200-580.txt")
+    assert parse.smi_driver(text) == "580.159.04"
+    facts = Facts(memory=parse.smi_query(text), driver=parse.smi_driver(text))
+    ok = judge(facts, Expected("g", 1, False, (), driver_branch=580))
+    assert ok.healthy and "gpu-driver" in ok.checked
+    old = judge(facts, Expected("g", 1, False, (), driver_branch=570))
+    assert [(p.check, p.subject, p.message) for p in old.problems] == [
+        ("gpu-driver", "node", "driver 580.159.04 is loaded, the plan has R570")
+    ]
+    assert old.reason == "gpu-driver"
+    assert "gpu-driver" not in judge(facts, DGX).checked  # a plan without a branch judges none
+    unprinted = judge(Facts(memory=facts.memory), Expected("g", 1, False, (), driver_branch=580))
+    assert unprinted.healthy and any(s.startswith("gpu-driver:") for s in unprinted.skipped)
+    assert parse.smi_driver("Driver Version : 580.1; rm -rf /\n") is None  # only a version, whole line
+
+
+@pytest.mark.parametrize(
+    ("said", "code", "message"),
+    [
+        # anderskm/gputil#55 and mozilla/translations#1167: nvidia-smi after a driver upgrade without its reboot.
+        (
+            "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 535.161\n",
+            18,
+            "Failed to initialize NVML: Driver/library version mismatch NVML library version: 535.161 (exit 18)",
+        ),
+        # NVIDIA/nvidia-docker#988: no module loaded.
+        (
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+            "NVIDIA driver is installed and running.\n",
+            9,
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+            "NVIDIA driver is installed and running. (exit 9)",
+        ),
+    ],
+)
+def test_nvidia_smi_failing_on_a_gpu_node_is_a_problem_not_a_skip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, said: str, code: int, message: str
+) -> None:
+    from aisite.health import node
+
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text(f"#!/bin/sh\nprintf '%b' {json.dumps(said)}\nexit {code}\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing else the check reads is there: each is skipped
+    expected = Expected("g", 8, True, (), driver_branch=580)
+    facts = node.collect(expected, 60)
+    assert (facts.memory, facts.smi_error) == (None, message)
+    h = judge(facts, expected)
+    assert [(p.check, p.message) for p in h.problems] == [("gpu-driver", f"nvidia-smi failed: {message}")]
+    # Not on the node at all (a node that never had the driver) stays a skip, as before.
+    tool.unlink()
+    absent = node.collect(expected, 60)
+    assert (absent.memory, absent.smi_error) == (None, None)
+    assert not judge(absent, expected).problems
+
+
+def test_nvswitch_gpus_must_have_registered_with_the_fabric() -> None:
+    # NVML's nvmlGpuFabricInfo_t: state Not Started, In Progress, Completed; the status is read once Completed;
+    # Health's Summary as kubernetes-sigs/dra-driver-nvidia-gpu#626 printed it. The real H200 (no NVSwitch) has N/A.
+    nvswitch = Expected("g", 1, True, ())
+    na = judge(Facts(memory=parse.smi_query(fixture("nvidia-smi-q-h200-580.txt"))), nvswitch)
+    assert "gpu-fabric" not in na.checked and any(s.startswith("gpu-fabric:") for s in na.skipped)
+    done = parse.smi_query(_edited_h200(("State", "Completed", "Fabric"), ("Status", "Success", "Fabric")))
+    assert (done[0].fabric_state, done[0].fabric_status, done[0].fabric_health) == ("Completed", "Success", None)
+    ok = judge(Facts(memory=done), nvswitch)
+    assert "gpu-fabric" in ok.checked and not problems(ok, "gpu-fabric")
+    cases = {
+        (("State", "In Progress", "Fabric"),): "fabric registration In Progress (nvidia-fabricmanager)",
+        (("State", "Not Started", "Fabric"),): "fabric registration Not Started (nvidia-fabricmanager)",
+        (("State", "Completed", "Fabric"), ("Status", "Failure", "Fabric")): "fabric registration failed: Failure",
+        (
+            ("State", "Completed", "Fabric"),
+            ("Status", "Success", "Fabric"),
+            ("Summary", "Unhealthy", "Health"),
+        ): "fabric health Unhealthy",
+    }
+    for edits, message in cases.items():
+        h = judge(Facts(memory=parse.smi_query(_edited_h200(*edits))), nvswitch)
+        assert [(p.check, p.subject, p.message) for p in h.problems] == [("gpu-fabric", "00000000:00:06.0", message)]
+    # Without NVSwitch the fabric is not judged at all.
+    assert judge(Facts(memory=parse.smi_query(_edited_h200(("State", "In Progress", "Fabric")))), DGX).healthy
+
+
 def test_a_missing_gpu_is_a_problem() -> None:
     h = judge(Facts(memory=parse.smi_query(fixture("nvidia-smi-q-rtx4090-535-gpud.txt"))), Expected("n", 8, False, ()))
     assert [p.message for p in problems(h, "gpu-count")] == ["1 GPUs answer, the plan has 8"]

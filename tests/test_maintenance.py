@@ -534,7 +534,8 @@ def test_ansible_steps_verify_fails_on_a_problem_the_baseline_did_not_have(lab: 
     plan = _plan(lab)
     clock = {"check": "clock", "subject": "chrony", "message": "not synchronised"}
     rail = {"check": "rail", "subject": "rail1", "message": "down"}
-    answers = iter([[clock], [clock, rail]])
+    driver = {"check": "gpu-driver", "subject": "node", "message": "driver 570.1 is loaded, the plan has R580"}
+    answers = iter([[clock], [clock, rail], [clock, driver], [clock, driver]])
     runs: list[tuple[str, str | None, dict[str, Any]]] = []
 
     def runner(playbook: str, limit: str | None, extravars: Any) -> RunResult:
@@ -551,6 +552,9 @@ def test_ansible_steps_verify_fails_on_a_problem_the_baseline_did_not_have(lab: 
     assert runs[1][0] == "playbooks/maintenance.yml" and runs[1][2]["maintenance_action"] == "cordon"
     assert steps("verify", ["gpu01"], state) == {"gpu01": "new health problems: rail rail1"}
     assert runs[2] == ("playbooks/health-status.yml", "gpu01", {"health_now": True})
+    # The driver the change installs must be loaded after it, even where it was wrong before the change.
+    assert steps("cordon", ["gpu01"], state) == {} and "gpu-driver node" in state.members["gpu01"].baseline
+    assert steps("verify", ["gpu01"], state) == {"gpu01": "new health problems: gpu-driver node"}
 
 
 def test_a_node_out_for_maintenance_takes_the_place_a_quarantine_would(lab: dict[str, Any], tmp_path: Path) -> None:

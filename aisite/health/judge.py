@@ -53,6 +53,7 @@ class Expected:
     max_fs_used: float = 0.95
     max_clock_offset_s: float = 0.5
     min_certificate_days: int = 30
+    driver_branch: int = 0  # the NVIDIA driver branch the plan installs (580: 580.x is loaded); 0: not judged
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,9 @@ class Facts:
 
     xids: list[XidEvent] | None = None
     memory: list[GpuMemoryState] | None = None
+    driver: str | None = None  # the loaded driver's version, as nvidia-smi prints it
+    # nvidia-smi there but failing (no driver loaded, or a library newer than the loaded module): its own words.
+    smi_error: str | None = None
     nvlink: list[NvlinkState] | None = None
     links: dict[str, LinkState] | None = None
     filesystems: list[FileSystem] | None = None
@@ -97,6 +101,8 @@ CHECKS = {
     "nvlink": 0,
     "gpu-count": 0,
     "gpu-recovery": 0,
+    "gpu-driver": 0,
+    "gpu-fabric": 0,
     "dcgm-diag": 0,
     "rail": 1,
     "rdma": 1,
@@ -148,6 +154,7 @@ def judge(facts: Facts, expected: Expected) -> NodeHealth:
     gpu = expected.gpus > 0
     _xids(facts, h, gpu)
     _memory(facts, expected, h, gpu)
+    _driver(facts, expected, h, gpu)
     _nvlink(facts, expected, h)
     _rails(facts, expected, h)
     _filesystems(facts, expected, h)
@@ -227,6 +234,12 @@ def _xids(facts: Facts, h: NodeHealth, gpu: bool) -> None:
 def _memory(facts: Facts, expected: Expected, h: NodeHealth, gpu: bool) -> None:
     if not gpu:
         return
+    if facts.smi_error is not None:
+        # A GPU node whose nvidia-smi runs and fails has no usable driver: after a driver swap without its reboot
+        # ("Driver/library version mismatch", exit 18) or a module that did not build or load (exit 9).
+        h.checked.append("gpu-driver")
+        h.problems.append(Problem("gpu-driver", "node", f"nvidia-smi failed: {facts.smi_error}"))
+        return
     if facts.memory is None:
         h.skipped.append("ecc, gpu-count: nvidia-smi is not on this node")
         return
@@ -289,6 +302,42 @@ def _memory(facts: Facts, expected: Expected, h: NodeHealth, gpu: bool) -> None:
             h.problems.append(Problem("gpu-recovery", subject, f"the driver asks for recovery: {g.recovery_action}"))
         if g.ecc_mode == "Disabled" and expected.nvlink:
             h.problems.append(Problem("ecc", subject, "ECC is disabled on a data-centre GPU"))
+
+
+def _driver(facts: Facts, expected: Expected, h: NodeHealth, gpu: bool) -> None:
+    """The driver branch loaded is the plan's (a rollout's reboot that left the old module, or none, is caught
+    here), and on NVSwitch systems every GPU registered with the NVLink fabric (nvidia-fabricmanager's work:
+    until then CUDA cannot use the GPU; NVML's nvmlGpuFabricInfo_t, the status read only once Completed)."""
+    if not gpu or facts.memory is None or facts.smi_error is not None:
+        return
+    if expected.driver_branch:
+        if facts.driver is None:
+            h.skipped.append("gpu-driver: nvidia-smi printed no driver version")
+        else:
+            h.checked.append("gpu-driver")
+            if facts.driver.split(".")[0] != str(expected.driver_branch):
+                h.problems.append(
+                    Problem(
+                        "gpu-driver", "node", f"driver {facts.driver} is loaded, the plan has R{expected.driver_branch}"
+                    )
+                )
+    if not expected.nvlink or not facts.memory:
+        return
+    if all(g.fabric_state is None for g in facts.memory):
+        h.skipped.append("gpu-fabric: the driver reports no fabric state (N/A: no NVSwitch, or a GPU before Hopper)")
+        return
+    h.checked.append("gpu-fabric")
+    for g in facts.memory:
+        if g.fabric_state is None:
+            h.problems.append(Problem("gpu-fabric", g.bus_id, "no fabric state while its peers have one"))
+        elif g.fabric_state != "Completed":
+            h.problems.append(
+                Problem("gpu-fabric", g.bus_id, f"fabric registration {g.fabric_state} (nvidia-fabricmanager)")
+            )
+        elif g.fabric_status not in (None, "Success"):
+            h.problems.append(Problem("gpu-fabric", g.bus_id, f"fabric registration failed: {g.fabric_status}"))
+        elif g.fabric_health not in (None, "Healthy"):
+            h.problems.append(Problem("gpu-fabric", g.bus_id, f"fabric health {g.fabric_health}"))
 
 
 def _nvlink(facts: Facts, expected: Expected, h: NodeHealth) -> None:

@@ -40,15 +40,26 @@ except ImportError:
     )
 
 
+def _tool(*cmd: str, timeout: float = 60.0) -> tuple[str | None, str | None]:
+    """A tool's stdout, or None and why it failed (its first words and exit status); (None, None): not on the
+    node."""
+    if shutil.which(cmd[0]) is None:
+        return None, None
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, errors="replace")
+    except subprocess.TimeoutExpired:
+        return None, f"no answer in {timeout:g} s"
+    except OSError as exc:
+        return None, exc.strerror or "could not be run"
+    if r.returncode == 0:
+        return r.stdout, None
+    said = " ".join(line.strip() for line in (r.stdout + "\n" + r.stderr).splitlines() if line.strip())
+    return None, f"{said[:200] or 'no output'} (exit {r.returncode})"
+
+
 def _run(*cmd: str, timeout: float = 60.0) -> str | None:
     """A tool's stdout, or None when the tool is not on the node or fails."""
-    if shutil.which(cmd[0]) is None:
-        return None
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return r.stdout if r.returncode == 0 else None
+    return _tool(*cmd, timeout=timeout)[0]
 
 
 def _kernel_log(window: int) -> str | None:
@@ -132,7 +143,7 @@ def _counters(facts: Facts) -> dict[str, dict[str, int]]:
 
 def collect(expected: Expected, window: int, previous: dict[str, dict[str, int]] | None = None) -> Facts:
     # The whole query: the driver's GPU Recovery Action is in no -d section of ECC, ROW_REMAPPER or PAGE_RETIREMENT.
-    smi = _run("nvidia-smi", "-q") if expected.gpus else None
+    smi, smi_error = _tool("nvidia-smi", "-q") if expected.gpus else (None, None)
     nvlink = _run("nvidia-smi", "nvlink", "--status") if expected.nvlink else None
     log = _kernel_log(window)
     links = _run("ip", "-j", "addr", "show")
@@ -147,6 +158,8 @@ def collect(expected: Expected, window: int, previous: dict[str, dict[str, int]]
     return Facts(
         xids=parse.xid_events(log) if log is not None else None,
         memory=parse.smi_query(smi) if smi is not None else None,
+        driver=parse.smi_driver(smi) if smi is not None else None,
+        smi_error=smi_error,
         nvlink=parse.nvlink_status(nvlink) if nvlink is not None else None,
         links=parse.ip_links(links) if links is not None else None,
         filesystems=_filesystems(["/"]),
@@ -218,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         rail_gbps=int(doc.get("rail_gbps", 0)),
         rdma=tuple(str(r.get("rdma", "")) for r in doc["rails"]),
         min_certificate_days=int(doc.get("min_certificate_days", 30)),
+        driver_branch=int(doc.get("driver_branch", 0)),
     )
     now = time.time()
     counters_file = a.out / "counters.json"  # the RDMA ports' and GPUs' counters at this check

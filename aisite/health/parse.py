@@ -2,8 +2,9 @@
 
 - the kernel log (dmesg, journalctl -k): NVIDIA XID events `NVRM: Xid (PCI:0000:3b:00): 79, ...`, and the
   multi-line "has fallen off the bus" report newer drivers print without an XID (taken as XID 79);
-- `nvidia-smi -q` (whole, or sections such as `-d ECC,ROW_REMAPPER,PAGE_RETIREMENT`): per GPU its ECC mode,
-  uncorrectable counts, retired pages pending, row remapping state, memory repairs and the driver's recovery action;
+- `nvidia-smi -q` (whole, or sections such as `-d ECC,ROW_REMAPPER,PAGE_RETIREMENT`): the loaded driver's version;
+  per GPU its ECC mode, uncorrectable counts, retired pages pending, row remapping state, memory repairs, the
+  driver's recovery action and its NVLink fabric registration (NVSwitch systems);
 - `nvidia-smi nvlink --status`: per GPU its links and their speed, or that all are inactive; `dcgmi nvlink
   --link-status`: per GPU each link up or down;
 - `dcgmi diag -r N -j`: every test's result per GPU;
@@ -23,6 +24,7 @@ _FELL_OFF = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9a-fA-F:.]+)")
 _GPU_HEADER = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 _NVLINK_GPU = re.compile(r"^GPU (?P<index>\d+): (?P<name>.*?)(?: \(UUID: (?P<uuid>[^)]+)\))?\s*$")
 _NVLINK_LINK = re.compile(r"^\s+Link (?P<link>\d+): (?P<state>.*?)\s*$")
+_DRIVER = re.compile(r"^Driver Version\s*:\s*(?P<version>\d{1,4}(?:\.\d{1,4}){0,3})\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,12 @@ class GpuMemoryState:
     recovery_action: str | None = None  # None, Reset, Reboot, Drain P2P, Drain and Reset: as the driver prints it
     # "Clocks Event Reasons Counters": microseconds the clocks spent held back, per reason, since the driver loaded.
     clock_event_us: dict[str, int] = field(default_factory=dict)
+    # "Fabric": the GPU's registration with the NVLink fabric (NVML's nvmlGpuFabricInfo_t: state Not Supported, Not
+    # Started, In Progress, Completed; status, read only once Completed; Health's Summary where the driver has it).
+    # None: N/A (no NVSwitch, or a driver or GPU before Hopper that does not report it).
+    fabric_state: str | None = None
+    fabric_status: str | None = None
+    fabric_health: str | None = None
 
 
 def _value(text: str) -> int | bool | str | None:
@@ -117,6 +125,12 @@ def smi_query(text: str) -> list[GpuMemoryState]:
     return gpus
 
 
+def smi_driver(text: str) -> str | None:
+    """The loaded driver's version from `nvidia-smi -q`'s header (`Driver Version : 580.159.04`); None: not printed."""
+    m = _DRIVER.search(text)
+    return m["version"] if m else None
+
+
 _SRAM_UNCORRECTABLE = ("SRAM Uncorrectable", "SRAM Uncorrectable Parity", "SRAM Uncorrectable SEC-DED")
 
 
@@ -153,6 +167,14 @@ def _assign(g: GpuMemoryState, where: tuple[str, ...], key: str, value: int | bo
         count = value.removesuffix(" us").strip()
         if count.isdigit():
             g.clock_event_us[key] = int(count)
+    elif section == "Fabric" and key in ("State", "Status", "Summary") and sub in ("", "Health"):
+        text = str(value)[:40] if value is not None else None
+        if sub == "Health":
+            g.fabric_health = text if key == "Summary" else g.fabric_health
+        elif key == "State":
+            g.fabric_state = text
+        elif key == "Status":
+            g.fabric_status = text
     elif section == "Retired Pages" and key in ("Pending Page Blacklist", "Pending Page Retirement"):
         g.retired_pending = value if isinstance(value, bool) else None
     elif section == "Remapped Rows":
