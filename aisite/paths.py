@@ -84,3 +84,9 @@ def members_file(site: str) -> Path:
     """Every node's and switch's one state (aisite.lifecycle): what holds it out of service, written by
     provisioning, health and maintenance alike."""
     return site_dir(site) / "members.json"
+
+
+def applied_stack_file(site: str) -> Path:
+    """The stack file a whole-site `deploy` last brought every host to (or handed to a rollout): what the next
+    deploy compares with to hold disruptive changes back for their waves (aisite.maintenance.hold)."""
+    return site_dir(site) / "applied-stack.yaml"

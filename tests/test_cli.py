@@ -278,6 +278,70 @@ def test_deploy_changed_runs_only_the_hosts_whose_state_moved(tmp_path: Path) ->
         shutil.rmtree(ROOT / ".aisite" / "chgtest", ignore_errors=True)
 
 
+def test_deploy_holds_back_a_driver_change_and_rolls_it_from_the_canary(tmp_path: Path) -> None:
+    """Against the stack the last whole-site deploy applied (a driver branch older than the working tree's), deploy
+    runs no GPU node's layers itself and starts the rollout (here it stops at the canary's cordon: no lab runs);
+    the next deploy keeps the rollout's members out and says so; a narrowed deploy rolls nothing."""
+    from aisite.changes import layer_states, site_layer_inputs
+    from aisite.cli.common import LAYERS
+    from aisite.deploy import record_applied
+    from aisite.loader import load_site
+    from aisite.maintenance.hold import record_applied_stack
+    from aisite.paths import applied_stack_file, maintenance_dir
+    from aisite.plan import build_plan
+
+    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text().replace("name: lab\n", "name: holdtest\n")
+    stack = tmp_path / "Pulumi.holdtest.yaml"
+    stack.write_text(text)
+    data = yaml.safe_load(text)
+    for group in data["config"]["aisite:site"]["gpu_nodes"]:
+        group["driver_branch"] = 570
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / stack.name).write_text(yaml.safe_dump(data, sort_keys=False))
+    plan, old = build_plan(load_site(stack)), build_plan(load_site(tmp_path / "old" / stack.name))
+    gpus = [n.name for n in plan.by_role("gpu")]
+    env = {"AISITE_LAB_BMC_PASSWORD": LAB_SECRET}
+    try:
+        # Every host as the old stack left it: the GPU nodes' host layer is pending under the new one.
+        states = layer_states(LAYERS, *site_layer_inputs(old))
+        record_applied("holdtest", {n: s.hosts for n, s in states.items()}, {})
+        pending = layer_states(LAYERS, *site_layer_inputs(plan))["hosts"].pending(states["hosts"].hosts)
+        assert set(pending) == set(gpus)
+        record_applied_stack("holdtest", yaml.safe_dump(data, sort_keys=False))
+        r = run_cli("deploy", str(stack), "--changed", "--json", env=env)
+        assert r.returncode == 1, r.stdout + r.stderr
+        doc = json.loads(r.stdout)
+        branch = plan.by_role("gpu")[0].gpu.driver_branch  # type: ignore[union-attr]
+        assert doc["held_back"]["held_back"] == dict.fromkeys(gpus, f"NVIDIA driver R570 -> R{branch}")
+        [canary] = doc["held_back"]["waves"][0]  # one node first: the lab's budget is one GPU node
+        assert canary in gpus and doc["held_back"]["problems"] == []
+        assert doc["runs"] == [], doc["runs"]  # every pending host is held back
+        rollout = doc["rollout"]
+        assert rollout["status"] == "failed" and rollout["message"].startswith(f"wave 1, cordon failed on {canary}")
+        assert rollout["change"] == f"deploy of {stack} (held back from it)"
+        assert (maintenance_dir("holdtest") / "rollout.json").is_file()
+        # The members are the rollout's now: the stack is recorded as applied, and the next deploy leaves them out.
+        assert applied_stack_file("holdtest").read_text() == text
+        again = run_cli("deploy", str(stack), "--changed", "--json", env=env)
+        held = json.loads(again.stdout)["held_back"]
+        assert again.returncode == 0 and held["problems"] == [], again.stdout + again.stderr
+        assert set(held["held_back"]) == set(gpus)
+        assert all(why.startswith("in the rollout under way (deploy of") for why in held["held_back"].values())
+        # A narrowed deploy rolls nothing: the change waits, said (a controller layer holds nothing back).
+        (maintenance_dir("holdtest") / "rollout.json").unlink()
+        record_applied_stack("holdtest", yaml.safe_dump(data, sort_keys=False))
+        layer = run_cli("deploy", str(stack), "--layer", "workloads", "--json", env=env)
+        assert layer.returncode == 0 and json.loads(layer.stdout)["held_back"]["held_back"] == {}  # not a member layer
+        hosts = run_cli("deploy", str(stack), "--changed", "--limit", "cp01", "--json", env=env)
+        held = json.loads(hosts.stdout)["held_back"]
+        assert hosts.returncode == 1 and held["problems"] == [
+            "a deploy narrowed by --layer or --limit does not roll: deploy the whole site"
+        ]
+        assert not (maintenance_dir("holdtest") / "rollout.json").exists()
+    finally:
+        shutil.rmtree(ROOT / ".aisite" / "holdtest", ignore_errors=True)
+
+
 def test_deploy_platform_without_a_cluster_says_so_and_changes_nothing() -> None:
     """The lab has no API server (no kubeadm): the platform layer reports that, per chart and file, and passes."""
     r = run_cli("deploy", "lab", "--layer", "platform", "--json", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})

@@ -684,3 +684,46 @@ def test_a_rollouts_apply_upgrades_kubernetes_and_keeps_a_switch_drained(lab: di
             assert ("playbooks/maintenance-switch.yml", "spine01", {"maintenance_action": step}) in runs
     finally:
         shutil.rmtree(site_dir(site), ignore_errors=True)
+
+
+def test_deploy_holds_back_what_needs_members_out_of_service_and_rolls_it(h100pod: dict[str, Any]) -> None:
+    """aisite.maintenance.hold: against the stack last applied, the members a change needs out of service are left
+    out of deploy's runs and rolled; without a record nothing is held; a rollout under way keeps its members and
+    makes a new change wait; a change no rollout makes (a skipped minor) waits, said."""
+    from aisite.maintenance.hold import hold_back
+    from aisite.maintenance.run import start
+
+    new, r = _driver_change(h100pod)
+    old = _plan(copy.deepcopy(h100pod) | {"gpu_nodes": [dict(h100pod["gpu_nodes"][0], driver_branch=570)]})
+    assert hold_back(None, new, None).members == {}  # nothing recorded: nothing to compare with
+    assert hold_back(new, new, None).members == {}  # the same stack again
+    hold = hold_back(old, new, None)
+    gpus = sorted(n.name for n in new.by_role("gpu"))
+    assert sorted(hold.members) == gpus and hold.settled and hold.rollout is not None
+    assert set(hold.members.values()) == {f"NVIDIA driver R570 -> R{new.by_role('gpu')[0].gpu.driver_branch}"}
+    assert hold.rollout.waves == r.waves and len(hold.rollout.waves[0]) == 1  # the canary first
+    assert hold.to_dict()["waves"] == r.waves
+    # A member with nothing applied (new, reinstalled) serves nothing: it takes the change at once.
+    fresh = hold_back(old, new, None, in_service=gpus[1:])
+    assert sorted(fresh.members) == gpus[1:] and gpus[0] not in {m for w in fresh.rollout.waves for m in w}  # type: ignore[union-attr]
+    # Half through it (its canary done), the rollout's unfinished members stay held; a new change waits for it.
+    state, _ = start(hold.rollout, new.site, "deploy", "t")
+    assert state is not None
+    first = state.waves[0][0]
+    state.members[first].pending, state.status = "done", "failed"
+    again = hold_back(new, new, state)
+    assert sorted(again.members) == [n for n in gpus if n != first] and again.settled and again.rollout is None
+    assert again.under_way and "in the rollout under way (deploy: failed)" in again.members[gpus[-1]]
+    bumped = copy.deepcopy(h100pod)
+    bumped["kubernetes"]["version"] = "1.35.7"
+    waiting = hold_back(new, _plan(bumped), state)
+    assert first in waiting.members and waiting.rollout is None and not waiting.settled
+    assert waiting.problems == ["a rollout is under way: the new change waits until it is done (maintenance resume)"]
+    # A Kubernetes step kubeadm refuses holds every node back, said; nothing rolls.
+    downgraded = copy.deepcopy(h100pod)
+    downgraded["kubernetes"]["version"] = "1.34.3"
+    refused = hold_back(new, _plan(downgraded), None)
+    assert refused.rollout is None and refused.problems == [
+        "kubernetes.version 1.35.6 -> 1.34.3: a downgrade; kubeadm upgrades only forward"
+    ]
+    assert set(refused.members) == {n.name for n in new.nodes}

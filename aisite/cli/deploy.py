@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
+from aisite import lifecycle
 from aisite.changes import LOCALHOST, LayerState, contents_text, layer_states, resolve_pattern
 from aisite.cli.common import (
     EXIT_FAILED,
@@ -28,66 +29,33 @@ from aisite.cli.common import (
     invalid,
     load_plan,
     out,
+    timestamp,
 )
-from aisite.deploy import RunResult, applied_hosts, forget_applied, merge, record_applied, record_run, run_playbook
+from aisite.cli.maintenance import begin, maintenance_lock, roll, show_rollout
+from aisite.cli.progress import progress_runner
+from aisite.deploy import (
+    RunResult,
+    applied_hosts,
+    forget_applied,
+    merge,
+    record_applied,
+    record_run,
+    run_playbook,
+)
 from aisite.errors import SiteError
 from aisite.loader import resolve_stack
+from aisite.maintenance.hold import HoldBack, applied_plan, hold_back, record_applied_stack
+from aisite.maintenance.run import start
+from aisite.maintenance.state import RolloutState
+from aisite.maintenance.state import load as load_rollout
+from aisite.maintenance.steps import MEMBER_LAYERS
+from aisite.paths import maintenance_dir, members_file
+from aisite.plan import Plan
 from aisite.render.bundle import write_bundle
 from aisite.render.inventory import inventory, inventory_text
 from aisite.render.manifests import layer_files, manifest_files
 from aisite.repo import GitError, verified_tip
 from aisite.secrets import resolve
-
-
-def progress_runner(
-    playbook: str,
-    inventory: str,
-    secret_env: dict[str, str],
-    *,
-    limit: str | None,
-    check: bool,
-    groups: dict[str, int],
-    extravars: dict[str, Any] | None = None,
-) -> RunResult:
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=False,
-    ) as progress:
-        bar = progress.add_task(f"{playbook}: starting", total=None)
-        state: dict[str, Any] = {"done": 0, "task": "", "hosts": None}
-
-        def on_event(event: dict[str, Any]) -> None:
-            kind = event.get("event", "")
-            data = event.get("event_data", {})
-            if kind == "playbook_on_play_start":
-                # Simple `a:b` patterns of inventory groups give the play's host count; others stay open-ended.
-                parts = str(data.get("play_pattern", "")).split(":")
-                state["hosts"] = sum(groups[g] for g in parts) if all(g in groups for g in parts) else None
-            elif kind == "playbook_on_task_start":
-                state["task"] = data.get("task", "")
-                state["done"] = 0
-                if not err.is_terminal:
-                    # Logs and CI get one line per task instead of a redrawn bar.
-                    progress.console.print(f"{data.get('play', '')} | {state['task']}", markup=False)
-                total = 1 if data.get("run_once") else state["hosts"]
-                progress.update(bar, description=f"{data.get('play', '')} | {state['task']}", completed=0, total=total)
-            elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"):
-                state["done"] += 1
-                progress.update(bar, completed=state["done"])
-                if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
-                    progress.console.print(f"[red]{kind.split('_')[-1]}[/]: {data.get('host')}: {state['task']}")
-
-        result = run_playbook(
-            playbook, inventory, secret_env, on_event=on_event, limit=limit, check=check, extravars=extravars
-        )
-        progress.update(bar, description=f"{playbook}: {result.status}")
-    return result
-
 
 Run = tuple[list[str], str | None]  # layers of one playbook run, its --limit
 
@@ -102,11 +70,13 @@ def _runs(  # noqa: PLR0917
     applied: dict[str, dict[str, str]],
     as_json: bool,
     pulled: tuple[str, ...] = (),
+    held: frozenset[str] = frozenset(),
 ) -> list[Run]:
     """The playbook runs of a deploy: the whole site in one (or one layer); with --changed each layer on its
     pending hosts; with --check each layer on its own, so drift is known per layer. The layers the nodes pull
-    (gitops.pull_layers) are theirs: left out unless asked for by name (--layer), each other layer run alone."""
-    if not changed:
+    (gitops.pull_layers) are theirs: left out unless asked for by name (--layer), each other layer run alone.
+    Members held back for a rollout (`held`) are left out of every run: then each layer runs on its own hosts."""
+    if not changed and not held:
         if layer:
             return [([layer], limit)]
         if check or pulled:
@@ -114,16 +84,18 @@ def _runs(  # noqa: PLR0917
         return [(list(LAYERS), limit)]
     among = resolve_pattern(limit, inv) if limit else None
     if limit and among is None:
-        msg = f"--limit {limit!r}: with --changed, give host and group names (a:b or a,b)"
+        why = "with --changed" if changed else "while members are held back for a rollout"
+        msg = f"--limit {limit!r}: {why}, give host and group names (a:b or a,b)"
         if as_json:
             print(json.dumps({"valid": False, "errors": [{"path": "--limit", "message": msg}]}))
         print(msg, file=sys.stderr)
         raise typer.Exit(EXIT_INVALID)
     runs: list[Run] = []
     for name, state in states.items():
-        if name in pulled:
+        if (name in pulled and name != layer) or (layer and name != layer):
             continue
-        pending = [h for h in state.pending(applied.get(name, {})) if among is None or h in among]
+        chosen = state.pending(applied.get(name, {})) if changed else list(state.hosts)
+        pending = [h for h in chosen if (among is None or h in among) and h not in held]
         if pending:
             # Ansible refuses a --limit that leaves only the controller (not an inventory host): run the layer.
             whole = pending == list(state.hosts) or set(pending) <= {LOCALHOST}
@@ -228,7 +200,23 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     names = (*LAYERS, layer) if layer in OPTIONAL_LAYERS else LAYERS
     states = layer_states(names, inv, {name: contents_text(files) for name, files in applies.items()})
     pulled = p.pulled_layers
-    runs = _runs(states, inv, layer, limit, changed, check, applied_hosts(p.site), as_json, pulled)
+    # Disruptive changes are rolled, not applied at once: against the stack the last whole-site deploy applied,
+    # the members a change needs out of service (and those of a rollout under way) are left out of these runs.
+    hold, compared = HoldBack(), ""
+    if not check and not one_time_boot and (layer is None or layer in MEMBER_LAYERS):
+        old, compared = applied_plan(p.site)
+        current = load_rollout(maintenance_dir(p.site) / "rollout.json")
+        # A member with nothing applied from here (new, reinstalled, a lab container made afresh) is not in
+        # service: it takes the change at once.
+        in_service = {h for name, hosts in applied_hosts(p.site).items() if name in MEMBER_LAYERS for h in hosts}
+        out_ = lifecycle.held_out(members_file(p.site), but="maintenance")
+        hold = hold_back(old, p, current, out_, in_service=in_service)
+        if hold.rollout is not None and (layer or limit):
+            # Rolling is the whole change's business: a run narrowed to a layer or some hosts leaves it waiting.
+            hold.rollout = None
+            hold.problems.append("a deploy narrowed by --layer or --limit does not roll: deploy the whole site")
+    held = frozenset(hold.members)
+    runs = _runs(states, inv, layer, limit, changed, check, applied_hosts(p.site), as_json, pulled, held)
     playbooks = [f"playbooks/{names[0] if len(names) == 1 else 'site'}.yml" for names, _ in runs]
     started = time.time()
     results = []
@@ -270,6 +258,11 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
             if not results[-1].ok:
                 break
     result = merge(results)
+    rolled: tuple[RolloutState, list[str], list[str]] | None = None
+    if result.ok and hold.rollout is not None:
+        rolled = _roll_held(p, hold, str(resolve_stack(stack)), as_json)
+    if result.ok and hold.settled and layer is None and limit is None and not check and not one_time_boot:
+        record_applied_stack(p.site, resolve_stack(stack).read_text())
     applied, drifted = _outcome(states, runs, results, check)
     record_applied(p.site, applied, drifted)
     if one_time_boot and not check:
@@ -297,6 +290,9 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
             for n in names
         ],
         "changes": result.changes,
+        # What this deploy left to a rollout (members, why, the waves; why a change cannot roll now).
+        "held_back": hold.to_dict() | {"compared_with_applied": not compared, "why_not": compared},
+        "rollout": rolled[0].to_dict() if rolled else None,
         # Where the time went: wall seconds per play, the slowest tasks summed over their hosts, and the tasks
         # a pass waited longest for.
         "plays": result.plays,
@@ -329,8 +325,31 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
             out.print(f"{playbook}: [{'green' if result.ok else 'red'}]{result.status}[/]")
         else:
             out.print("[green]nothing to run[/]: every host's state in every layer is the one last applied from here")
-    if not result.ok:
+        for member, why in hold.members.items():
+            out.print(escape(f"held back for a rollout: {member}: {why}"), style="yellow", highlight=False)
+        for problem in hold.problems:
+            err.print(escape(f"not rolled now: {problem}"), style="red", highlight=False)
+        if rolled:
+            show_rollout(rolled[0], False, rolled[1], rolled[2])
+    if not result.ok or hold.problems or (rolled and rolled[0].status != "done"):
         raise typer.Exit(EXIT_FAILED)
+
+
+def _roll_held(p: Plan, hold: HoldBack, stack: str, as_json: bool) -> tuple[RolloutState, list[str], list[str]] | None:
+    """Roll the members deploy held back, in their waves, as `aisite maintenance start` would (resumable the same
+    way); None, with why in the hold's problems, where it cannot start."""
+    assert hold.rollout is not None
+    with maintenance_lock(p.site):
+        current = load_rollout(maintenance_dir(p.site) / "rollout.json")
+        state, why = start(hold.rollout, p.site, f"deploy of {stack} (held back from it)", timestamp())
+        if state is None:
+            hold.problems += why
+            return None
+        begin(p.site, state, current)
+        try:
+            return roll(p, state)
+        except SiteError as exc:
+            raise invalid(exc, as_json) from None
 
 
 def cabling(stack: StackArg, as_json: JsonOpt = False) -> None:

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, group_sizes, load_plan, out, timestamp
-from aisite.cli.deploy import progress_runner
+from aisite.cli.progress import progress_runner
 from aisite.health.site import apply_vars, confirm_applied, run_pass
 from aisite.paths import health_dir, members_file
 from aisite.render.inventory import inventory, inventory_text

@@ -29,7 +29,7 @@ from aisite.cli.common import (
     out,
     timestamp,
 )
-from aisite.cli.deploy import progress_runner
+from aisite.cli.progress import progress_runner
 from aisite.deploy import RunResult
 from aisite.errors import SiteError
 from aisite.firmware import read_site
@@ -52,7 +52,7 @@ maintenance_app = typer.Typer(
 
 
 @contextmanager
-def _lock(site: str) -> Iterator[None]:
+def maintenance_lock(site: str) -> Iterator[None]:
     path = maintenance_dir(site) / "lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -67,7 +67,7 @@ def _lock(site: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _show(
+def show_rollout(
     state: RolloutState | None, as_json: bool, skipped: list[str] | None = None, done: list[str] | None = None
 ) -> None:
     if as_json:
@@ -102,10 +102,22 @@ def _save(site: str, state: RolloutState) -> None:
     sync_members(members_file(site), state, timestamp())
 
 
-def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:
+def begin(site: str, state: RolloutState, current: RolloutState | None) -> None:
+    """Record a new rollout, keeping the finished one it replaces beside it (in done/)."""
+    folder = maintenance_dir(site)
+    if current is not None:
+        (folder / "done").mkdir(exist_ok=True)
+        (folder / "rollout.json").replace(folder / "done" / f"{current.created.replace(':', '')}.json")
+    (folder / "paused").unlink(missing_ok=True)
+    _save(site, state)
+
+
+def roll(p: Plan, state: RolloutState) -> tuple[RolloutState, list[str], list[str]]:
+    """Run the rollout from where it stands (`aisite maintenance start` and `resume`, and `deploy` for what it held
+    back): its state, what its steps could not do here (said) and what they asked BMCs for."""
     secret_env, problems = resolve(p)
     if problems:
-        raise invalid(SiteError(p.site, problems), as_json)
+        raise SiteError(p.site, problems)
     inv = inventory(p)
     text = inventory_text(inv)
     groups = group_sizes(inv)
@@ -125,7 +137,15 @@ def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:
         save=lambda s: _save(p.site, s),
         now=timestamp,
     )
-    _show(state, as_json, steps.skipped, steps.done)
+    return state, steps.skipped, steps.done
+
+
+def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:
+    try:
+        state, skipped, done = roll(p, state)
+    except SiteError as exc:
+        raise invalid(exc, as_json) from None
+    show_rollout(state, as_json, skipped, done)
     if state.status != "done":
         raise typer.Exit(EXIT_FAILED)
 
@@ -141,7 +161,7 @@ def start_command(
     member cordoned, drained, applied, rebooted where needed, checked and given back."""
     old = load_plan_at(stack, against, as_json)
     new = load_plan(stack, as_json)
-    with _lock(new.site):
+    with maintenance_lock(new.site):
         current = load(maintenance_dir(new.site) / "rollout.json")
         if current is not None and current.status != "done":
             print(f"a rollout is recorded ({current.change}, {current.status}): resume it", file=sys.stderr)
@@ -157,11 +177,7 @@ def start_command(
             for w in why:
                 print(f"cannot start: {w}", file=sys.stderr)
             raise typer.Exit(EXIT_INVALID)
-        folder = maintenance_dir(new.site)
-        if current is not None:  # a finished rollout is kept beside the new one
-            (folder / "done").mkdir(exist_ok=True)
-            (folder / "rollout.json").replace(folder / "done" / f"{current.created.replace(':', '')}.json")
-        (folder / "paused").unlink(missing_ok=True)
+        begin(new.site, state, current)
         _roll(new, state, as_json)
 
 
@@ -169,7 +185,7 @@ def start_command(
 def resume_command(stack: StackArg, as_json: JsonOpt = False) -> None:
     """Go on with the recorded rollout where it stopped (a failed step is tried again)."""
     p = load_plan(stack, as_json)
-    with _lock(p.site):
+    with maintenance_lock(p.site):
         state = load(maintenance_dir(p.site) / "rollout.json")
         if state is None or state.status == "done":
             print("no rollout to resume", file=sys.stderr)
@@ -182,7 +198,7 @@ def resume_command(stack: StackArg, as_json: JsonOpt = False) -> None:
 def status_command(stack: StackArg, as_json: JsonOpt = False) -> None:
     """The recorded rollout: each member's pending action, its error, and why the rollout stopped."""
     p = load_plan(stack, as_json)
-    _show(load(maintenance_dir(p.site) / "rollout.json"), as_json)
+    show_rollout(load(maintenance_dir(p.site) / "rollout.json"), as_json)
 
 
 @maintenance_app.command("pause")
@@ -200,7 +216,7 @@ def skip_command(stack: StackArg, member: Annotated[str, typer.Argument(help="Th
     """Leave a member out of the recorded rollout: one not yet cordoned (it keeps its old state), or one whose step
     failed (the operator's now, where the failure left it)."""
     p = load_plan(stack)
-    with _lock(p.site):
+    with maintenance_lock(p.site):
         path = maintenance_dir(p.site) / "rollout.json"
         state = load(path)
         why = skip(state, member, timestamp()) if state else "no rollout recorded"

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from aisite import lifecycle
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out, timestamp
-from aisite.cli.deploy import progress_runner
+from aisite.cli.progress import progress_runner
 from aisite.deploy import write_json
 from aisite.errors import Problem, SiteError
 from aisite.loader import resolve_stack

@@ -26,7 +26,7 @@ from aisite.cli.common import (
     load_plan_at,
     out,
 )
-from aisite.cli.deploy import progress_runner
+from aisite.cli.progress import progress_runner
 from aisite.diff import markdown, site_diff
 from aisite.firmware import read_site
 from aisite.foreign import show

@@ -13,7 +13,7 @@ then switches one per tier, top tier first."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -176,12 +176,17 @@ def waves(
 
 
 def rollout(
-    old: Plan, new: Plan, out: Iterable[str] = (), firmware: Mapping[str, Sequence[str]] | None = None
+    old: Plan,
+    new: Plan,
+    out: Iterable[str] = (),
+    firmware: Mapping[str, Sequence[str]] | None = None,
+    only: Collection[str] | None = None,
 ) -> Rollout:
     """The disruptive changes from `old` to `new` (and the firmware drift read from the BMCs) and their waves under
-    `new`'s budget, with `out` (members already out of service, e.g. quarantined) counted against it."""
+    `new`'s budget, with `out` (members already out of service, e.g. quarantined) counted against it; `only`:
+    the members in service (None: every member both plans have)."""
     budget = site_budget(new)
-    found = disruptions(old, new, firmware)
+    found = {n: d for n, d in disruptions(old, new, firmware).items() if only is None or n in only}
     held = sorted(n for n in set(out) if n in budget.members)
     canary = new.maintenance.canary_nodes if new.maintenance else 1
     planned, blocked = waves(budget, _order(new, [n for n in found if n not in held], budget), held, canary)
