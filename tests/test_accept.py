@@ -8,6 +8,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -305,3 +306,62 @@ def test_a_cluster_log_that_is_not_text_is_a_failed_measurement(monkeypatch: pyt
     )
     with pytest.raises(MeasureError, match="no log"):
         AnsibleCluster(plan, "aisite-acceptance").run([], "pod", 5)
+
+
+def test_a_quick_acceptance_of_members_measures_only_them_and_fails_the_bad_one() -> None:
+    """A rollout's verify: the members' node checks and a pair each way per rail with a node in service of their
+    unit; a member whose rail 3 is slow fails with what was measured, its fellow member passes, nothing else runs."""
+    from aisite.accept.site import SiteRunner
+
+    plan = build_plan(load_site("h100pod"))
+    gpus = [n for n in plan.by_role("gpu") if n.rails]
+    bad, good = gpus[5], gpus[6]
+    cluster = FakeCluster(bad.name, 3, bad.rails[3].rdma)
+    opts = Options(retries=0)
+    report = Acceptance(plan, opts, SiteRunner(plan, opts, cluster), lambda _: None).of_members([bad.name, good.name])
+    pairs = [c for c in report.checks if c.stage == "pair"]
+    assert len(pairs) == 2 * 2 * len(bad.rails)  # each member, each rail, both ways
+    peers = {c.peer if c.node in (bad.name, good.name) else c.node for c in pairs}
+    assert len(peers) == 1 and peers.isdisjoint({bad.name, good.name})
+    (peer,) = peers
+    assert next(n for n in gpus if n.name == peer).scalable_unit == bad.scalable_unit
+    assert {c.node for c in report.checks if c.stage == "node"} == {bad.name, good.name}
+    assert not [c for c in report.checks if c.stage in ("group", "link", "bisect")]
+    failed = {(c.node, c.peer, c.rail) for c in report.checks if c.verdict == "fail"}
+    assert failed == {(bad.name, peer, 3), (peer, bad.name, 3)}
+    assert len(cluster.runs) == 2 + len(pairs)
+
+
+def test_a_rollouts_verify_fails_the_member_its_quick_acceptance_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aisite.accept import quick
+    from aisite.deploy import HostRecap, RunResult
+    from aisite.maintenance.state import MemberState, RolloutState
+    from aisite.maintenance.steps import AnsibleSteps
+
+    plan = build_plan(load_site("h100pod"))
+    gpus = [n for n in plan.by_role("gpu") if n.rails]
+    bad, good = gpus[5].name, gpus[6].name
+    assert quick.for_rollout(plan)[1].startswith("no Kubernetes API server")  # none here: said, not passed
+    monkeypatch.setattr(quick, "AnsibleCluster", lambda p, ns: FakeCluster(bad, 3, gpus[5].rails[3].rdma))
+    monkeypatch.setattr(quick, "kubeconfig_path", lambda site: Path(__file__))  # a file that exists
+    accept, why = quick.for_rollout(plan)
+    assert accept is not None and why == ""
+
+    def runner(playbook: str, limit: str | None, extravars: Any) -> RunResult:
+        states = {n: {"node": n, "problems": []} for n in (limit or "").split(",")}
+        return RunResult("successful", 0, {n: HostRecap(ok=1) for n in states}, stats={"health_states": states})
+
+    steps = AnsibleSteps(plan, runner, accept=accept)
+    members = {n: MemberState(["x"], False) for n in (bad, good)}
+    errors = steps("verify", [bad, good], RolloutState(plan.site, "c", "t", [[bad, good]], members))
+    assert list(errors) == [bad] and errors[bad].startswith("quick acceptance: ")
+    assert "rail3" in errors[bad] and "bandwidth" in errors[bad]
+    pairs = 2 * len(gpus[5].rails)  # each rail, both ways
+    checks = 5 + pairs  # the node's four checks (the recorded status) and its DCGM diagnostic
+    assert steps.accepted == [
+        f"{bad}: {checks - 2} of {checks} checks passed ({pairs} pairs, lowest pair 120 Gb/s)",
+        f"{good}: {checks} of {checks} checks passed ({pairs} pairs, lowest pair 391 Gb/s)",
+    ]
+    unasked = AnsibleSteps(plan, runner, no_accept="no Kubernetes API server")
+    assert unasked("verify", [good], RolloutState(plan.site, "c", "t", [[good]], {good: MemberState([], False)})) == {}
+    assert unasked.skipped == [f"{good} (maintenance): quick acceptance: no Kubernetes API server"]

@@ -316,7 +316,7 @@ def test_deploy_holds_back_a_driver_change_and_rolls_it_from_the_canary(tmp_path
         [canary] = doc["held_back"]["waves"][0]  # one node first: the lab's budget is one GPU node
         assert canary in gpus and doc["held_back"]["problems"] == []
         assert doc["runs"] == [], doc["runs"]  # every pending host is held back
-        rollout = doc["rollout"]
+        rollout = doc["rollout"]["rollout"]
         assert rollout["status"] == "failed" and rollout["message"].startswith(f"wave 1, cordon failed on {canary}")
         assert rollout["change"] == f"deploy of {stack} (held back from it)"
         assert (maintenance_dir("holdtest") / "rollout.json").is_file()

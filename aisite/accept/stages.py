@@ -122,6 +122,32 @@ class Acceptance:
         self.report.seconds = time.monotonic() - t0
         return self.report
 
+    def of_members(self, members: Sequence[str]) -> Report:
+        """A quick acceptance of nodes given back by a rollout: their node checks and, on every rail, a pair each
+        way with a node in service (of their unit where there is one), judged as the whole site's are. Nothing
+        else is measured; a member without rails has its node checks only."""
+        t0 = time.monotonic()
+        chosen = [n for n in self.nodes if n.name in members]
+        peers = [n for n in self.nodes if n.name not in members]
+        for n in self.plan.by_role("gpu"):
+            if n.name in members and not n.rails:
+                self.report.skipped.append(f"{n.name}: no rails (nics: 0): no pair to measure")
+        for n in chosen:
+            self.say(f"node: {n.name}")
+            self.report.checks.extend(self.runner.node(n))
+        plan: list[tuple[Node, Node, int]] = []
+        for n in chosen:
+            peer = next((x for x in peers if x.scalable_unit == n.scalable_unit), peers[0] if peers else None)
+            if peer is None:
+                self.report.skipped.append(f"{n.name}: no node with rails in service to pair with")
+                continue
+            for r in range(min(len(n.rails), len(peer.rails))):
+                plan += [(n, peer, r), (peer, n, r)]
+        self.bandwidth_stage("pair", self._pairs(plan))
+        self.attribute()
+        self.report.seconds = time.monotonic() - t0
+        return self.report
+
     def _links(self) -> list[tuple[Check, Callable[[], float]]]:
         out: list[tuple[Check, Callable[[], float]]] = []
         for n in self.nodes:
@@ -169,9 +195,9 @@ class Acceptance:
                 unique.append((a, b, r))
         return unique
 
-    def _pairs(self) -> list[tuple[Check, Callable[[], float]]]:
+    def _pairs(self, plan: list[tuple[Node, Node, int]] | None = None) -> list[tuple[Check, Callable[[], float]]]:
         out: list[tuple[Check, Callable[[], float]]] = []
-        for a, b, r in self.pair_plan():
+        for a, b, r in self.pair_plan() if plan is None else plan:
             ra, rb = a.rails[r], b.rails[r]
             scope = "unit" if a.scalable_unit == b.scalable_unit else "across units"
             c = Check(

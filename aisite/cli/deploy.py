@@ -31,7 +31,7 @@ from aisite.cli.common import (
     out,
     timestamp,
 )
-from aisite.cli.maintenance import begin, maintenance_lock, roll, show_rollout
+from aisite.cli.maintenance import Rolled, begin, maintenance_lock, roll, show_rollout
 from aisite.cli.progress import progress_runner
 from aisite.deploy import (
     RunResult,
@@ -46,7 +46,6 @@ from aisite.errors import SiteError
 from aisite.loader import resolve_stack
 from aisite.maintenance.hold import HoldBack, applied_plan, hold_back, record_applied_stack
 from aisite.maintenance.run import start
-from aisite.maintenance.state import RolloutState
 from aisite.maintenance.state import load as load_rollout
 from aisite.maintenance.steps import MEMBER_LAYERS
 from aisite.paths import maintenance_dir, members_file
@@ -202,7 +201,7 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     pulled = p.pulled_layers
     # Disruptive changes are rolled, not applied at once: against the stack the last whole-site deploy applied,
     # the members a change needs out of service (and those of a rollout under way) are left out of these runs.
-    hold, compared = HoldBack(), ""
+    hold, compared = HoldBack(), "--check, --one-time-boot and the controller's layers hold nothing back"
     if not check and not one_time_boot and (layer is None or layer in MEMBER_LAYERS):
         old, compared = applied_plan(p.site)
         current = load_rollout(maintenance_dir(p.site) / "rollout.json")
@@ -258,13 +257,15 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
             if not results[-1].ok:
                 break
     result = merge(results)
-    rolled: tuple[RolloutState, list[str], list[str]] | None = None
+    applied, drifted = _outcome(states, runs, results, check)
+    record_applied(p.site, applied, drifted)
+    # Then what it held back rolls, member by member; the stack is recorded once every member took it or is
+    # owned by a rollout.
+    rolled: Rolled | None = None
     if result.ok and hold.rollout is not None:
         rolled = _roll_held(p, hold, str(resolve_stack(stack)), as_json)
     if result.ok and hold.settled and layer is None and limit is None and not check and not one_time_boot:
         record_applied_stack(p.site, resolve_stack(stack).read_text())
-    applied, drifted = _outcome(states, runs, results, check)
-    record_applied(p.site, applied, drifted)
     if one_time_boot and not check:
         # The nodes asked to boot from the network or a CD are being reinstalled: nothing stays applied to them.
         forget_applied(p.site, [h.removesuffix("-bmc") for h in result.recap if h.endswith("-bmc")])
@@ -292,7 +293,7 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         "changes": result.changes,
         # What this deploy left to a rollout (members, why, the waves; why a change cannot roll now).
         "held_back": hold.to_dict() | {"compared_with_applied": not compared, "why_not": compared},
-        "rollout": rolled[0].to_dict() if rolled else None,
+        "rollout": rolled.doc() if rolled else None,
         # Where the time went: wall seconds per play, the slowest tasks summed over their hosts, and the tasks
         # a pass waited longest for.
         "plays": result.plays,
@@ -330,12 +331,12 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         for problem in hold.problems:
             err.print(escape(f"not rolled now: {problem}"), style="red", highlight=False)
         if rolled:
-            show_rollout(rolled[0], False, rolled[1], rolled[2])
-    if not result.ok or hold.problems or (rolled and rolled[0].status != "done"):
+            show_rollout(rolled.state, False, rolled)
+    if not result.ok or hold.problems or (rolled and rolled.state.status != "done"):
         raise typer.Exit(EXIT_FAILED)
 
 
-def _roll_held(p: Plan, hold: HoldBack, stack: str, as_json: bool) -> tuple[RolloutState, list[str], list[str]] | None:
+def _roll_held(p: Plan, hold: HoldBack, stack: str, as_json: bool) -> Rolled | None:
     """Roll the members deploy held back, in their waves, as `aisite maintenance start` would (resumable the same
     way); None, with why in the hold's problems, where it cannot start."""
     assert hold.rollout is not None

@@ -10,13 +10,14 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from aisite import lifecycle
+from aisite.accept import quick
 from aisite.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -67,11 +68,26 @@ def maintenance_lock(site: str) -> Iterator[None]:
         os.close(fd)
 
 
-def show_rollout(
-    state: RolloutState | None, as_json: bool, skipped: list[str] | None = None, done: list[str] | None = None
-) -> None:
+class Rolled(NamedTuple):
+    """A rollout after a run of its steps, with what they said: skipped here, asked of BMCs, accepted."""
+
+    state: RolloutState
+    skipped: list[str]
+    bmc_requests: list[str]
+    accepted: list[str]
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "rollout": self.state.to_dict(),
+            "skipped": self.skipped,
+            "bmc_requests": self.bmc_requests,
+            "accepted": self.accepted,
+        }
+
+
+def show_rollout(state: RolloutState | None, as_json: bool, rolled: Rolled | None = None) -> None:
     if as_json:
-        doc = {"rollout": state.to_dict() if state else None, "skipped": skipped or [], "bmc_requests": done or []}
+        doc = rolled.doc() if rolled else {"rollout": state.to_dict() if state else None}
         print(json.dumps(doc, indent=2))
         return
     if state is None:
@@ -88,10 +104,13 @@ def show_rollout(
             m = state.members[n]
             t.add_row(str(i), n, m.pending, escape("; ".join(m.reasons)), escape(m.error))
     out.print(t)
-    for s in done or []:
-        out.print(escape(f"BMC {s}"), highlight=False)
-    for s in skipped or []:
-        out.print(escape(f"skipped: {s}"), highlight=False)
+    if rolled:
+        for s in rolled.bmc_requests:
+            out.print(escape(f"BMC {s}"), highlight=False)
+        for s in rolled.accepted:
+            out.print(escape(f"accepted: {s}"), highlight=False)
+        for s in rolled.skipped:
+            out.print(escape(f"skipped: {s}"), highlight=False)
     if state.message:
         out.print(escape(state.message), highlight=False)
 
@@ -112,7 +131,7 @@ def begin(site: str, state: RolloutState, current: RolloutState | None) -> None:
     _save(site, state)
 
 
-def roll(p: Plan, state: RolloutState) -> tuple[RolloutState, list[str], list[str]]:
+def roll(p: Plan, state: RolloutState) -> Rolled:
     """Run the rollout from where it stands (`aisite maintenance start` and `resume`, and `deploy` for what it held
     back): its state, what its steps could not do here (said) and what they asked BMCs for."""
     secret_env, problems = resolve(p)
@@ -126,7 +145,8 @@ def roll(p: Plan, state: RolloutState) -> tuple[RolloutState, list[str], list[st
     def runner(playbook: str, limit: str | None, extravars: Any) -> RunResult:
         return progress_runner(playbook, text, env, limit=limit, check=False, groups=groups, extravars=dict(extravars))
 
-    steps = AnsibleSteps(p, runner, secret_env)
+    accept, no_accept = quick.for_rollout(p)
+    steps = AnsibleSteps(p, runner, secret_env, accept=accept, no_accept=no_accept)
     folder = maintenance_dir(p.site)
     state = run(
         state,
@@ -137,16 +157,16 @@ def roll(p: Plan, state: RolloutState) -> tuple[RolloutState, list[str], list[st
         save=lambda s: _save(p.site, s),
         now=timestamp,
     )
-    return state, steps.skipped, steps.done
+    return Rolled(state, steps.skipped, steps.done, steps.accepted)
 
 
 def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:
     try:
-        state, skipped, done = roll(p, state)
+        rolled = roll(p, state)
     except SiteError as exc:
         raise invalid(exc, as_json) from None
-    show_rollout(state, as_json, skipped, done)
-    if state.status != "done":
+    show_rollout(rolled.state, as_json, rolled)
+    if rolled.state.status != "done":
         raise typer.Exit(EXIT_FAILED)
 
 

@@ -10,7 +10,8 @@
 - reboot: `ansible.builtin.reboot`, where the change needs one (a container cannot reboot: said, not faked).
 - verify: the health check now; a problem the baseline did not have fails the member, and so does any problem of
   the driver or its NVLink fabric (the change installs the plan's driver: a wrong or unloaded one after it is the
-  change's, whatever the node had before).
+  change's, whatever the node had before). Then a quick acceptance of the GPU nodes that passed (aisite.accept.quick:
+  their node checks and a pair each way on every rail with a node in service); where nothing can measure, said.
 - uncordon.
 
 A node out for its firmware (aisite.firmware) has its BIOS settings set as pending and its release requested
@@ -88,6 +89,10 @@ class AnsibleSteps:
     secrets: Mapping[str, object] = field(default_factory=dict)  # secret env variable -> value, for the BMCs
     bmc: FirmwareOps = firmware
     skipped: list[str] = field(default_factory=list)  # what a step could not do here, said
+    # The quick acceptance of members given back (aisite.accept.quick.for_rollout), or why there is none.
+    accept: Callable[[list[str]], tuple[dict[str, str], list[str], list[str]]] | None = None
+    no_accept: str = "no quick acceptance was asked for"
+    accepted: list[str] = field(default_factory=list)  # what the quick acceptance measured, said
     done: list[str] = field(default_factory=list)  # what a step asked a BMC for, said
 
     def __call__(self, step: str, members: list[str], state: RolloutState) -> dict[str, str]:
@@ -232,4 +237,13 @@ class AnsibleSteps:
                 errors[n] = "new health problems: " + ", ".join(new)
         for n, why in self._firmware(members, state, self._firmware_verify).items():
             errors[n] = f"{errors[n]}; {why}" if n in errors else why
+        gpus = {n.name for n in self.plan.by_role("gpu")}
+        ready = [n for n in members if n in gpus and n not in errors]
+        if ready and self.accept is None:
+            self.skipped += [f"{n} (maintenance): quick acceptance: {self.no_accept}" for n in ready]
+        elif ready and self.accept is not None:
+            failed, said, measured = self.accept(ready)
+            self.skipped += [f"{', '.join(ready)} (acceptance): {x}" for x in said]
+            self.accepted += measured
+            errors |= {n: why for n, why in failed.items() if n in ready}
         return errors | self._switches("verify", members)
