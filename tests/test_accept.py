@@ -330,6 +330,11 @@ def test_a_quick_acceptance_of_members_measures_only_them_and_fails_the_bad_one(
     failed = {(c.node, c.peer, c.rail) for c in report.checks if c.verdict == "fail"}
     assert failed == {(bad.name, peer, 3), (peer, bad.name, 3)}
     assert len(cluster.runs) == 2 + len(pairs)
+    # A node held out of service (quarantined, say) is never the peer: its fault would be charged to the member.
+    again = Acceptance(plan, opts, SiteRunner(plan, opts, FakeCluster(bad.name, 3, "x")), lambda _: None)
+    checks = again.of_members([good.name], unavailable=[peer]).checks
+    other = {c.peer for c in checks if c.stage == "pair" and c.node == good.name}
+    assert other and peer not in other
 
 
 def test_a_rollouts_verify_fails_the_member_its_quick_acceptance_fails(monkeypatch: pytest.MonkeyPatch) -> None:

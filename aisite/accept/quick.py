@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from aisite import lifecycle
 from aisite.accept.lab import LabRunner
 from aisite.accept.site import AnsibleCluster, SiteRunner
 from aisite.accept.stages import Acceptance, Options, Runner
 from aisite.lab.podman import LabError
-from aisite.paths import kubeconfig_path
+from aisite.paths import kubeconfig_path, members_file
 from aisite.plan import Plan
 
 # Short runs, one retry: a member waits for this before it is given back.
@@ -35,7 +36,9 @@ def for_rollout(plan: Plan) -> tuple[Accept | None, str]:
 
     def accept(members: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
         try:
-            report = Acceptance(plan, OPTIONS, runner, lambda _: None).of_members(members)
+            # Peers only among nodes in service: not quarantined, provisioning or out for maintenance.
+            out = lifecycle.held_out(members_file(plan.site))
+            report = Acceptance(plan, OPTIONS, runner, lambda _: None).of_members(members, out)
         except LabError as exc:
             return dict.fromkeys(members, f"quick acceptance: {exc}"), [], []
         errors: dict[str, list[str]] = {}

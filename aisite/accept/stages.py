@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -122,13 +122,14 @@ class Acceptance:
         self.report.seconds = time.monotonic() - t0
         return self.report
 
-    def of_members(self, members: Sequence[str]) -> Report:
+    def of_members(self, members: Sequence[str], unavailable: Collection[str] = ()) -> Report:
         """A quick acceptance of nodes given back by a rollout: their node checks and, on every rail, a pair each
-        way with a node in service (of their unit where there is one), judged as the whole site's are. Nothing
-        else is measured; a member without rails has its node checks only."""
+        way with a node in service (of their unit where there is one; never one `unavailable`, held out of
+        service, whose fault would be charged to the member), judged as the whole site's are. Nothing else is
+        measured; a member without rails has its node checks only."""
         t0 = time.monotonic()
         chosen = [n for n in self.nodes if n.name in members]
-        peers = [n for n in self.nodes if n.name not in members]
+        peers = [n for n in self.nodes if n.name not in members and n.name not in unavailable]
         for n in self.plan.by_role("gpu"):
             if n.name in members and not n.rails:
                 self.report.skipped.append(f"{n.name}: no rails (nics: 0): no pair to measure")

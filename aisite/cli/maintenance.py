@@ -133,7 +133,8 @@ def begin(site: str, state: RolloutState, current: RolloutState | None) -> None:
 
 def roll(p: Plan, state: RolloutState) -> Rolled:
     """Run the rollout from where it stands (`aisite maintenance start` and `resume`, and `deploy` for what it held
-    back): its state, what its steps could not do here (said) and what they asked BMCs for."""
+    back): its state, what its steps could not do here (said), what they asked BMCs for and what the quick
+    acceptance measured."""
     secret_env, problems = resolve(p)
     if problems:
         raise SiteError(p.site, problems)
