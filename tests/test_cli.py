@@ -290,7 +290,10 @@ def test_deploy_holds_back_a_driver_change_and_rolls_it_from_the_canary(tmp_path
     from aisite.paths import applied_stack_file, maintenance_dir
     from aisite.plan import build_plan
 
+    # On loopback addresses no lab uses: the rollout this starts must reach no host (with a lab up, Ansible's SSH
+    # would otherwise reuse its master connection to the lab's node at the same address, and change it).
     text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text().replace("name: lab\n", "name: holdtest\n")
+    text = text.replace("10.250.", "127.250.").replace("10.251.", "127.251.")
     stack = tmp_path / "Pulumi.holdtest.yaml"
     stack.write_text(text)
     data = yaml.safe_load(text)
