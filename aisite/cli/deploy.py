@@ -91,7 +91,7 @@ def _runs(  # noqa: PLR0917
         raise typer.Exit(EXIT_INVALID)
     runs: list[Run] = []
     for name, state in states.items():
-        if (name in pulled and name != layer) or (layer and name != layer):
+        if (layer and name != layer) or (not layer and name in pulled):
             continue
         chosen = state.pending(applied.get(name, {})) if changed else list(state.hosts)
         pending = [h for h in chosen if (among is None or h in among) and h not in held]
@@ -201,13 +201,14 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     pulled = p.pulled_layers
     # Disruptive changes are rolled, not applied at once: against the stack the last whole-site deploy applied,
     # the members a change needs out of service (and those of a rollout under way) are left out of these runs.
+    applied_before = applied_hosts(p.site)
     hold, compared = HoldBack(), "--check, --one-time-boot and the controller's layers hold nothing back"
     if not check and not one_time_boot and (layer is None or layer in MEMBER_LAYERS):
         old, compared = applied_plan(p.site)
         current = load_rollout(maintenance_dir(p.site) / "rollout.json")
         # A member with nothing applied from here (new, reinstalled, a lab container made afresh) is not in
         # service: it takes the change at once.
-        in_service = {h for name, hosts in applied_hosts(p.site).items() if name in MEMBER_LAYERS for h in hosts}
+        in_service = {h for name, hosts in applied_before.items() if name in MEMBER_LAYERS for h in hosts}
         out_ = lifecycle.held_out(members_file(p.site), but="maintenance")
         hold = hold_back(old, p, current, out_, in_service=in_service)
         if hold.rollout is not None and (layer or limit):
@@ -215,7 +216,7 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
             hold.rollout = None
             hold.problems.append("a deploy narrowed by --layer or --limit does not roll: deploy the whole site")
     held = frozenset(hold.members)
-    runs = _runs(states, inv, layer, limit, changed, check, applied_hosts(p.site), as_json, pulled, held)
+    runs = _runs(states, inv, layer, limit, changed, check, applied_before, as_json, pulled, held)
     playbooks = [f"playbooks/{names[0] if len(names) == 1 else 'site'}.yml" for names, _ in runs]
     started = time.time()
     results = []
