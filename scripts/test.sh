@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 
-step() { echo; echo "== $*"; }
+# Each step says when it starts (seconds since the first), so a slow CI run shows where its time went.
+step() { echo; echo "== $* (at ${SECONDS} s)"; }
 step "ruff";          ruff check .; ruff format --check .
 step "mypy (strict)"; mypy
 step "yamllint";      yamllint -s .
@@ -16,3 +17,4 @@ else
 fi
 # loadfile: a test file stays on one worker (the lab integration tests share one lab, in order).
 step "pytest";        pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
+echo; echo "== done (at ${SECONDS} s)"

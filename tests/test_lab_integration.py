@@ -529,25 +529,51 @@ def _background_pass(repo: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def ansible_running() -> bool:
-    """An ansible-playbook of an aisite deploy (its private data directory is aisite-run-*) is running."""
-    pgrep = ["pgrep", "-f", "ansible-playbook.*aisite-run-"]
-    return subprocess.run(pgrep, capture_output=True, check=False).returncode == 0
+def _is_deploy_playbook(pid: int) -> bool:
+    try:
+        cmd = (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"ansible-playbook" in cmd and b"aisite-run-" in cmd
 
 
-def _wait_for_deploy(proc: subprocess.Popen[str]) -> None:
-    """Until the pass's deploy has started Ansible (its ansible-playbook is running)."""
+def _deploy_playbooks(root: int) -> set[int]:
+    """The ansible-playbook processes of an aisite deploy (private data directory aisite-run-*) below `root`. Only
+    its own: another test file's deploy may run beside this one on the other pytest worker (a pgrep over the whole
+    machine once took one for the pass's and failed the overlap test in CI)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            todo.append(child)
+            if _is_deploy_playbook(child):
+                found.add(child)
+    return found
+
+
+def ansible_running(pids: set[int]) -> bool:
+    """Any of these ansible-playbook processes still runs."""
+    return any(_is_deploy_playbook(pid) for pid in pids)
+
+
+def _wait_for_deploy(proc: subprocess.Popen[str]) -> set[int]:
+    """Until the pass's deploy has started Ansible; its ansible-playbook processes."""
+    pids: set[int] = set()
 
     def running() -> bool:
         assert proc.poll() is None, proc.communicate()
-        return (
-            subprocess.run(
-                ["pgrep", "-f", "ansible-playbook.*aisite-run-"], capture_output=True, check=False
-            ).returncode
-            == 0
-        )
+        pids.update(_deploy_playbooks(proc.pid))
+        return bool(pids)
 
     wait_for("the pass to start Ansible", running, 60)
+    return pids
 
 
 def test_two_reconciles_never_overlap(site_repo: Path, plan: Plan) -> None:
@@ -573,22 +599,13 @@ def test_a_reconcile_killed_mid_run_is_completed_by_the_next(site_repo: Path, pl
     gpu02 = plan.by_role("gpu")[1].name
     commit = label_commit(site_repo, 1, "c", "gpu02 moves to pool c")
     proc = _background_pass(site_repo)
-    _wait_for_deploy(proc)
+    playbooks = _wait_for_deploy(proc)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     rec = json.loads(out)
     assert proc.returncode == 1 and rec["outcome"] == "failed" and "interrupted" in rec["errors"][-1], (rec, err)
     # Nothing of it runs on: Ansible was cancelled with it.
-    wait_for(
-        "Ansible to be gone",
-        lambda: (
-            subprocess.run(
-                ["pgrep", "-f", "ansible-playbook.*aisite-run-"], check=False, capture_output=True
-            ).returncode
-            != 0
-        ),
-        30,
-    )
+    wait_for("Ansible to be gone", lambda: not ansible_running(playbooks), 30)
     rc, rec = reconcile(site_repo)
     assert rc == 0 and rec["outcome"] == "applied" and rec["commit"] == commit, rec
     assert gpu02 in rec["layers"]["cluster"]
@@ -603,12 +620,12 @@ def test_a_reconcile_killed_outright_holds_off_the_next_until_its_deploy_ends(si
     gpu02 = plan.by_role("gpu")[1].name
     commit = label_commit(site_repo, 1, "d", "gpu02 moves to pool d")
     proc = _background_pass(site_repo)
-    _wait_for_deploy(proc)
+    playbooks = _wait_for_deploy(proc)
     proc.kill()
     proc.communicate(timeout=30)
-    assert ansible_running(), "the deploy went with the pass: nothing to hold off"
+    assert ansible_running(playbooks), "the deploy went with the pass: nothing to hold off"
     rc, rec = reconcile(site_repo, "--wait")
-    assert not ansible_running()
+    assert not ansible_running(playbooks)
     assert rc == 0 and rec["outcome"] in ("applied", "unchanged") and rec["commit"] == commit, rec
     assert "example.com/pool=d" in kubeadm_labels(gpu02)
 
