@@ -687,7 +687,8 @@ class Maintenance(Strict):
     one_node_per_unit: bool = False
     # GPU nodes in the first wave; the rest wait until the canary is back in service and healthy.
     canary_nodes: Annotated[int, Field(ge=1, le=1000)] = 1
-    # How long a cordoned node waits for its running jobs before they are evicted.
+    # How long a cordoned node waits for its running Kueue jobs before they are preempted through Kueue (and the
+    # rest of its pods evicted): aisite.maintenance.jobs.
     drain_timeout_s: Annotated[int, Field(ge=0, le=7 * 86400)] = 3600
 
 

@@ -23,6 +23,7 @@ from aisite.cli.common import (
     EXIT_INVALID,
     JsonOpt,
     StackArg,
+    err,
     group_sizes,
     invalid,
     load_plan,
@@ -34,6 +35,7 @@ from aisite.cli.progress import progress_runner
 from aisite.deploy import RunResult
 from aisite.errors import SiteError
 from aisite.firmware import read_site
+from aisite.maintenance import jobs
 from aisite.maintenance.budget import site_budget
 from aisite.maintenance.rollout import rollout
 from aisite.maintenance.run import run, start
@@ -69,12 +71,14 @@ def maintenance_lock(site: str) -> Iterator[None]:
 
 
 class Rolled(NamedTuple):
-    """A rollout after a run of its steps, with what they said: skipped here, asked of BMCs, accepted."""
+    """A rollout after a run of its steps, with what they said: skipped here, asked of BMCs, accepted, and what the
+    drains did to running jobs."""
 
     state: RolloutState
     skipped: list[str]
     bmc_requests: list[str]
     accepted: list[str]
+    jobs: list[str]
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -82,6 +86,7 @@ class Rolled(NamedTuple):
             "skipped": self.skipped,
             "bmc_requests": self.bmc_requests,
             "accepted": self.accepted,
+            "jobs": self.jobs,
         }
 
 
@@ -109,6 +114,8 @@ def show_rollout(state: RolloutState | None, as_json: bool, rolled: Rolled | Non
             out.print(escape(f"BMC {s}"), highlight=False)
         for s in rolled.accepted:
             out.print(escape(f"accepted: {s}"), highlight=False)
+        for s in rolled.jobs:
+            out.print(escape(f"jobs: {s}"), highlight=False)
         for s in rolled.skipped:
             out.print(escape(f"skipped: {s}"), highlight=False)
     if state.message:
@@ -147,7 +154,8 @@ def roll(p: Plan, state: RolloutState) -> Rolled:
         return progress_runner(playbook, text, env, limit=limit, check=False, groups=groups, extravars=dict(extravars))
 
     accept, no_accept = quick.for_rollout(p)
-    steps = AnsibleSteps(p, runner, secret_env, accept=accept, no_accept=no_accept)
+    waits = jobs.for_rollout(p, lambda s: err.print(s, markup=False, highlight=False))
+    steps = AnsibleSteps(p, runner, secret_env, accept=accept, no_accept=no_accept, jobs=waits)
     folder = maintenance_dir(p.site)
     state = run(
         state,
@@ -158,7 +166,7 @@ def roll(p: Plan, state: RolloutState) -> Rolled:
         save=lambda s: _save(p.site, s),
         now=timestamp,
     )
-    return Rolled(state, steps.skipped, steps.done, steps.accepted)
+    return Rolled(state, steps.skipped, steps.done, steps.accepted, steps.drained)
 
 
 def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:

@@ -1,8 +1,9 @@
 """The steps of a rollout as Ansible runs them (the executor of aisite.maintenance.run):
 
 - cordon: the health check's current problems are the member's baseline; the Node is cordoned.
-- drain: `kubernetes.core.k8s_drain` (PodDisruptionBudgets honoured, DaemonSets kept), for at most the site's
-  `drain_timeout_s`.
+- drain: first the Kueue workloads running on the members wait to end, up to the site's `drain_timeout_s`; those
+  still running are preempted through Kueue and requeued (aisite.maintenance.jobs: "cordon now, drain when the job
+  ends"); then `kubernetes.core.k8s_drain` evicts the rest (PodDisruptionBudgets honoured, DaemonSets kept).
 - apply: each layer whose state moved for the member, run on it alone; what applied is recorded as `deploy` does,
   so a later `deploy --changed` does not run it again. The cluster layer upgrades a member on an older Kubernetes
   (kubeadm's procedure: `upgrade apply` on the first control-plane node, `upgrade node` on the others), which the
@@ -34,6 +35,7 @@ from aisite import firmware, oob
 from aisite.changes import contents_text, layer_states
 from aisite.deploy import RunResult, applied_hosts, record_applied
 from aisite.health.site import from_status
+from aisite.maintenance.jobs import Drained, drain_timeout_s
 from aisite.maintenance.state import RolloutState
 from aisite.plan import FABRIC_ROLES, FirmwareBaseline, Plan
 from aisite.render.inventory import inventory
@@ -94,6 +96,10 @@ class AnsibleSteps:
     no_accept: str = "no quick acceptance was asked for"
     accepted: list[str] = field(default_factory=list)  # what the quick acceptance measured, said
     done: list[str] = field(default_factory=list)  # what a step asked a BMC for, said
+    # The wait for the members' Kueue workloads (aisite.maintenance.jobs.drain_jobs on the cluster), or None where
+    # there is no API server (the drain playbook then says so).
+    jobs: Callable[[list[str]], Drained] | None = None
+    drained: list[str] = field(default_factory=list)  # what the wait for jobs did, said
 
     def __call__(self, step: str, members: list[str], state: RolloutState) -> dict[str, str]:
         handler: Callable[[list[str], RolloutState], dict[str, str]] = getattr(self, f"_{step}")
@@ -116,7 +122,7 @@ class AnsibleSteps:
         return _host_errors(r, switches)
 
     def _cluster(self, action: str, members: list[str]) -> dict[str, str]:
-        timeout = self.plan.maintenance.drain_timeout_s if self.plan.maintenance else 3600
+        timeout = drain_timeout_s(self.plan)
         nodes = self._nodes(members)
         if not nodes:
             return {}
@@ -196,7 +202,20 @@ class AnsibleSteps:
         return errors | self._cluster("cordon", ready) | self._switches("cordon", ready)
 
     def _drain(self, members: list[str], state: RolloutState) -> dict[str, str]:
-        return self._cluster("drain", members) | self._switches("drain", members)
+        errors = self._jobs(self._nodes(members))
+        ready = [m for m in members if m not in errors]
+        return errors | self._cluster("drain", ready) | self._switches("drain", ready)
+
+    def _jobs(self, nodes: list[str]) -> dict[str, str]:
+        """Cordon now, drain when the job ends: the nodes' Kueue workloads end or are preempted through Kueue."""
+        if not nodes or self.jobs is None:
+            return {}
+        d = self.jobs(nodes)
+        self.drained += [f"ended on its own: {w}" for w in d.ended]
+        self.drained += [f"preempted through Kueue: {w}" for w in d.preempted]
+        self.drained += [f"requeued: {w}" for w in d.requeued]
+        self.skipped += [f"{', '.join(nodes)} (drain): {x}" for x in d.said]
+        return d.errors
 
     def _uncordon(self, members: list[str], state: RolloutState) -> dict[str, str]:
         return self._cluster("uncordon", members) | self._switches("uncordon", members)
