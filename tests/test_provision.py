@@ -712,3 +712,46 @@ def test_a_wave_that_cannot_be_armed_leaves_its_nodes_held_failed_not_installing
     h = members["n1"].holds["provision"]
     assert (h.state, h.pending, h.message) == ("provision-failed", "provision", "not started: the boot server is down")
     assert "provision" not in members["n2"].holds
+
+
+def test_nodes_in_service_go_out_only_as_the_sites_budget_allows(fast: None) -> None:
+    """Reinstalling installed nodes asks the one disruption budget before each wave, beside what is already out
+    (aisite.lifecycle): one 8-GPU node at a time here, so three installed nodes take three waves while a node not
+    yet installed (serving nothing) joins the first; a node that fits no wave (a quarantine holds the budget) is
+    refused untouched, its install and its state as they were."""
+    from aisite import lifecycle
+    from aisite.maintenance.budget import Budget, Member
+
+    prov, targets = _plan(4, wave_size=3, retries=0)
+    world = ScriptedWorld({t.node: ["ok", "ok"] for t in targets})
+    installed = {"installed": {"version": V1, "host_keys": [KEY], "at": "t0"}}
+    records = {n: installed for n in ("n1", "n2", "n3")}
+    site = Budget(8, False, {n: Member(n, "gpu", 8, None) for n in ("n1", "n2", "n3", "n4", "n9")})
+    members: dict[str, lifecycle.Member] = {}
+
+    def provision(targets: list[ProvisionTarget]) -> list[Any]:
+        return run.provision(
+            world,  # type: ignore[arg-type]
+            prov,
+            targets,
+            records,
+            reinstall=True,
+            say=lambda node, what: None,
+            done=lambda o: run.member_outcome(members, o, "t1"),
+            begin=lambda node: run.member_installing(members, node, "t0"),
+            budget=lambda nodes: site.problem([*lifecycle.out_of_service(members), *nodes]),
+        )
+
+    outcomes = provision(targets)
+    assert [o.status for o in outcomes] == ["installed"] * 4
+    assert world.armed == [["n1", "n4"], ["n2"], ["n3"]]
+    assert lifecycle.out_of_service(members) == []
+    # n9 quarantined: no installed node fits beside it; the one not installed still goes.
+    lifecycle.hold(members, "n9", "health", state="quarantined", pending="", at="t2")
+    world.armed.clear()
+    n1, n4 = provision([targets[0], targets[3]])
+    assert (n4.status, world.armed) == ("installed", [["n4"]])
+    assert (n1.status, n1.step, n1.attempts) == ("refused", "budget", 0)
+    assert n1.error == "in service; 16 GPUs out of service, over the site's budget of 8"
+    assert lifecycle.out_of_service(members) == ["n9"]  # n1 was never taken out
+    assert run.record(records["n1"], n1, "t3")["installed"] == installed["installed"]

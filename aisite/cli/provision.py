@@ -17,6 +17,7 @@ from aisite.cli.progress import progress_runner
 from aisite.deploy import write_json
 from aisite.errors import Problem, SiteError
 from aisite.loader import resolve_stack
+from aisite.maintenance.budget import site_budget
 from aisite.paths import IMAGES, lab_ssh_dir, members_file, provision_dir
 from aisite.plan import Plan, ProvisionTarget
 from aisite.plan.provisioning import missing_boot_macs
@@ -115,6 +116,12 @@ def provision_command(
     records = load_records(folder)
     members = members_file(p.site)
     world = SiteWorld(p, text, secrets, identity=identity, controller_token=token)
+    site = site_budget(p)
+
+    def budget(nodes: list[str]) -> str | None:
+        # Asked before each wave, with what is out of service then (quarantined, in a rollout, failed installs).
+        return site.problem([*lifecycle.held_out(members), *nodes])
+
     addresses = {t.node: t.address for t in prov.targets}
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err) as progress:
@@ -130,7 +137,10 @@ def provision_command(
                 member_installing(held, node, timestamp())
 
         def done(o: Outcome) -> None:
-            say(o.node, o.status if o.status != "failed" else f"failed at {o.step}: {o.error}")
+            say(
+                o.node,
+                {"failed": f"failed at {o.step}: {o.error}", "refused": f"refused: {o.error}"}.get(o.status, o.status),
+            )
             at = timestamp()
             with lifecycle.editing(members) as held:
                 member_outcome(held, o, at)
@@ -142,7 +152,9 @@ def provision_command(
             tmp.replace(known)
 
         try:
-            outcomes = provision(world, prov, targets, records, reinstall=reinstall, say=say, done=done, begin=begin)
+            outcomes = provision(
+                world, prov, targets, records, reinstall=reinstall, say=say, done=done, begin=begin, budget=budget
+            )
         except ArmError as exc:
             # No node of the wave can boot: what finished before is recorded; the rest is not started. The wave's
             # nodes, held as installing, are held as failed with why (never left installing).
@@ -158,7 +170,7 @@ def provision_command(
         "nodes": [o.to_dict() for o in outcomes],
     }
     write_json(folder / "last.json", doc)
-    failed = [o for o in outcomes if o.status == "failed"]
+    failed = [o for o in outcomes if o.status in ("failed", "refused")]
     if as_json:
         print(json.dumps(doc, indent=2))
     else:
@@ -167,8 +179,8 @@ def provision_command(
             table.add_column(col)
         for o in outcomes:
             steps = ", ".join(f"{k} {v}" for k, v in o.steps.items()) or "-"
-            style = {"installed": "green", "unchanged": "dim", "failed": "red"}[o.status]
-            result_text = o.status if o.status != "failed" else f"failed at {o.step}"
+            style = {"installed": "green", "unchanged": "dim", "failed": "red", "refused": "yellow"}[o.status]
+            result_text = f"failed at {o.step}" if o.status == "failed" else o.status
             table.add_row(o.node, result_text, str(o.attempts), str(o.seconds), steps, o.error or "-", style=style)
         out.print(table)
     if failed:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -76,7 +76,7 @@ class World(Protocol):
 @dataclass
 class Outcome:
     node: str
-    status: str  # installed | unchanged | failed
+    status: str  # installed | unchanged | failed | refused (in service, and the site's budget could not take it out)
     attempts: int = 0
     seconds: float = 0.0
     step: str | None = None  # where it failed
@@ -261,7 +261,10 @@ def member_installing(members: dict[str, lifecycle.Member], node: str, at: str) 
 
 
 def member_outcome(members: dict[str, lifecycle.Member], o: Outcome, at: str) -> None:
-    """A node's one state from its outcome: installed or unchanged, given back; failed, held until provisioned."""
+    """A node's one state from its outcome: installed or unchanged, given back; failed, held until provisioned;
+    refused (never touched), as it was."""
+    if o.status == "refused":
+        return
     if o.status == "failed":
         why = f"failed at {o.step}: {o.error}"
         lifecycle.hold(members, o.node, "provision", state="provision-failed", pending="provision", at=at, message=why)
@@ -289,10 +292,16 @@ def provision(
     say: Say,
     done: Callable[[Outcome], None],
     begin: Callable[[str], None] = lambda _node: None,
+    budget: Callable[[list[str]], str | None] = lambda _nodes: None,
 ) -> list[Outcome]:
     """Install `targets` in waves; `records` holds what was recorded of each node before. Every node gets an
     outcome, reported through `done` as soon as it is final; `begin` is told each node before its first attempt
-    touches it (from then on it is out of service until `done`)."""
+    touches it (from then on it is out of service until `done`).
+
+    A node with an install standing (in service) is taken out only as the site's disruption budget allows:
+    `budget(nodes)` says why these in-service nodes may not be out now, beside what is out already (None: they
+    may). One that does not fit waits for a later wave; one that fits no wave (others out hold the budget) is
+    refused, untouched. A node not yet installed serves nothing and waits for nothing."""
     outcomes: dict[str, Outcome] = {}
     pending: list[ProvisionTarget] = []
     for t in targets:
@@ -302,12 +311,20 @@ def provision(
             done(same)
         else:
             pending.append(t)
-    for wave in _waves(pending, plan.wave_size):
-        todo = list(wave)
-        for t in todo:
+    serving = {t.node for t in pending if (records.get(t.node) or {}).get("installed")}
+    while pending:
+        wave, pending = _next_wave(pending, plan.wave_size, serving, budget)
+        if not wave:
+            for t in pending:
+                why = budget([t.node]) or "the site's disruption budget"
+                outcomes[t.node] = Outcome(t.node, "refused", step="budget", error=f"in service; {why}")
+                done(outcomes[t.node])
+            break
+        for t in wave:
             begin(t.node)
         attempts: dict[str, int] = {}
         spent: dict[str, float] = {}
+        todo = list(wave)
         while todo:
             # A new host key per attempt: one handed to an install that did not finish is never trusted again.
             keys = {t.node: new_host_key() for t in todo}
@@ -335,9 +352,21 @@ def provision(
     return [outcomes[t.node] for t in targets]
 
 
-def _waves(targets: Sequence[ProvisionTarget], size: int) -> Iterable[Sequence[ProvisionTarget]]:
-    for i in range(0, len(targets), size):
-        yield targets[i : i + size]
+def _next_wave(
+    pending: list[ProvisionTarget], size: int, serving: set[str], budget: Callable[[list[str]], str | None]
+) -> tuple[list[ProvisionTarget], list[ProvisionTarget]]:
+    """The next wave (at most `size` nodes, in order, the in-service ones as far as the budget takes them) and
+    what is left for later waves."""
+    wave: list[ProvisionTarget] = []
+    later: list[ProvisionTarget] = []
+    out: list[str] = []
+    for t in pending:
+        if len(wave) < size and (t.node not in serving or budget([*out, t.node]) is None):
+            wave.append(t)
+            out += [t.node] if t.node in serving else []
+        else:
+            later.append(t)
+    return wave, later
 
 
 # ------------------------------------------------------------------------------------------------ records
