@@ -755,3 +755,43 @@ def test_nodes_in_service_go_out_only_as_the_sites_budget_allows(fast: None) -> 
     assert n1.error == "in service; 16 GPUs out of service, over the site's budget of 8"
     assert lifecycle.out_of_service(members) == ["n9"]  # n1 was never taken out
     assert run.record(records["n1"], n1, "t3")["installed"] == installed["installed"]
+
+
+def test_a_node_to_install_gets_its_firmware_baseline_while_off_before_its_network_boot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Provisioning takes the node out anyway: its firmware baseline (aisite.firmware.apply: BIOS settings pending,
+    the release requested) is set while it is off, so the power-on that boots the installer takes it; an IPMI BMC
+    has neither, and says so. aisite.firmware's Redfish requests run for real against the lab's emulators
+    (test_lab_integration's BIOS rollout); here, only the order and what is said."""
+    from aisite import firmware, oob
+    from aisite.provision.world import SiteWorld
+
+    data = lab_config()
+    group = next(g for g in data["gpu_nodes"] if "install" in g)
+    group["firmware"] = {"bios": {"ProcTurboMode": "Enabled"}}
+    calls: list[str] = []
+    monkeypatch.setattr(oob, "set_power", lambda t, state: calls.append(f"{t.protocol} power {state}"))
+    monkeypatch.setattr(oob, "wait_for_power", lambda t, state, timeout: calls.append(f"wait {state}"))
+    monkeypatch.setattr(oob, "set_one_time_boot", lambda t, device: calls.append(f"boot {device}"))
+
+    def apply(t: oob.Target, baseline: Any) -> list[str]:
+        calls.append(f"firmware {dict(baseline.bios)}")
+        return ["BIOS settings pending: ProcTurboMode=Enabled"]
+
+    monkeypatch.setattr(firmware, "apply", apply)
+    for protocol, said in [
+        ("redfish", ["BIOS settings pending: ProcTurboMode=Enabled"]),
+        ("ipmi", ["IPMI BMC: no BIOS settings or firmware update; the baseline was not set"]),
+    ]:
+        group["bmc"] = dict(group.get("bmc") or {}) | {"protocol": protocol}
+        plan = build_plan(parse_site(data))
+        assert plan.provisioning is not None
+        (target,) = plan.provisioning.targets  # the lab's VM node, of that group
+        world = SiteWorld(plan, "", {})
+        calls.clear()
+        world.boot_from_network(target)
+        ordered = [f"{protocol} power off", "wait off", "boot pxe", f"{protocol} power on"]
+        if protocol == "redfish":
+            ordered.insert(2, "firmware {'ProcTurboMode': 'Enabled'}")
+        assert calls == ordered and world.firmware == {target.node: said}

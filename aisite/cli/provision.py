@@ -168,6 +168,8 @@ def provision_command(
         "seconds": seconds,
         "images": [{"os": i.os, "digest": i.digest} for i in built],
         "nodes": [o.to_dict() for o in outcomes],
+        # What each node's firmware baseline asked of its BMC before its network boot.
+        "firmware": world.firmware,
     }
     write_json(folder / "last.json", doc)
     failed = [o for o in outcomes if o.status in ("failed", "refused")]
@@ -183,5 +185,8 @@ def provision_command(
             result_text = f"failed at {o.step}" if o.status == "failed" else o.status
             table.add_row(o.node, result_text, str(o.attempts), str(o.seconds), steps, o.error or "-", style=style)
         out.print(table)
+        for node, asked in sorted(world.firmware.items()):
+            for what in asked:
+                out.print(f"firmware {node}: {what}", markup=False, highlight=False)
     if failed:
         raise typer.Exit(EXIT_FAILED)

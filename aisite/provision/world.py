@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aisite import oob
+from aisite import firmware, oob
 from aisite.deploy import run_playbook
 from aisite.plan import Node, Plan, ProvisionTarget
 from aisite.provision.run import HostKey
@@ -67,6 +67,8 @@ class SiteWorld:
         self.user = user or plan.ansible_user
         self.nodes: dict[str, Node] = {n.name: n for n in plan.nodes}
         self.controller_token = controller_token
+        # Per node, what its firmware baseline asked of its BMC before the boot (or why nothing), said by the CLI.
+        self.firmware: dict[str, list[str]] = {}
 
     # -- the boot server
     def _arm(self, key: str, targets: Sequence[ProvisionTarget], host_keys: Mapping[str, HostKey]) -> None:
@@ -110,8 +112,22 @@ class SiteWorld:
         bmc = self._target(target.node)
         oob.set_power(bmc, "off")
         oob.wait_for_power(bmc, "off", timeout=60)
+        self._baseline(target.node, bmc)
         oob.set_one_time_boot(bmc, "pxe")
         oob.set_power(bmc, "on")
+
+    def _baseline(self, node: str, bmc: oob.Target) -> None:
+        """The node's firmware baseline set while it is off: its BIOS settings pending and its release requested,
+        taken at the power-on that boots the installer (the node is out of service anyway; a rollout would
+        otherwise reboot it again for them). An IPMI BMC has neither: said."""
+        baseline = self.nodes[node].firmware
+        if baseline is None:
+            return
+        if bmc.protocol != "redfish":
+            why = f"{bmc.protocol.upper()} BMC: no BIOS settings or firmware update; the baseline was not set"
+            self.firmware[node] = [why]
+            return
+        self.firmware[node] = firmware.apply(bmc, baseline) or ["the BMC already reports the baseline"]
 
     def power_cycle(self, target: ProvisionTarget) -> None:
         bmc = self._target(target.node)
