@@ -43,6 +43,7 @@ class Scripted:
     calls: list[str] = field(default_factory=list)
     fail_patch: bool = False
     kueue: bool = True
+    theirs: set[Workload] = field(default_factory=set)  # deactivated by someone else
 
     def clock(self) -> float:
         return self.now
@@ -64,6 +65,9 @@ class Scripted:
 
     def preempted(self) -> dict[Workload, str]:
         return dict(self.inactive)
+
+    def is_active(self, workload: Workload) -> bool:
+        return workload not in self.inactive and workload not in self.theirs
 
     def set_active(self, workload: Workload, active: bool, node: str = "") -> None:
         self.calls.append(f"{'activate' if active else 'deactivate'} {workload}")
@@ -107,13 +111,23 @@ def test_a_workload_left_inactive_by_a_drain_that_died_is_requeued_by_the_next()
     assert c.now == 0  # nothing ran on gpu05: no wait
 
 
+def test_a_workload_someone_else_deactivated_is_waited_for_and_never_activated_by_the_drain() -> None:
+    c = Scripted({A: ({"gpu01"}, None)}, theirs={A}, gone_at={A: 400.0})
+    d = drain_jobs(c, ["gpu01"], 300, clock=c.clock, sleep=c.sleep)
+    assert c.calls == [] and d.preempted == [] and d.requeued == [] and d.errors == {}
+    assert d.said == ["team-a/train-a: already inactive (not by this drain); waiting for its pods to leave"]
+    assert 400 <= c.now < 411  # its pods were waited for before the drain evicts the rest
+
+
 def test_what_cannot_be_preempted_or_will_not_leave_fails_its_node_and_not_the_others() -> None:
     c = Scripted({A: ({"gpu01"}, None)}, fail_patch=True)
     d = drain_jobs(c, ["gpu01", "gpu02"], 60, clock=c.clock, sleep=c.sleep)
     assert d.errors == {"gpu01": "could not preempt team-a/train-a through Kueue: admission webhook denied the request"}
     c = Scripted({A: ({"gpu01"}, None)}, evict_s=None)
     d = drain_jobs(c, ["gpu01"], 60, clock=c.clock, sleep=c.sleep, evict_wait_s=120)
-    assert d.errors == {"gpu01": "Kueue workload(s) team-a/train-a preempted, still on the node after 120 s"}
+    assert d.errors == {
+        "gpu01": "Kueue workload(s) team-a/train-a stopped through Kueue, still on the node after 120 s"
+    }
     assert c.calls == ["deactivate team-a/train-a"]  # still there: not requeued onto the queue yet
 
 
@@ -196,6 +210,10 @@ class Api(BaseHTTPRequestHandler):
             ]
             items = labelled if query.get("labelSelector") == PREEMPTED_LABEL else []
             self._send(200, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadList", "items": items})
+        elif url.path.startswith("/apis/kueue.x-k8s.io/v1beta2/namespaces/"):
+            ns, name = url.path.split("/")[5], url.path.split("/")[7]
+            active = (ns, name) not in self.state["inactive"]
+            self._send(200, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "spec": {"active": active}})
         elif url.path == "/api/v1/pods":
             self._send(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": self.state["pods"]})
         else:
@@ -256,6 +274,7 @@ def test_the_kubernetes_client_lists_the_nodes_pods_and_merge_patches_the_worklo
     assert state["requests"] == [
         "GET /apis/kueue.x-k8s.io/v1beta2/workloads {'limit': '1'}",  # Kueue's API is served
         f"GET /api/v1/pods {pods}",
+        "GET /apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads/train-a {}",
         f'PATCH {workloads} {{"spec": {{"active": false}}, "metadata": {{"labels": {{{label}: "gpu01"}}}}}}',
         f"GET /api/v1/pods {pods}",
         f"GET /apis/kueue.x-k8s.io/v1beta2/workloads {{'labelSelector': '{PREEMPTED_LABEL}'}}",

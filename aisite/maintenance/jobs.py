@@ -74,6 +74,10 @@ class Cluster(Protocol):
         """The workloads a drain deactivated and has not activated again -> the node named in their label."""
         ...
 
+    def is_active(self, workload: Workload) -> bool:
+        """Whether the workload is active (`spec.active`, true unless set false)."""
+        ...
+
     def set_active(self, workload: Workload, active: bool, node: str = "") -> None:
         """Deactivate (labelled for `node`) or activate (label removed) a workload."""
         ...
@@ -146,6 +150,10 @@ def _drain(
     for w in sorted(still):
         holders = [n for n in nodes if w in running[n]]
         try:
+            if not cluster.is_active(w):
+                # Someone else deactivated it: its pods are leaving; it is theirs to activate again, not ours.
+                out.said.append(f"{w}: already inactive (not by this drain); waiting for its pods to leave")
+                continue
             cluster.set_active(w, False, holders[0])
         except Exception as exc:  # an API error: its nodes are not drained, said
             for n in holders:
@@ -161,7 +169,7 @@ def _drain(
         stuck = running[n] & still
         if stuck and n not in out.errors:
             out.errors[n] = (
-                f"Kueue workload(s) {', '.join(map(str, sorted(stuck)))} preempted, still on the node after "
+                f"Kueue workload(s) {', '.join(map(str, sorted(stuck)))} stopped through Kueue, still on the node after "
                 f"{evict_wait_s:.0f} s"
             )
     _requeue_left(cluster, set().union(*running.values()), out)
@@ -242,6 +250,13 @@ class KubeCluster:
             if w is not None:
                 found[w] = node if isinstance(node, str) and _DNS_LABEL.fullmatch(node) else "?"
         return found
+
+    def is_active(self, workload: Workload) -> bool:
+        doc: Any = self._custom.get_namespaced_custom_object(
+            KUEUE_GROUP, KUEUE_VERSION, workload.namespace, "workloads", workload.name, _request_timeout=self._timeout
+        )
+        spec = doc.get("spec") if isinstance(doc, dict) else None
+        return not (isinstance(spec, dict) and spec.get("active") is False)
 
     def set_active(self, workload: Workload, active: bool, node: str = "") -> None:
         # A JSON merge patch: null removes the label.
