@@ -169,8 +169,8 @@ def _drain(
         stuck = running[n] & still
         if stuck and n not in out.errors:
             out.errors[n] = (
-                f"Kueue workload(s) {', '.join(map(str, sorted(stuck)))} stopped through Kueue, still on the node after "
-                f"{evict_wait_s:.0f} s"
+                f"Kueue workload(s) {', '.join(map(str, sorted(stuck)))} stopped through Kueue, still on the node "
+                f"after {evict_wait_s:.0f} s"
             )
     _requeue_left(cluster, set().union(*running.values()), out)
 
