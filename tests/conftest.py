@@ -13,10 +13,12 @@ from hypothesis import settings
 from aisite.loader import read_site_config, resolve_stack, stack_names
 from aisite.repo import copy_checkout
 
-# CI replays the same examples every run (reproducible); a developer's run explores new ones.
-settings.register_profile("ci", max_examples=60, derandomize=True, print_blob=True)
-settings.register_profile("dev", max_examples=100)
-settings.register_profile("deep", max_examples=1000)  # pytest --hypothesis-profile=deep, to hunt
+# CI replays the same examples every run (reproducible); a developer's run explores new ones. No deadline: an
+# example's time is a benchmark's business, and Hypothesis's 200 ms failed a plan property on a loaded machine
+# ("Test took 546.27ms ... on a subsequent run it took 12.80 ms": FlakyFailure, no property broken).
+settings.register_profile("ci", max_examples=60, derandomize=True, print_blob=True, deadline=None)
+settings.register_profile("dev", max_examples=100, deadline=None)
+settings.register_profile("deep", max_examples=1000, deadline=None)  # pytest --hypothesis-profile=deep, to hunt
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 ROOT = Path(__file__).resolve().parent.parent
