@@ -331,3 +331,21 @@ def test_the_controllers_kubernetes_modules_reach_for_the_api_server(tmp_path: P
     said = " ".join(items)
     assert not r.ok and len(items) == 1 and "Failed to import" not in said, said
     assert "Connection refused" in said or "Max retries exceeded" in said, said
+
+
+def test_a_kubeconfig_the_client_cannot_read_fails_the_wave_and_raises_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aisite.maintenance import jobs
+
+    monkeypatch.chdir(tmp_path)
+    plan = build_plan(parse_site(stack_data("lab")))
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    monkeypatch.setattr(jobs, "kubeconfig_path", lambda site: bad)
+    waits = jobs.for_rollout(plan, lambda _s: None)
+    assert waits is not None
+    d = waits(["gpu01", "gpu02"])
+    assert set(d.errors) == {"gpu01", "gpu02"} and "kubeconfig" in d.errors["gpu01"], d.errors
+    monkeypatch.setattr(jobs, "kubeconfig_path", lambda site: tmp_path / "absent")
+    assert jobs.for_rollout(plan, lambda _s: None) is None  # no API server: the drain playbook says so

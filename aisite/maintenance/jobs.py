@@ -285,4 +285,12 @@ def for_rollout(plan: Plan, note: Callable[[str], None]) -> Callable[[list[str]]
     if not kubeconfig.is_file():
         return None
     wait = drain_timeout_s(plan)
-    return lambda nodes: drain_jobs(KubeCluster(kubeconfig), nodes, wait, note=note)
+
+    def waits(nodes: list[str]) -> Drained:
+        try:
+            cluster = KubeCluster(kubeconfig)
+        except Exception as exc:  # a kubeconfig the client cannot read: the nodes are not drained, said
+            return Drained(errors=dict.fromkeys(nodes, f"the cluster's kubeconfig {kubeconfig}: {exc}"[:500]))
+        return drain_jobs(cluster, nodes, wait, note=note)
+
+    return waits
