@@ -48,6 +48,20 @@ class NicPort:
     gpu: int | None = None  # the GPU on the same PCIe switch: rail-optimised cabling puts rail N on GPU N's NIC
 
 
+# ConnectX non-volatile configuration, as mstflint's mstconfig (NVIDIA's mlxconfig) names it. "By default,
+# ConnectX-6/ConnectX-7/BlueField-2/BlueField-3 ports are initialized as InfiniBand ports" (NVIDIA XLIO
+# documentation, Type Management / VPI Cards Configuration): a RoCE rail needs LINK_TYPE_P<port> = ETH(2) (IB is 1;
+# NVIDIA Firmware Tools (MFT) documentation, Using mlxconfig), set on the device (its function 0) for each port,
+# port N being function N-1 (the same MFT page queries both ports of a dual-port ConnectX-5 at 0000:86:00.0).
+# SR-IOV: SRIOV_EN and NUM_OF_VFS (mstconfig -h: "set SRIOV_EN=1 NUM_OF_VFS=16"). All take effect at the next boot
+# ("-I- Please reboot machine to load new configurations.").
+NIC_LINK_TYPE = "LINK_TYPE_P{port}"
+NIC_ETH = 2
+NIC_SRIOV_EN = "SRIOV_EN"
+NIC_NUM_OF_VFS = "NUM_OF_VFS"
+NIC_VENDOR_ID = 0x15B3  # Mellanox Technologies (PCI ID repository)
+
+
 @dataclass(frozen=True, slots=True)
 class ServerModel:
     name: str

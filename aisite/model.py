@@ -9,7 +9,7 @@ from __future__ import annotations
 from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from aisite.catalog import GENERIC_MODEL, GPU_TYPES, KNOWN_MODELS, SERVER_MODELS, NicPort
 from aisite.fields import (
@@ -162,13 +162,32 @@ class FirmwareImage(Strict):
     image: Url
 
 
+class NicFirmware(Strict):
+    """Settings of the rail NICs' own firmware (ConnectX non-volatile configuration, set on the host with mstflint's
+    mstconfig and taken at the next boot). The link type is not among them: rails are Ethernet on a RoCE fabric,
+    which the plan sets on every rail NIC it knows by PCI function."""
+
+    # SR-IOV for pods' rail networks; "up to 63/127 virtual instances ... ConnectX-4 onwards" (NVIDIA, Single Root
+    # IO Virtualization (SR-IOV)); mstconfig's own example: `set SRIOV_EN=1 NUM_OF_VFS=16`.
+    sriov: bool | None = None
+    num_vfs: Annotated[StrictInt, Field(ge=0, le=127)] | None = None
+
+    @model_validator(mode="after")
+    def _vfs_need_sriov(self) -> NicFirmware:
+        if self.num_vfs and self.sriov is not True:
+            raise ValueError("num_vfs needs sriov: true (the NIC offers no virtual function without it)")
+        return self
+
+
 class Firmware(Strict):
     """A node model's firmware baseline, read and set through its BMC (Redfish: IPMI has neither), applied in a
-    rollout's waves: BIOS settings wait as pending settings for the node's reset."""
+    rollout's waves: BIOS settings wait as pending settings for the node's reset. `nic` is set on the host instead
+    (mstconfig), and a change of it rolls like a driver branch: out of service, set, rebooted."""
 
     bios: Annotated[dict[BiosAttribute, BiosValue], Field(max_length=256)] = {}
     # The system firmware (BIOS/UEFI) release, as ComputerSystem.BiosVersion reports it.
     bios_firmware: FirmwareImage | None = None
+    nic: NicFirmware | None = None
 
 
 class NodeGroup(Strict):

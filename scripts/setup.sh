@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 # (the lab's containers too) over SSH. iperf3, fio: the benchmark payloads' tools, run for real by the tests.
 # gnupg: a reconcile test signs a commit with OpenPGP to show that such a signature is refused. cmake, gcc, make,
 # patch, libpcre2-dev: SONiC's libyang is built from ../shared for the config_db validation (scripts/sonic-yang.sh).
+# mstflint: its mstconfig is what the rail NICs' settings module (aisite.site.nic_config) asks, tested for real.
 APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool openssh-client iperf3 fio gnupg
-  cmake gcc make patch libpcre2-dev)
+  cmake gcc make patch libpcre2-dev mstflint)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -348,3 +348,33 @@ def test_the_sn5000_family_is_held_to_its_manuals_port_table(model: str, speed: 
     with pytest.raises(SiteError) as exc:
         parse_site(site)
     assert any(f"site.switches.leaves.ports: {most + 1}: an {model}" in str(p) for p in exc.value.problems)
+
+
+def test_every_rail_nic_is_set_to_ethernet_with_the_models_sr_iov() -> None:
+    """ConnectX-7 ports start as InfiniBand: the plan sets each rail NIC's port to Ethernet at its device (function
+    0; a second port is LINK_TYPE_P2), with the model's SR-IOV settings; a model with no NIC baseline, Ethernet
+    alone; a rail whose PCI function is unknown, nothing."""
+    site = stack_data("h100pod")
+    site["gpu_nodes"][0]["firmware"] = {"nic": {"sriov": True, "num_vfs": 8}}
+    node = build_plan(parse_site(site)).by_role("gpu")[0]
+    assert [n.pci for n in node.nics] == sorted(r.pci for r in node.rails)
+    assert {n.settings for n in node.nics} == {(("LINK_TYPE_P1", 2), ("NUM_OF_VFS", 8), ("SRIOV_EN", 1))}
+    assert sorted(r for n in node.nics for r in n.rails) == sorted(r.interface for r in node.rails)
+
+    model = SERVER_MODELS["dgx-h100"].compute_ports
+    ports = [{"label": p.label} for p in model]
+    ports[1] = {"label": model[1].label, "pci": model[0].pci[:-1] + "1"}  # a dual-port card's second port
+    node = build_plan(parse_site(_dgx_site(ports))).by_role("gpu")[0]
+    first = next(n for n in node.nics if n.pci == model[0].pci)
+    assert first.settings == (("LINK_TYPE_P1", 2), ("LINK_TYPE_P2", 2)) and first.rails == ("rail0", "rail1")
+    assert len(node.nics) == 7
+
+    lab = build_plan(parse_site(stack_data("lab")))
+    assert all(n.nics == () for n in lab.nodes)  # the generic model's rails have no PCI function
+
+    site["gpu_nodes"][0]["firmware"] = {"nic": {"num_vfs": 8}}
+    with pytest.raises(SiteError) as exc:
+        parse_site(site)
+    assert [str(p) for p in exc.value.problems] == [
+        "site.gpu_nodes[0].firmware.nic: num_vfs needs sriov: true (the NIC offers no virtual function without it)"
+    ]

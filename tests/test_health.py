@@ -403,9 +403,13 @@ def test_a_pass_on_the_controller_records_applies_and_releases(tmp_path: Path) -
     assert [p.check for p in garbled.results["cp01"].problems] == ["status"]
 
 
-def _sysfs(tmp_path: Path, edit: dict[str, str] | None = None) -> Path:
-    """The recorded /sys/class/infiniband of an 8x H100 system (its JSON fixture), as a tree again."""
-    files = json.loads(fixture("sys-class-infiniband-h100-gpud.json")) | (edit or {})
+def _sysfs(tmp_path: Path, edit: dict[str, str] | None = None, ethernet: bool = True) -> Path:
+    """The recorded /sys/class/infiniband of an 8x H100 system (its JSON fixture), as a tree again. That system's
+    ports run InfiniBand; `ethernet` edits their link layer to a RoCE site's (the NICs' LINK_TYPE set to ETH)."""
+    files: dict[str, str] = json.loads(fixture("sys-class-infiniband-h100-gpud.json"))
+    if ethernet:
+        files |= {k: "Ethernet\n" for k in files if k.endswith("/link_layer")}
+    files |= edit or {}
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
@@ -415,10 +419,16 @@ def _sysfs(tmp_path: Path, edit: dict[str, str] | None = None) -> Path:
 def test_rdma_ports_state_rate_and_error_counters(tmp_path: Path) -> None:
     rails = tuple((f"rail{i}", 9000, f"10.0.{i}.2/24") for i in range(2))
     expected = Expected("dgx01", 0, False, rails, rail_gbps=400, rdma=("mlx5_0", "mlx5_1"))
+    recorded = parse.rdma_ports(_sysfs(tmp_path / "ib", ethernet=False))
+    p0 = next(p for p in recorded if p.device == "mlx5_0")
+    assert (p0.state, p0.phys_state, p0.rate_gbps, p0.link_layer) == ("ACTIVE", "LinkUp", 400.0, "InfiniBand")
+    # As recorded, InfiniBand: on a RoCE fabric each rail's NIC has not booted into its LINK_TYPE ETH.
+    assert [(p.subject, p.message) for p in judge(Facts(rdma=recorded), expected).problems] == [
+        (d, "link layer InfiniBand, the fabric's Ethernet (RoCE): the NIC's LINK_TYPE, not booted")
+        for d in ("mlx5_0", "mlx5_1")
+    ]
     ports = parse.rdma_ports(_sysfs(tmp_path / "ok"))
     assert len(ports) == 9 and {p.device for p in ports} >= {"mlx5_0", "mlx5_1", "mlx5_bond_0"}
-    p0 = next(p for p in ports if p.device == "mlx5_0")
-    assert (p0.state, p0.phys_state, p0.rate_gbps, p0.link_layer) == ("ACTIVE", "LinkUp", 400.0, "InfiniBand")
     assert "symbol_error" in p0.counters and "out_of_sequence" in p0.counters
     before = {f"{p.device}/{p.port}": p.counters for p in ports}
     assert judge(Facts(rdma=ports, previous_counters=before), expected).healthy

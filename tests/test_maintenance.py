@@ -191,6 +191,26 @@ def test_quarantined_nodes_count_against_the_budget_and_are_changed_while_out(h1
     assert rollout(old, new).to_dict()["max_unavailable_gpus"] == 32
 
 
+def test_a_rail_nic_firmware_change_reboots_every_node_it_reaches_in_waves(h100pod: dict[str, Any]) -> None:
+    """SR-IOV turned on for the DGX model: every DGX goes out for it and reboots (the NIC takes its settings at the
+    next boot), canary first, within the budget; the hosts layer that sets them is held back until then."""
+    from aisite.maintenance.hold import hold_back
+
+    data = copy.deepcopy(h100pod)
+    data["gpu_nodes"][0]["firmware"] = {"nic": {"sriov": True, "num_vfs": 8}}
+    old, new = _plan(h100pod), _plan(data)
+    r = rollout(old, new)
+    gpus = sorted(n.name for n in new.by_role("gpu"))
+    assert sorted(r.disruptions) == gpus
+    assert all(
+        d.reboot and d.reasons == ("rail NIC firmware: NUM_OF_VFS - -> 8, SRIOV_EN - -> 1",)
+        for d in r.disruptions.values()
+    )
+    assert r.waves[0] == [gpus[0]] and all(len(w) * 8 <= 32 for w in r.waves)
+    assert sorted(hold_back(old, new, None).members) == gpus
+    assert rollout(new, new).empty  # the same settings again: nothing out
+
+
 def test_one_node_per_unit_spreads_every_wave_over_the_units(h100pod: dict[str, Any]) -> None:
     data = copy.deepcopy(h100pod)
     data["maintenance"] = {"one_node_per_unit": True, "max_unavailable_gpus": 64}

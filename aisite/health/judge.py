@@ -190,7 +190,12 @@ def _rdma(facts: Facts, expected: Expected, h: NodeHealth) -> None:
         if p is None:
             h.problems.append(Problem("rdma", device, "missing"))
             continue
-        if p.state != "ACTIVE":
+        if p.link_layer and p.link_layer != "Ethernet":
+            # ConnectX-6/7 ports start as InfiniBand (aisite.catalog): the NIC's LINK_TYPE, set by the hosts layer
+            # for its next boot, has not been booted into.
+            why = f"link layer {p.link_layer[:32]}, the fabric's Ethernet (RoCE): the NIC's LINK_TYPE, not booted"
+            h.problems.append(Problem("rdma", device, why))
+        elif p.state != "ACTIVE":
             h.problems.append(Problem("rdma", device, f"port {p.state or 'unknown'} ({p.phys_state})"))
         elif expected.rail_gbps and p.rate_gbps is not None and p.rate_gbps < expected.rail_gbps:
             h.problems.append(Problem("rdma", device, f"{p.rate_gbps:g} Gb/s, the plan's {expected.rail_gbps}"))

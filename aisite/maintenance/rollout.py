@@ -3,8 +3,9 @@
 A disruptive change is one a member cannot take while it serves: a Kubernetes version (kubeadm's procedure drains
 each node for its kubelet), a GPU driver branch (the loaded module must go: drain and reboot), a switch's OS
 (reboot), a switch's routing, breakout or RoCE settings (its sessions and queues reset), a node's rail addressing
-(its jobs' RDMA paths), a node's firmware that differs from its baseline (the reset applies it). Members the old
-plan did not have are not in service yet and roll with nothing.
+(its jobs' RDMA paths), a node's firmware that differs from its baseline (the reset applies it), its rail NICs'
+firmware settings (taken at the next boot). Members the old plan did not have are not in service yet and roll with
+nothing.
 
 Waves, after Kubespray's upgrade-cluster (serial, control plane first) and the GPU Operator's upgrade states: the
 control plane one node at a time in the order `kubeadm init` ran, then storage nodes one at a time, then GPU nodes
@@ -18,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aisite.maintenance.budget import Budget, site_budget
-from aisite.plan import FABRIC_ROLES, Plan, Switch
+from aisite.plan import FABRIC_ROLES, NicConfig, Plan, Switch
 
 # The order members roll in; a wave never mixes two of these.
 PHASES = ("control-plane", "storage", "gpu", "super-spine", "spine", "leaf", "management", "oob")
@@ -96,6 +97,20 @@ def _switch_reasons(old: Switch, new: Switch, roce_changed: bool) -> tuple[list[
     return reasons, reboot
 
 
+def _nic_reason(old: Sequence[NicConfig], new: Sequence[NicConfig]) -> str:
+    """A rail NIC firmware change in words: each setting that moves, once however many NICs it moves on."""
+    before = {(c.pci, k): v for c in old for k, v in c.settings}
+    after = {(c.pci, k): v for c in new for k, v in c.settings}
+    moved = sorted(
+        {
+            f"{k} {before.get((pci, k), '-')} -> {after.get((pci, k), '-')}"
+            for pci, k in before.keys() | after.keys()
+            if before.get((pci, k)) != after.get((pci, k))
+        }
+    )
+    return "rail NIC firmware: " + (", ".join(moved) or "NICs renumbered")
+
+
 def disruptions(old: Plan, new: Plan, firmware: Mapping[str, Sequence[str]] | None = None) -> dict[str, Disruption]:
     """Per member in service in both plans, the changes it must be out of service for; `firmware`: per node, how
     its BMC's firmware differs from its baseline (aisite.firmware), which a reset applies."""
@@ -118,6 +133,9 @@ def disruptions(old: Plan, new: Plan, firmware: Mapping[str, Sequence[str]] | No
             (r.interface, r.address, r.prefix, r.gateway, r.mtu) for r in n.rails
         ]:
             reasons.append("rail addressing")
+        if was.nics != n.nics:
+            reasons.append(_nic_reason(was.nics, n.nics))
+            reboot = True
         if firmware.get(n.name):
             reasons += firmware[n.name]
             reboot = True

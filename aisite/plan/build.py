@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from aisite.catalog import GPU_TYPES, NicPort
+from aisite.catalog import GPU_TYPES, NIC_ETH, NIC_LINK_TYPE, NIC_NUM_OF_VFS, NIC_SRIOV_EN, NicPort
 from aisite.model import (
     AccessSwitchGroup,
     Firmware,
@@ -55,6 +55,7 @@ from aisite.plan.types import (
     Interface,
     MaintenancePlan,
     NetworksPlan,
+    NicConfig,
     Node,
     NodeTaint,
     Plan,
@@ -128,6 +129,26 @@ def _firmware(spec: Firmware | None) -> FirmwareBaseline | None:
     return FirmwareBaseline(
         tuple(sorted(spec.bios.items())), image.version if image else None, image.image if image else None
     )
+
+
+def _nics(rails: tuple[Rail, ...], spec: Firmware | None) -> tuple[NicConfig, ...]:
+    """Per rail NIC the plan knows by PCI function, its firmware settings: Ethernet on each rail's port, and the
+    model's SR-IOV settings (aisite.catalog)."""
+    extra: dict[str, int] = {}
+    if spec is not None and spec.nic is not None:
+        if spec.nic.sriov is not None:
+            extra[NIC_SRIOV_EN] = int(spec.nic.sriov)
+        if spec.nic.num_vfs is not None:
+            extra[NIC_NUM_OF_VFS] = spec.nic.num_vfs
+    devices: dict[str, tuple[dict[str, int], list[str]]] = {}
+    for r in rails:
+        if not r.pci:
+            continue
+        device, function = r.pci.rsplit(".", 1)
+        settings, names = devices.setdefault(f"{device}.0", (dict(extra), []))
+        settings[NIC_LINK_TYPE.format(port=int(function, 16) + 1)] = NIC_ETH
+        names.append(r.interface)
+    return tuple(NicConfig(pci, tuple(sorted(s.items())), tuple(n)) for pci, (s, n) in sorted(devices.items()))
 
 
 def _dotted(address: int) -> str:
@@ -338,6 +359,7 @@ class _Builder:
             labels=labels,
             taints=tuple(taints),
             firmware=_firmware(group.firmware),
+            nics=_nics(rails, group.firmware),
         )
 
     # -- switches

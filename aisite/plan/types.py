@@ -89,6 +89,17 @@ class Rail:
 
 
 @dataclass(frozen=True, slots=True)
+class NicConfig:
+    """A rail NIC's firmware settings as its host sets them (mstconfig, at the device's first PCI function) and the
+    rails it carries: LINK_TYPE_Pn ETH(2) for each rail port (ConnectX-6/7 and BlueField ports start as
+    InfiniBand), and the model's `firmware.nic`. A change takes effect at the next boot."""
+
+    pci: str  # 0000:18:00.0, the device's function 0
+    settings: tuple[tuple[str, int], ...]  # (mstconfig parameter, value) in name order
+    rails: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Gpu:
     type: str
     product: str
@@ -116,6 +127,7 @@ class Node:
     labels: dict[str, str]
     taints: tuple[NodeTaint, ...]
     firmware: FirmwareBaseline | None = None
+    nics: tuple[NicConfig, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
