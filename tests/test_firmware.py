@@ -253,3 +253,59 @@ def test_the_cli_reads_nothing_without_the_bmcs_secret() -> None:
     assert "nothing sent" in json.loads(d.stdout)["firmware"]["unread"]["gpu01"]
     plain = run_cli("diff", "lab")
     assert "Firmware: 2 nodes have a baseline; not read (`--firmware` reads their BMCs)." in plain.stdout
+
+
+def test_after_its_bmcs_reset_a_machine_is_waited_for_until_it_answers_from_a_new_boot(lab: dict[str, Any]) -> None:
+    """A machine (one that reports its boot_id) reset by its BMC: its old OS may still answer, then nothing does,
+    then the new boot: the step waits for that, polling; one that never comes back fails with why; a container
+    (no boot_id) is said, not waited for."""
+    from aisite.deploy import HostRecap, RunResult
+    from aisite.maintenance.state import MemberState, RolloutState
+    from aisite.maintenance.steps import AnsibleSteps
+
+    plan = _plan(_with_baseline(lab, bios={"ProcTurboMode": "Enabled"}))
+    old, new = "8d1c6a62-4f8e-4b59-9d35-0f3f0e1e2a01", "0b7e2f44-93c5-4f0e-8a54-6c1d2b3e4f02"
+
+    def scripted(answers: list[str | None]) -> tuple[AnsibleSteps, RolloutState, list[Any]]:
+        calls: list[Any] = []
+
+        def runner(playbook: str, limit: str | None, extravars: Any) -> RunResult:
+            calls.append((playbook, limit, dict(extravars)))
+            said = answers.pop(0) if answers else answers_last[0]
+            stats = {"boot_ids": {"gpu01": said}} if said else {}
+            return RunResult("successful", 0, {"gpu01": HostRecap(ok=1)}, stats=stats)
+
+        answers_last = [answers[-1]]
+        members = {"gpu01": MemberState(["firmware: BIOS ProcTurboMode 'Disabled' -> 'Enabled'"], True)}
+        state = RolloutState(plan.site, "c", "t", [["gpu01"]], members)
+        now = [0.0]
+        steps = AnsibleSteps(
+            plan,
+            runner,
+            {"AISITE_SECRET_LAB_BMC": "pw"},
+            ScriptedBmc({"ProcTurboMode": "Disabled"}, "1.0.0"),
+            boot_wait_s=60,
+            clock=lambda: now[0],
+            sleep=lambda s: now.__setitem__(0, now[0] + s),
+        )
+        steps.bmc.pending = {"ProcTurboMode": "Enabled"}  # type: ignore[attr-defined]  # set at apply, owed a reset
+        return steps, state, calls
+
+    # The OS reboot reports `old`; after the BMC's reset: `old` again (still shutting down), nothing, then `new`.
+    steps, state, calls = scripted([old, old, None, new])
+    assert steps("reboot", ["gpu01"], state) == {}
+    assert [c[2] for c in calls] == [{}] + [{"maintenance_reboot": False}] * 3
+    assert all(c[0] == "playbooks/maintenance-reboot.yml" and c[1] == "gpu01" for c in calls)
+    # Never back within the wait: the member fails with why.
+    steps, state, calls = scripted([old, old])
+    assert steps("reboot", ["gpu01"], state) == {"gpu01": "did not boot again within 60 s of its BMC's reset"}
+    assert len(calls) == 1 + 5  # polled at 0, 15, 30, 45 and 60 s
+    # A garbled boot_id is no boot: not taken for a new one.
+    steps, state, calls = scripted([old, "$(reboot)", new])
+    assert steps("reboot", ["gpu01"], state) == {} and len(calls) == 3
+    # A container reports none: said, not waited for.
+    steps, state, calls = scripted([None])
+    assert steps("reboot", ["gpu01"], state) == {} and len(calls) == 1
+    assert steps.skipped == [
+        "gpu01 (maintenance): reset by its BMC: a container's OS does not restart with it; nothing to wait for"
+    ]

@@ -17,7 +17,8 @@
 
 A node out for its firmware (aisite.firmware) has its BIOS settings set as pending and its release requested
 through its BMC at apply; at reboot, where settings are still pending or the release unchanged after the OS's
-reboot (a container's emulated BMC), its BMC restarts it; verify reads the BMC again and fails on what differs.
+reboot (a container's emulated BMC), its BMC restarts it and the step waits until the machine answers from a new
+boot (its boot_id; a container is said, not waited for); verify reads the BMC again and fails on what differs.
 
 A fabric switch's cordon is BGP graceful shutdown, its drain a wait until no peer spreads a route over it, its
 verify every session Established, its uncordon graceful shutdown off and a wait until every peer routes over it
@@ -27,6 +28,8 @@ the rollout goes on. `run` is how a playbook is run (the CLI passes one with pro
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -52,12 +55,28 @@ ROLLOUT_VARS: dict[str, dict[str, Any]] = {
 }
 
 
+# After a BMC's reset, how long a machine may take to boot again (a DGX's POST alone takes minutes) and how often it
+# is asked.
+BOOT_WAIT_S = 1800.0
+BOOT_POLL_S = 15.0
+
 # Checks a member must pass after its change even where its baseline had them failing: what a change sets up.
 NEVER_EXCUSED = ("gpu-driver", "gpu-fabric")
 
 
 class Runner(Protocol):
     def __call__(self, playbook: str, limit: str | None, extravars: Mapping[str, Any]) -> RunResult: ...
+
+
+def _boot_ids(result: RunResult) -> dict[str, str]:
+    """Each machine's boot identity as it reported it (/proc/sys/kernel/random/boot_id): a UUID, else left out."""
+    out = {}
+    for host, raw in dict(result.stats.get("boot_ids") or {}).items():
+        try:
+            out[str(host)] = str(uuid.UUID(str(raw)[:64]))
+        except ValueError:
+            continue
+    return out
 
 
 def _host_errors(result: RunResult, members: list[str]) -> dict[str, str]:
@@ -100,6 +119,11 @@ class AnsibleSteps:
     # there is no API server (the drain playbook then says so).
     jobs: Callable[[list[str]], Drained] | None = None
     drained: list[str] = field(default_factory=list)  # what the wait for jobs did, said
+    # How long a machine may take to boot again after its BMC's reset, and how that wait is timed (tests script it).
+    boot_wait_s: float = BOOT_WAIT_S
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    _reset: list[str] = field(default_factory=list, init=False)  # BMC addresses this reboot step reset
 
     def __call__(self, step: str, members: list[str], state: RolloutState) -> dict[str, str]:
         handler: Callable[[list[str], RolloutState], dict[str, str]] = getattr(self, f"_{step}")
@@ -162,7 +186,22 @@ class AnsibleSteps:
         BMC, or a machine the OS did not reset)."""
         if firmware.owed_reset(baseline, self.bmc.read(t, baseline)):
             self.bmc.reset(t)
+            self._reset.append(t.address)
         return ""
+
+    def _wait_booted(self, nodes: list[str], before: Mapping[str, str]) -> dict[str, str]:
+        """Until each node answers with another boot than `before` (its BMC reset it: the BMC says the power is on
+        long before the OS is up, and the old OS may still answer while it shuts down); per node not back, why."""
+        left = list(nodes)
+        deadline = self.clock() + self.boot_wait_s
+        while left:
+            r = self.run("playbooks/maintenance-reboot.yml", ",".join(left), {"maintenance_reboot": False})
+            now = _boot_ids(r)
+            left = [n for n in left if now.get(n) in (None, before[n])]
+            if not left or self.clock() >= deadline:
+                break
+            self.sleep(BOOT_POLL_S)
+        return dict.fromkeys(left, f"did not boot again within {self.boot_wait_s:g} s of its BMC's reset")
 
     def _firmware_verify(self, t: oob.Target, baseline: FirmwareBaseline) -> str:
         left = firmware.drift(baseline, self.bmc.read(t, baseline))
@@ -245,7 +284,17 @@ class AnsibleSteps:
         r = self.run("playbooks/maintenance-reboot.yml", ",".join(members), {})
         self._said(r)
         errors = _host_errors(r, members)
-        return errors | self._firmware([n for n in members if n not in errors], state, self._firmware_reset)
+        booted = _boot_ids(r)  # machines, not containers
+        self._reset.clear()
+        errors |= self._firmware([n for n in members if n not in errors], state, self._firmware_reset)
+        by_bmc = {n.bmc.address: n.name for n in self.plan.nodes}
+        reset = [by_bmc[a] for a in self._reset if by_bmc.get(a) in members and by_bmc[a] not in errors]
+        self.skipped += [
+            f"{n} (maintenance): reset by its BMC: a container's OS does not restart with it; nothing to wait for"
+            for n in reset
+            if n not in booted
+        ]
+        return errors | self._wait_booted([n for n in reset if n in booted], booted)
 
     def _verify(self, members: list[str], state: RolloutState) -> dict[str, str]:
         found, errors = self._health(members, now=True)
