@@ -112,4 +112,28 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
                 + ")",
             )
         )
+    out += _ceph_margins(plan)
+    return out
+
+
+def _ceph_margins(plan: Plan) -> list[Problem]:
+    """Pools that write with no redundancy while one failure lasts (aisite.plan.ceph: Ceph's default min_size)."""
+    out = []
+    for i, pool in enumerate(p for p in (plan.ceph.pools if plan.ceph else ()) if not p.system):
+        if pool.kind == "erasure" and pool.min_size == pool.k:
+            out.append(
+                Problem(
+                    f"site.storage_nodes.ceph.pools[{i}]",
+                    f"{pool.name}: erasure {pool.k}+{pool.m} has min_size {pool.min_size} = k: while one "
+                    f"{pool.failure_domain} is down it takes writes with no coding chunk to spare (m >= 2 keeps one)",
+                )
+            )
+        elif pool.kind == "replicated" and pool.width == 2:
+            out.append(
+                Problem(
+                    f"site.storage_nodes.ceph.pools[{i}].size",
+                    f"{pool.name}: 2 copies, min_size 1: while one {pool.failure_domain} is down it takes writes "
+                    "on a single copy",
+                )
+            )
     return out

@@ -26,6 +26,7 @@ from aisite.model import (
     group_hardware,
 )
 from aisite.plan import FabricLayout, fabric_capacity, fabric_layout, group_rails, rail_block_prefix
+from aisite.plan.ceph import ceph_problems
 from aisite.plan.fabric import switch_port
 from aisite.plan.kubernetes import (
     CNI_MANIFESTS,
@@ -64,6 +65,7 @@ def check_site(site: Site) -> list[Problem]:
     _check_gitops(site, groups, out)
     _check_provisioning(site, groups, out)
     _check_acceptance(site, out)
+    out += ceph_problems(site)
     return out
 
 

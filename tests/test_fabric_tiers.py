@@ -54,7 +54,7 @@ def test_two_tier_plans_are_byte_identical(stack: str) -> None:
     # the etcd backups' settings, the certificates' renewal and the nodes' firmware baselines.
     if doc["provisioning"] is None:
         del doc["provisioning"]
-    del doc["acceptance"], doc["health"], doc["maintenance"], doc["kubernetes"]["etcd_backup"]
+    del doc["acceptance"], doc["health"], doc["maintenance"], doc["kubernetes"]["etcd_backup"], doc["ceph"]
     del doc["kubernetes"]["certificate_renew_days"]
     for node in doc["nodes"]:
         node["labels"].pop("aisite.io/leaf-block", None)

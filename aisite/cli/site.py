@@ -17,6 +17,7 @@ from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err,
 from aisite.deploy import run_playbook
 from aisite.loader import resolve_stack
 from aisite.plan import FabricCapacity, Plan, fabric_capacity, fabric_layout
+from aisite.plan.ceph import MAX_PG_PER_OSD, CephPlan
 from aisite.platform.images import site_images
 from aisite.render.bundle import OutputError, bundle, check_output, render_into
 from aisite.render.inventory import inventory_yaml
@@ -114,6 +115,28 @@ def plan(stack: StackArg, as_json: JsonOpt = False) -> None:
     capacity = fabric_capacity(site, fabric_layout(site))
     if capacity:
         out.print(_fabric_line(capacity))
+    if p.ceph:
+        _print_ceph(p.ceph)
+
+
+def _print_ceph(c: CephPlan) -> None:
+    raw = ", ".join(f"{cls} {gb} GB" for cls, gb in sorted(c.raw_gb.items()))
+    per_osd = ", ".join(f"{n} per {cls} OSD" for cls, n in sorted(c.pgs_per_osd.items()))
+    out.print(
+        f"Ceph {c.release}: monitors {', '.join(c.monitors)}; {len(c.osds)} OSDs ({raw} raw); placement groups "
+        f"{per_osd} (Ceph refuses over {MAX_PG_PER_OSD})"
+    )
+    pools = Table(title="Ceph pools")
+    for col in ("pool", "for", "layout", "on", "PGs", "min_size", "rides out", "usable GB"):
+        pools.add_column(col, no_wrap=True)
+    for pool in c.pools:
+        layout = f"EC {pool.k}+{pool.m}" if pool.kind == "erasure" else f"{pool.width} copies"
+        rides = f"{pool.margin} {pool.failure_domain}{'s' if pool.margin != 1 else ''}"
+        usable = "-" if pool.system else str(pool.usable_gb)
+        pools.add_row(
+            pool.name, pool.application, layout, pool.device_class, str(pool.pg_num), str(pool.min_size), rides, usable
+        )
+    out.print(pools)
 
 
 def _fabric_line(c: FabricCapacity) -> str:

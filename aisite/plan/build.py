@@ -20,6 +20,7 @@ from aisite.model import (
     group_hardware,
 )
 from aisite.plan.acceptance import acceptance_plan
+from aisite.plan.ceph import ceph_plan
 from aisite.plan.fabric import (
     fabric_bfd,
     fabric_layout,
@@ -555,6 +556,7 @@ def build_plan(site: Site) -> Plan:
         acceptance=acceptance_plan(site, nodes, {c.speed_gbps for c in b.cables if c.kind == "rail"}),
         health=HealthPlan(**site.health.model_dump()),
         maintenance=maintenance_plan(site, nodes),
+        ceph=ceph_plan(site, tuple(n.name for n in nodes if n.role == "control-plane")),
         secrets={
             name: {
                 "username": s.username,

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from aisite.model import Taint
+from aisite.plan.ceph import CephPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -523,6 +524,7 @@ class Plan:
     acceptance: AcceptancePlan | None = None
     health: HealthPlan | None = None
     maintenance: MaintenancePlan | None = None
+    ceph: CephPlan | None = None  # the storage nodes' Ceph cluster, where the site has one
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

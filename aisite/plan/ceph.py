@@ -1,0 +1,342 @@
+"""A Ceph cluster from the site (pure): where its daemons run, its OSDs, its pools sized in placement groups, what
+each pool keeps usable and how many failures it rides out; and the checks a design must pass before anything is
+installed.
+
+Ceph's numbers used here are its own defaults (Ceph 16.2.15, `ceph-conf -D`): mon_target_pg_per_osd 100 (what the
+placement groups of all pools aim at per OSD), mon_max_pg_per_osd 250 (above it a pool is refused at creation; RGW
+then fails to start), osd_pool_default_size 3. A pool's placement groups follow the PG autoscaler's rule (Ceph
+documentation, Placement Groups: a pool's share of its OSDs' capacity times the target per OSD, divided by the
+copies or chunks each PG keeps, to the nearest power of two), never below 8 here. min_size (how many copies or
+chunks must be up for I/O) is Ceph's default: size - size/2 for a replicated pool and k + min(1, m - 1) for an
+erasure-coded one (src/mon/OSDMonitor.cc, prepare_pool_size), so an EC pool with m = 1 has no margin while one
+failure lasts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from aisite.errors import Problem
+from aisite.model import Ceph, CephPool, Site
+
+TARGET_PG_PER_OSD = 100
+MAX_PG_PER_OSD = 250
+MIN_PG = 8
+# The pools RGW makes for its default zone (Ceph documentation, Ceph Object Gateway: Pools), each small: planned at
+# MIN_PG PGs so that their defaults (osd_pool_default_pg_num 32 each) do not meet mon_max_pg_per_osd on small
+# clusters. Object data goes to the site's own pools (its storage classes).
+RGW_POOLS = (
+    ".rgw.root",
+    "default.rgw.control",
+    "default.rgw.meta",
+    "default.rgw.log",
+    "default.rgw.buckets.index",
+    "default.rgw.buckets.non-ec",
+)
+# The manager's own pool, one PG: device_health_metrics in 16.2 (pacific), renamed .mgr from 17.2 (quincy).
+MGR_POOLS = {"16.2": "device_health_metrics"}
+MGR_POOL = ".mgr"
+ALL = "all"  # a pool with no device class spans every OSD
+
+
+@dataclass(frozen=True, slots=True)
+class Osd:
+    id: int
+    host: str
+    device_class: str
+    size_gb: int
+
+
+@dataclass(frozen=True, slots=True)
+class PoolPlan:
+    name: str
+    application: str  # cephfs | rgw | rbd | mgr
+    kind: str  # replicated | erasure
+    width: int  # copies (replicated) or k + m chunks each placement group keeps
+    min_size: int
+    k: int | None
+    m: int | None
+    failure_domain: str  # host | osd
+    device_class: str  # nvme | ssd | hdd | all
+    pg_num: int
+    usable_gb: int  # of its share of the device class's raw capacity, after copies or coding chunks
+    system: bool = False  # one Ceph makes for itself (RGW's, the manager's), planned small
+
+    @property
+    def margin(self) -> int:
+        """Failures of its failure domain the pool rides out and still serves I/O."""
+        return self.width - self.min_size
+
+
+@dataclass(frozen=True, slots=True)
+class CephPlan:
+    release: str
+    monitors: tuple[str, ...]
+    managers: tuple[str, ...]
+    mds: tuple[str, ...]
+    rgw: tuple[str, ...]
+    osds: tuple[Osd, ...]
+    osd_memory_target_mib: int
+    pools: tuple[PoolPlan, ...]
+    raw_gb: dict[str, int]  # per device class
+    pgs_per_osd: dict[str, int]  # per device class: the placement groups each OSD carries, all pools together
+    filesystem: str | None
+    fs_metadata_pool: str | None
+    fs_data_pool: str | None
+    fs_layouts: tuple[tuple[str, str], ...]  # (directory, pool)
+    s3_classes: tuple[tuple[str, str], ...]  # (storage class, pool)
+    s3_lifecycle: tuple[tuple[str, int, str], ...]  # (prefix, days, storage class)
+
+
+def min_size(pool: CephPool) -> int:
+    if pool.kind == "erasure":
+        assert pool.k is not None and pool.m is not None
+        return pool.k + min(1, pool.m - 1)
+    size = pool.size or 3
+    return size - size // 2
+
+
+def width(pool: CephPool) -> int:
+    return (pool.k or 0) + (pool.m or 0) if pool.kind == "erasure" else pool.size or 3
+
+
+def _power_of_two(x: float) -> int:
+    """The nearest power of two, at least MIN_PG."""
+    if x <= MIN_PG:
+        return MIN_PG
+    low = 1 << math.floor(math.log2(x))
+    return low * 2 if x - low > low * 2 - x else low
+
+
+def osds(site: Site) -> tuple[Osd, ...]:
+    """An OSD per disk of each storage node, its device class the disk's tier, numbered node by node."""
+    group = site.storage_nodes
+    if group is None:
+        return ()
+    out: list[Osd] = []
+    for host in group.node_names():
+        for disk in group.disks:
+            out += [Osd(len(out) + i, host, disk.tier, disk.size_gb) for i in range(disk.count)]
+    return tuple(out)
+
+
+def _domains(all_osds: Iterable[Osd], device_class: str, failure_domain: str) -> int:
+    chosen = [o for o in all_osds if device_class in (ALL, o.device_class)]
+    return len({o.host for o in chosen}) if failure_domain == "host" else len(chosen)
+
+
+def _pool_plans(ceph: Ceph, all_osds: tuple[Osd, ...]) -> tuple[PoolPlan, ...]:
+    raw = _raw(all_osds)
+    out = []
+    for p in ceph.pools:
+        cls = p.device_class or ALL
+        members = [o for o in all_osds if cls in (ALL, o.device_class)]
+        w = width(p)
+        pg = _power_of_two(TARGET_PG_PER_OSD * len(members) * p.share / 100 / w) if members else MIN_PG
+        efficiency = (p.k or 0) / w if p.kind == "erasure" else 1 / w
+        out.append(
+            PoolPlan(
+                p.name,
+                p.application,
+                p.kind,
+                w,
+                min_size(p),
+                p.k,
+                p.m,
+                p.failure_domain,
+                cls,
+                pg,
+                int(raw.get(cls, 0) * p.share / 100 * efficiency),
+            )
+        )
+    hosts = len({o.host for o in all_osds})
+    small = max(1, min(3, hosts))
+    mgr = MGR_POOLS.get(ceph.release, MGR_POOL)
+    system = [(mgr, "mgr", 1)] + ([(n, "rgw", MIN_PG) for n in RGW_POOLS] if ceph.s3 else [])
+    for name, app, pg in system:
+        out.append(PoolPlan(name, app, "replicated", small, small - small // 2, None, None, "host", ALL, pg, 0, True))
+    return tuple(out)
+
+
+def _raw(all_osds: Iterable[Osd]) -> dict[str, int]:
+    raw: dict[str, int] = {}
+    for o in all_osds:
+        raw[o.device_class] = raw.get(o.device_class, 0) + o.size_gb
+        raw[ALL] = raw.get(ALL, 0) + o.size_gb
+    return raw
+
+
+def _pgs_per_osd(pools: Iterable[PoolPlan], all_osds: tuple[Osd, ...]) -> dict[str, int]:
+    """Per device class, the placement-group copies an OSD of it carries (each pool's PGs times their width,
+    spread over the OSDs the pool may use)."""
+    load: dict[int, float] = {o.id: 0.0 for o in all_osds}
+    for p in pools:
+        members = [o for o in all_osds if p.device_class in (ALL, o.device_class)]
+        for o in members:
+            load[o.id] += p.pg_num * p.width / len(members)
+    out: dict[str, int] = {}
+    for o in all_osds:
+        out[o.device_class] = max(out.get(o.device_class, 0), math.ceil(load[o.id]))
+    return out
+
+
+def ceph_plan(site: Site, control_plane: tuple[str, ...]) -> CephPlan | None:
+    group = site.storage_nodes
+    if group is None or group.ceph is None:
+        return None
+    ceph = group.ceph
+    storage = tuple(group.node_names())
+    all_osds = osds(site)
+    pools = _pool_plans(ceph, all_osds)
+    monitors = (control_plane if ceph.monitors == "control-plane" else storage)[:3]
+    fs = ceph.filesystem
+    return CephPlan(
+        release=ceph.release,
+        monitors=monitors,
+        managers=monitors[:2],
+        mds=storage[:2] if fs else (),
+        rgw=storage if ceph.s3 else (),
+        osds=all_osds,
+        osd_memory_target_mib=ceph.osd_memory_target_mib,
+        pools=pools,
+        raw_gb={k: v for k, v in _raw(all_osds).items() if k != ALL},
+        pgs_per_osd=_pgs_per_osd(pools, all_osds),
+        filesystem=fs.name if fs else None,
+        fs_metadata_pool=fs.metadata_pool if fs else None,
+        fs_data_pool=fs.data_pool if fs else None,
+        fs_layouts=tuple(sorted(fs.layouts.items())) if fs else (),
+        s3_classes=tuple(sorted(ceph.s3.storage_classes.items())) if ceph.s3 else (),
+        s3_lifecycle=tuple((r.prefix, r.days, r.storage_class) for r in ceph.s3.lifecycle) if ceph.s3 else (),
+    )
+
+
+# ------------------------------------------------------------------------------------------------ checks
+def _check_pools(ceph: Ceph, all_osds: tuple[Osd, ...], classes: set[str], out: list[Problem]) -> None:
+    base = "site.storage_nodes.ceph.pools"
+    seen: dict[str, int] = {}
+    shares: dict[str, int] = {}
+    for i, p in enumerate(ceph.pools):
+        path = f"{base}[{i}]"
+        if p.name in seen:
+            out.append(Problem(f"{path}.name", f"{p.name!r} is already pools[{seen[p.name]}]"))
+        elif p.name in (MGR_POOL, *MGR_POOLS.values(), *RGW_POOLS):
+            out.append(Problem(f"{path}.name", f"{p.name!r} is a pool Ceph makes for itself"))
+        seen.setdefault(p.name, i)
+        if p.device_class is not None and p.device_class not in classes:
+            have = ", ".join(sorted(classes)) or "none"
+            out.append(Problem(f"{path}.device_class", f"no storage disk is {p.device_class} (disks: {have})"))
+            continue
+        cls = p.device_class or ALL
+        shares[cls] = shares.get(cls, 0) + p.share
+        need, have_domains = width(p), _domains(all_osds, cls, p.failure_domain)
+        if have_domains < need:
+            what = ("storage nodes with " if p.failure_domain == "host" else "") + ("" if cls == ALL else f"{cls} ")
+            out.append(
+                Problem(
+                    path,
+                    f"{p.kind} {'k+m' if p.kind == 'erasure' else 'size'} {need} needs {need} failure domains "
+                    f"({p.failure_domain}); the site has {have_domains} {what}OSDs",
+                )
+            )
+    for cls, total in sorted(shares.items()):
+        if total > 100:
+            out.append(Problem(base, f"the pools on {cls} OSDs share {total}% of their capacity, over 100%"))
+
+
+def _check_filesystem(ceph: Ceph, pools: dict[str, CephPool], out: list[Problem]) -> None:
+    fs = ceph.filesystem
+    if fs is None:
+        return
+    base = "site.storage_nodes.ceph.filesystem"
+
+    def pool(path: str, name: str, replicated: bool, why: str = "") -> None:
+        p = pools.get(name)
+        if p is None:
+            out.append(Problem(path, f"no pool {name!r} under site.storage_nodes.ceph.pools"))
+        elif p.application != "cephfs":
+            out.append(Problem(path, f"pool {name!r} is for {p.application}, not cephfs"))
+        elif replicated and p.kind != "replicated":
+            out.append(Problem(path, f"pool {name!r} is erasure-coded: {why}"))
+
+    pool(f"{base}.metadata_pool", fs.metadata_pool, True, "metadata needs a replicated pool")
+    pool(
+        f"{base}.data_pool",
+        fs.data_pool,
+        True,
+        "the first data pool keeps every file's backtrace and must be replicated (put EC pools in layouts)",
+    )
+    if fs.data_pool == fs.metadata_pool:
+        out.append(Problem(f"{base}.data_pool", "the data pool must not be the metadata pool"))
+    for directory, name in fs.layouts.items():
+        pool(f"{base}.layouts.{directory}", name, False)
+        if name == fs.metadata_pool:
+            out.append(Problem(f"{base}.layouts.{directory}", "files cannot go to the metadata pool"))
+
+
+def _check_s3(ceph: Ceph, pools: dict[str, CephPool], out: list[Problem]) -> None:
+    s3 = ceph.s3
+    if s3 is None:
+        return
+    base = "site.storage_nodes.ceph.s3"
+    if "STANDARD" not in s3.storage_classes:
+        out.append(Problem(f"{base}.storage_classes", "STANDARD is missing: it is where objects land"))
+    for cls, name in s3.storage_classes.items():
+        path = f"{base}.storage_classes.{cls}"
+        p = pools.get(name)
+        if p is None:
+            out.append(
+                Problem(f"{base}.storage_classes.{cls}", f"no pool {name!r} under site.storage_nodes.ceph.pools")
+            )
+        elif p.application != "rgw":
+            out.append(Problem(f"{base}.storage_classes.{cls}", f"pool {name!r} is for {p.application}, not rgw"))
+    for i, rule in enumerate(s3.lifecycle):
+        path = f"{base}.lifecycle[{i}].storage_class"
+        if rule.storage_class not in s3.storage_classes:
+            out.append(Problem(path, f"{rule.storage_class} is not one of storage_classes"))
+        elif rule.storage_class == "STANDARD":
+            out.append(Problem(path, "objects land in STANDARD: a transition goes to another class"))
+
+
+def ceph_problems(site: Site) -> list[Problem]:
+    """Every problem of the site's Ceph design, each at its path."""
+    group = site.storage_nodes
+    if group is None or group.ceph is None:
+        return []
+    ceph = group.ceph
+    out: list[Problem] = []
+    base = "site.storage_nodes.ceph"
+    if ceph.monitors == "storage" and group.size < 3:
+        out.append(
+            Problem(
+                f"{base}.monitors",
+                f"Ceph's monitors need a majority of three nodes; the site has {group.size} storage node(s): "
+                "put them on the control plane (monitors: control-plane) or add storage nodes",
+            )
+        )
+    if ceph.monitors == "control-plane" and site.control_plane.size < 3:
+        out.append(
+            Problem(
+                f"{base}.monitors",
+                f"Ceph's monitors need a majority of three nodes; the control plane has {site.control_plane.size}",
+            )
+        )
+    if not group.disks:
+        out.append(Problem("site.storage_nodes.disks", "a Ceph cluster needs disks for its OSDs"))
+    all_osds = osds(site)
+    _check_pools(ceph, all_osds, {d.tier for d in group.disks}, out)
+    pools = {p.name: p for p in ceph.pools}
+    _check_filesystem(ceph, pools, out)
+    _check_s3(ceph, pools, out)
+    if not out and all_osds:
+        for cls, n in sorted(_pgs_per_osd(_pool_plans(ceph, all_osds), all_osds).items()):
+            if n > MAX_PG_PER_OSD:
+                out.append(
+                    Problem(
+                        f"{base}.pools",
+                        f"{n} placement groups per {cls} OSD, over Ceph's mon_max_pg_per_osd {MAX_PG_PER_OSD}: "
+                        "pools would be refused; lower their shares or add OSDs",
+                    )
+                )
+    return out

@@ -1,0 +1,208 @@
+"""The Ceph cluster in the model and the plan (aisite.plan.ceph): daemons placed, OSDs per disk, pools sized in
+placement groups with their margins and usable capacity, and every problem of a design said at once."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aisite.cautions import site_warnings
+from aisite.errors import SiteError
+from aisite.loader import parse_site
+from aisite.plan import build_plan
+from aisite.plan.ceph import MAX_PG_PER_OSD, MIN_PG, RGW_POOLS, ceph_problems
+from tests.conftest import stack_data
+
+DESIGN: dict[str, Any] = {
+    "pools": [
+        {"name": "cephfs-meta", "application": "cephfs", "device_class": "nvme", "share": 5},
+        {"name": "cephfs-data", "application": "cephfs", "device_class": "nvme", "share": 20},
+        {
+            "name": "datasets-ec",
+            "application": "cephfs",
+            "kind": "erasure",
+            "k": 2,
+            "m": 1,
+            "device_class": "hdd",
+            "share": 60,
+        },
+        {"name": "rgw-hot", "application": "rgw", "device_class": "nvme", "share": 30},
+        {"name": "rgw-ec", "application": "rgw", "kind": "erasure", "k": 2, "m": 1, "device_class": "hdd", "share": 30},
+    ],
+    "filesystem": {"metadata_pool": "cephfs-meta", "data_pool": "cephfs-data", "layouts": {"/datasets": "datasets-ec"}},
+    "s3": {
+        "storage_classes": {"STANDARD": "rgw-hot", "STANDARD_IA": "rgw-ec"},
+        "lifecycle": [{"prefix": "ingest/", "days": 30, "storage_class": "STANDARD_IA"}],
+    },
+}
+
+
+def _site(ceph: dict[str, Any], count: int = 3, disks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    site = stack_data("lab")
+    site["storage_nodes"] |= {
+        "count": count,
+        "disks": disks
+        if disks is not None
+        else [
+            {"tier": "hdd", "size_gb": 8000, "count": 4},
+            {"tier": "nvme", "size_gb": 3840, "count": 2},
+        ],
+        "ceph": ceph,
+    }
+    return site
+
+
+def test_three_storage_nodes_plan_daemons_osds_and_pools_by_cephs_own_rules() -> None:
+    site = parse_site(_site(copy.deepcopy(DESIGN)))
+    plan = build_plan(site)
+    c = plan.ceph
+    assert c is not None and c.release == "16.2"
+    assert c.monitors == ("stor01", "stor02", "stor03") and c.managers == ("stor01", "stor02")
+    assert c.mds == ("stor01", "stor02") and c.rgw == ("stor01", "stor02", "stor03")
+    assert len(c.osds) == 18 and [o.id for o in c.osds] == list(range(18))
+    assert [(o.host, o.device_class) for o in c.osds[:6]] == [("stor01", "hdd")] * 4 + [("stor01", "nvme")] * 2
+    assert c.raw_gb == {"hdd": 96_000, "nvme": 23_040}
+    pools = {p.name: p for p in c.pools}
+    # PGs: 100 per OSD x OSDs of the class x share / width, to the nearest power of two (at least 8).
+    assert {n: pools[n].pg_num for n in ("datasets-ec", "rgw-ec", "cephfs-meta", "cephfs-data", "rgw-hot")} == {
+        "datasets-ec": 256,  # 100 x 12 x 0.6 / 3 = 240
+        "rgw-ec": 128,  # 120
+        "cephfs-meta": 8,  # 10
+        "cephfs-data": 32,  # 40
+        "rgw-hot": 64,  # 60
+    }
+    # min_size: k + min(1, m - 1) for EC (2+1: 2, no margin beyond one failure), size - size/2 replicated.
+    assert (pools["datasets-ec"].min_size, pools["datasets-ec"].margin) == (2, 1)
+    assert (pools["rgw-hot"].width, pools["rgw-hot"].min_size) == (3, 2)
+    assert pools["datasets-ec"].usable_gb == 38_400 and pools["cephfs-data"].usable_gb == 1_536
+    # RGW's own pools and the manager's are planned small, and counted per OSD.
+    assert all(pools[n].system and pools[n].pg_num == MIN_PG for n in RGW_POOLS)
+    assert max(c.pgs_per_osd.values()) <= MAX_PG_PER_OSD
+    assert c.fs_layouts == (("/datasets", "datasets-ec"),) and c.s3_lifecycle == (("ingest/", 30, "STANDARD_IA"),)
+    # The EC pools with m = 1 are warned of (valid, but no coding chunk to spare while a node is down).
+    warned = [str(w) for w in site_warnings(site, plan) if "ceph" in w.path]
+    assert warned == [
+        "site.storage_nodes.ceph.pools[2]: datasets-ec: erasure 2+1 has min_size 2 = k: while one host is down it "
+        "takes writes with no coding chunk to spare (m >= 2 keeps one)",
+        "site.storage_nodes.ceph.pools[4]: rgw-ec: erasure 2+1 has min_size 2 = k: while one host is down it takes "
+        "writes with no coding chunk to spare (m >= 2 keeps one)",
+    ]
+    # Monitors on the control plane instead (h100pod's three nodes), OSDs as failure domains on one storage node.
+    one = stack_data("h100pod")
+    one["storage_nodes"] |= {"count": 1, "ceph": copy.deepcopy(DESIGN) | {"monitors": "control-plane"}}
+    one["storage_nodes"]["disks"] = [
+        {"tier": "hdd", "size_gb": 8000, "count": 4},
+        {"tier": "nvme", "size_gb": 3840, "count": 3},
+    ]
+    for pool in one["storage_nodes"]["ceph"]["pools"]:
+        pool["failure_domain"] = "osd"
+    small = build_plan(parse_site(one)).ceph
+    assert small is not None and small.monitors == ("cp01", "cp02", "cp03") and small.rgw == ("stor01",)
+    # The lab's control plane is one node: not three monitors.
+    with pytest.raises(SiteError) as exc:
+        parse_site(_site(copy.deepcopy(DESIGN) | {"monitors": "control-plane"}))
+    assert [str(p) for p in exc.value.problems] == [
+        "site.storage_nodes.ceph.monitors: Ceph's monitors need a majority of three nodes; the control plane has 1"
+    ]
+
+
+def test_every_problem_of_a_design_is_said_at_once_each_at_its_path() -> None:
+    bad = copy.deepcopy(DESIGN)
+    bad["pools"][2] |= {"k": 4, "m": 2}  # 6 hosts needed, 3 there
+    bad["pools"].append({"name": "fast", "application": "rbd", "device_class": "ssd"})  # no ssd disks
+    bad["pools"].append({"name": "rgw-hot", "application": "rbd", "device_class": "nvme", "share": 50})
+    bad["pools"].append({"name": "default.rgw.meta", "application": "rgw"})
+    bad["filesystem"] |= {"data_pool": "datasets-ec", "layouts": {"/meta": "cephfs-meta", "/s3": "rgw-hot"}}
+    bad["s3"]["storage_classes"] = {"COLD": "rgw-ec"}
+    bad["s3"]["lifecycle"].append({"days": 1, "storage_class": "GLACIER"})
+    with pytest.raises(SiteError) as exc:
+        parse_site(_site(bad))
+    assert [str(p) for p in exc.value.problems] == [
+        "site.storage_nodes.ceph.pools[2]: erasure k+m 6 needs 6 failure domains (host); the site has 3 storage "
+        "nodes with hdd OSDs",
+        "site.storage_nodes.ceph.pools[5].device_class: no storage disk is ssd (disks: hdd, nvme)",
+        "site.storage_nodes.ceph.pools[6].name: 'rgw-hot' is already pools[3]",
+        "site.storage_nodes.ceph.pools[7].name: 'default.rgw.meta' is a pool Ceph makes for itself",
+        "site.storage_nodes.ceph.pools: the pools on nvme OSDs share 105% of their capacity, over 100%",
+        "site.storage_nodes.ceph.filesystem.data_pool: pool 'datasets-ec' is erasure-coded: the first data pool "
+        "keeps every file's backtrace and must be replicated (put EC pools in layouts)",
+        "site.storage_nodes.ceph.filesystem.layouts./meta: files cannot go to the metadata pool",
+        "site.storage_nodes.ceph.filesystem.layouts./s3: pool 'rgw-hot' is for rbd, not cephfs",
+        "site.storage_nodes.ceph.s3.storage_classes: STANDARD is missing: it is where objects land",
+        "site.storage_nodes.ceph.s3.lifecycle[0].storage_class: STANDARD_IA is not one of storage_classes",
+        "site.storage_nodes.ceph.s3.lifecycle[1].storage_class: GLACIER is not one of storage_classes",
+    ]
+    # Two storage nodes: no majority of monitors, and a size-3 pool across hosts has two.
+    with pytest.raises(SiteError) as exc:
+        parse_site(_site(copy.deepcopy(DESIGN), count=2))
+    found = [str(p) for p in exc.value.problems]
+    assert found[0].startswith("site.storage_nodes.ceph.monitors: Ceph's monitors need a majority of three nodes;")
+    assert found[1] == (
+        "site.storage_nodes.ceph.pools[0]: replicated size 3 needs 3 failure domains (host); the site has 2 storage "
+        "nodes with nvme OSDs"
+    )
+
+
+def test_the_models_own_rules_refuse_a_pool_of_no_shape_and_a_memory_target_ceph_ignores() -> None:
+    bad = copy.deepcopy(DESIGN) | {"osd_memory_target_mib": 896, "release": "15.2"}
+    bad["pools"][0] |= {"kind": "erasure"}
+    bad["pools"][1] |= {"k": 2}
+    with pytest.raises(SiteError) as exc:
+        parse_site(_site(bad))
+    found = [str(p) for p in exc.value.problems]
+    assert "site.storage_nodes.ceph.pools[0]: an erasure-coded pool needs k and m" in found
+    assert "site.storage_nodes.ceph.pools[1]: k and m are for erasure-coded pools; a replicated pool has size" in found
+    assert any(p.startswith("site.storage_nodes.ceph.osd_memory_target_mib: ") for p in found)
+    assert any(p.startswith("site.storage_nodes.ceph.release: ") for p in found)
+
+
+@st.composite
+def _designs(draw: st.DrawFn) -> dict[str, Any]:
+    pools = []
+    for i in range(draw(st.integers(1, 12))):
+        erasure = draw(st.booleans())
+        pool: dict[str, Any] = {
+            "name": f"p{i}",
+            "application": draw(st.sampled_from(["rbd", "rgw", "cephfs"])),
+            "failure_domain": draw(st.sampled_from(["host", "osd"])),
+            "device_class": draw(st.sampled_from(["hdd", "nvme", None])),
+            "share": draw(st.integers(1, 40)),
+        }
+        if erasure:
+            pool |= {"kind": "erasure", "k": draw(st.integers(2, 8)), "m": draw(st.integers(1, 4))}
+        else:
+            pool["size"] = draw(st.integers(2, 4))
+        pools.append(pool)
+    return {"pools": pools, "monitors": "control-plane"}
+
+
+@given(
+    design=_designs(),
+    count=st.integers(1, 12),
+    hdd=st.integers(1, 24),
+    nvme=st.integers(0, 4),
+)
+def test_a_design_either_has_its_problems_said_or_plans_within_cephs_limits(
+    design: dict[str, Any], count: int, hdd: int, nvme: int
+) -> None:
+    disks = [{"tier": "hdd", "size_gb": 4000, "count": hdd}] + (
+        [{"tier": "nvme", "size_gb": 2000, "count": nvme}] if nvme else []
+    )
+    data = _site(design, count=count, disks=disks)
+    try:
+        site = parse_site(data)
+    except SiteError as exc:
+        assert all(p.path.startswith("site.storage_nodes") for p in exc.problems), exc.problems
+        return
+    assert ceph_problems(site) == []
+    c = build_plan(site).ceph
+    assert c is not None and len(c.osds) == count * (hdd + nvme)
+    for p in c.pools:
+        assert p.pg_num >= 1 and p.pg_num & (p.pg_num - 1) == 0  # a power of two
+        assert 1 <= p.min_size <= p.width and p.margin >= 0
+        assert p.usable_gb <= c.raw_gb.get(p.device_class, sum(c.raw_gb.values()))
+    assert max(c.pgs_per_osd.values()) <= MAX_PG_PER_OSD
