@@ -9,8 +9,11 @@ cd "$(dirname "$0")/.."
 # gnupg: a reconcile test signs a commit with OpenPGP to show that such a signature is refused. cmake, gcc, make,
 # patch, libpcre2-dev: SONiC's libyang is built from ../shared for the config_db validation (scripts/sonic-yang.sh).
 # mstflint: its mstconfig is what the rail NICs' settings module (aisite.site.nic_config) asks, tested for real.
+# ceph-mon: a real Ceph 16.2 monitor on loopback holds the Ceph plan's pools to what Ceph sets (tests/test_ceph_plan.py);
+# without its recommends (ceph-mds, a time daemon), which the controller does not need.
 APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool openssh-client iperf3 fio gnupg
-  cmake gcc make patch libpcre2-dev mstflint)
+  cmake gcc make patch libpcre2-dev mstflint ceph-mon)
+APT_NO_RECOMMENDS=(ceph-mon)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -20,7 +23,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
     echo "setup: installing ${need_apt[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    plain=() bare=()
+    for pkg in "${need_apt[@]}"; do
+      if [[ " ${APT_NO_RECOMMENDS[*]} " == *" $pkg "* ]]; then bare+=("$pkg"); else plain+=("$pkg"); fi
+    done
+    [ ${#plain[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${plain[@]}" >/dev/null
+    [ ${#bare[@]} -eq 0 ] ||
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${bare[@]}" >/dev/null
   else
     echo "setup: missing system packages: ${need_apt[*]} (run as root, or install them)" >&2
   fi

@@ -4,6 +4,12 @@ placement groups with their margins and usable capacity, and every problem of a 
 from __future__ import annotations
 
 import copy
+import json
+import shutil
+import socket
+import subprocess
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -206,3 +212,70 @@ def test_a_design_either_has_its_problems_said_or_plans_within_cephs_limits(
         assert 1 <= p.min_size <= p.width and p.margin >= 0
         assert p.usable_gb <= c.raw_gb.get(p.device_class, sum(c.raw_gb.values()))
     assert max(c.pgs_per_osd.values()) <= MAX_PG_PER_OSD
+
+
+@pytest.mark.skipif(shutil.which("ceph-mon") is None, reason="ceph-mon is not installed (scripts/setup.sh does)")
+def test_min_size_is_what_a_real_ceph_monitor_sets(tmp_path: Path) -> None:
+    """Each pool of the design (and an EC 4+2) created on a real Ceph 16.2 monitor (Debian's, on loopback, no
+    OSDs: pools exist without them): the min_size and width it reports are the plan's."""
+    design = copy.deepcopy(DESIGN)
+    design["pools"][2]["share"] = 40
+    design["pools"].append(
+        {
+            "name": "wide",
+            "application": "rbd",
+            "kind": "erasure",
+            "k": 4,
+            "m": 2,
+            "failure_domain": "osd",
+            "device_class": "hdd",
+        }
+    )
+    design["pools"].append({"name": "two", "application": "rbd", "size": 2, "device_class": "hdd", "share": 5})
+    plan = build_plan(parse_site(_site(design)))
+    assert plan.ceph is not None
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    fsid = str(uuid.uuid4())
+    conf, keyring = tmp_path / "ceph.conf", tmp_path / "keyring"
+    conf.write_text(
+        f"[global]\nfsid = {fsid}\nmon_host = v1:127.0.0.1:{port}\nrun_dir = {tmp_path}\n"
+        f"admin_socket = {tmp_path}/$name.asok\nlog_file = {tmp_path}/$name.log\n[mon]\nmon_data = {tmp_path}/mon\n"
+    )
+
+    def run(*cmd: str) -> str:
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=60)
+        assert r.returncode == 0, (cmd, r.stderr[-2000:])
+        return r.stdout
+
+    run("ceph-authtool", "--create-keyring", str(keyring), "--gen-key", "-n", "mon.", "--cap", "mon", "allow *")
+    run("ceph-authtool", str(keyring), "--gen-key", "-n", "client.admin", "--cap", "mon", "allow *")
+    run("monmaptool", "--create", "--addv", "a", f"[v1:127.0.0.1:{port}]", "--fsid", fsid, str(tmp_path / "monmap"))
+    run(
+        "ceph-mon",
+        "-c",
+        str(conf),
+        "--mkfs",
+        "-i",
+        "a",
+        "--monmap",
+        str(tmp_path / "monmap"),
+        "--keyring",
+        str(keyring),
+    )
+    mon = subprocess.Popen(["ceph-mon", "-f", "-c", str(conf), "-i", "a", "--keyring", str(keyring)])
+    ceph = ["ceph", "-c", str(conf), "-k", str(keyring), "--connect-timeout", "30"]
+    try:
+        for p in (p for p in plan.ceph.pools if not p.system):
+            if p.kind == "erasure":
+                profile = f"k{p.k}m{p.m}"
+                run(*ceph, "osd", "erasure-code-profile", "set", profile, f"k={p.k}", f"m={p.m}")
+                run(*ceph, "osd", "pool", "create", p.name, "8", "8", "erasure", profile)
+            else:
+                run(*ceph, "osd", "pool", "create", p.name, "8", "8", "replicated", "--size", str(p.width))
+            got = json.loads(run(*ceph, "osd", "pool", "get", p.name, "all", "--format", "json"))
+            assert (got["size"], got["min_size"]) == (p.width, p.min_size), (p.name, got)
+    finally:
+        mon.terminate()
+        mon.wait(timeout=30)
