@@ -68,6 +68,11 @@ def test_three_storage_nodes_plan_daemons_osds_and_pools_by_cephs_own_rules() ->
     c = plan.ceph
     assert c is not None and c.release == "16.2"
     assert c.monitors == ("stor01", "stor02", "stor03") and c.managers == ("stor01", "stor02")
+    # Monitors on the storage network (the storage nodes' storage ports); the cluster's id the same every run.
+    addresses = {n.name: n.storage.address for n in plan.by_role("storage") if n.storage}
+    assert c.mon_addresses == tuple((m, addresses[m]) for m in c.monitors)
+    assert c.public_networks == (plan.networks.storage,)
+    assert c.fsid == str(uuid.uuid5(uuid.NAMESPACE_DNS, "ceph.lab.lab.aisite.internal")) == build_plan(site).ceph.fsid  # type: ignore[union-attr]
     assert c.mds == ("stor01", "stor02") and c.rgw == ("stor01", "stor02", "stor03")
     assert len(c.osds) == 18 and [o.id for o in c.osds] == list(range(18))
     assert [(o.host, o.device_class) for o in c.osds[:6]] == [("stor01", "hdd")] * 4 + [("stor01", "nvme")] * 2
@@ -106,8 +111,12 @@ def test_three_storage_nodes_plan_daemons_osds_and_pools_by_cephs_own_rules() ->
     ]
     for pool in one["storage_nodes"]["ceph"]["pools"]:
         pool["failure_domain"] = "osd"
-    small = build_plan(parse_site(one)).ceph
+    h100 = build_plan(parse_site(one))
+    small = h100.ceph
     assert small is not None and small.monitors == ("cp01", "cp02", "cp03") and small.rgw == ("stor01",)
+    # The control plane has no storage port: its monitors are on the management network, which Ceph then serves too.
+    assert [a for _, a in small.mon_addresses] == [n.management.address for n in h100.by_role("control-plane")]
+    assert small.public_networks == (h100.networks.management,)
     # The lab's control plane is one node: not three monitors.
     with pytest.raises(SiteError) as exc:
         parse_site(_site(copy.deepcopy(DESIGN) | {"monitors": "control-plane"}))

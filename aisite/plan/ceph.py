@@ -14,12 +14,15 @@ failure lasts.
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from aisite.errors import Problem
 from aisite.model import Ceph, CephPool, Site
+from aisite.plan.types import Node
 
 TARGET_PG_PER_OSD = 100
 MAX_PG_PER_OSD = 250
@@ -73,7 +76,12 @@ class PoolPlan:
 @dataclass(frozen=True, slots=True)
 class CephPlan:
     release: str
+    fsid: str  # derived from the site's domain: the same cluster on every run
     monitors: tuple[str, ...]
+    # Each monitor's address (its storage network address, else its management one) and the networks Ceph's
+    # clients and daemons reach them on (public_network).
+    mon_addresses: tuple[tuple[str, str], ...]
+    public_networks: tuple[str, ...]
     managers: tuple[str, ...]
     mds: tuple[str, ...]
     rgw: tuple[str, ...]
@@ -182,19 +190,27 @@ def _pgs_per_osd(pools: Iterable[PoolPlan], all_osds: tuple[Osd, ...]) -> dict[s
     return out
 
 
-def ceph_plan(site: Site, control_plane: tuple[str, ...]) -> CephPlan | None:
+def ceph_plan(site: Site, nodes: tuple[Node, ...]) -> CephPlan | None:
     group = site.storage_nodes
     if group is None or group.ceph is None:
         return None
     ceph = group.ceph
-    storage = tuple(group.node_names())
+    storage = tuple(n.name for n in nodes if n.role == "storage")
+    control_plane = tuple(n.name for n in nodes if n.role == "control-plane")
     all_osds = osds(site)
     pools = _pool_plans(ceph, all_osds)
     monitors = (control_plane if ceph.monitors == "control-plane" else storage)[:3]
+    by_name = {n.name: n for n in nodes}
+    interfaces = [by_name[m].storage or by_name[m].management for m in monitors]
     fs = ceph.filesystem
     return CephPlan(
         release=ceph.release,
+        fsid=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"ceph.{site.name}.{site.domain}")),
         monitors=monitors,
+        mon_addresses=tuple((m, i.address) for m, i in zip(monitors, interfaces, strict=True)),
+        public_networks=tuple(
+            sorted({str(ipaddress.ip_interface(f"{i.address}/{i.prefix}").network) for i in interfaces})
+        ),
         managers=monitors[:2],
         mds=storage[:2] if fs else (),
         rgw=storage if ceph.s3 else (),

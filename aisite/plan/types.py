@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from ipaddress import IPv4Network
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from aisite.model import Taint
-from aisite.plan.ceph import CephPlan
+
+if TYPE_CHECKING:  # ceph.py reads Node: imported for the annotation alone
+    from aisite.plan.ceph import CephPlan
 
 
 @dataclass(frozen=True, slots=True)
