@@ -119,6 +119,11 @@ def test_three_storage_nodes_plan_daemons_osds_and_pools_by_cephs_own_rules() ->
     # The control plane has no storage port: its monitors are on the management network, which Ceph then serves too.
     assert [a for _, a in small.mon_addresses] == [n.management.address for n in h100.by_role("control-plane")]
     assert small.public_networks == (h100.networks.management,)
+    # The storage network from the plan's cables: one storage node's 25G port serves 32 DGX's 25G ports.
+    cabled = {c.a_device: c for c in h100.cables if c.kind == "storage"}
+    assert (small.serve_gbps, small.clients, small.client_gbps) == (cabled["stor01"].speed_gbps, 32, 25)
+    assert small.storage_switches == tuple(sorted({c.b_device for c in cabled.values()}))
+    assert c.serve_gbps == 0  # the lab cables no storage port: no figure, said by `aisite plan`
     # The lab's control plane is one node: not three monitors.
     with pytest.raises(SiteError) as exc:
         parse_site(_site(copy.deepcopy(DESIGN) | {"monitors": "control-plane"}))

@@ -126,6 +126,15 @@ def _print_ceph(c: CephPlan) -> None:
         f"Ceph {c.release}: monitors {', '.join(c.monitors)}; {len(c.osds)} OSDs ({raw} raw); placement groups "
         f"{per_osd} (Ceph refuses over {MAX_PG_PER_OSD})"
     )
+    if c.serve_gbps:
+        each = min(c.client_gbps, c.serve_gbps / c.clients) if c.clients else 0
+        out.print(
+            f"Ceph network: the storage nodes serve {c.serve_gbps} Gb/s through their storage ports; {c.clients} GPU "
+            f"nodes at {c.client_gbps} Gb/s each read {each:.3g} Gb/s each when all read at once (storage ports on "
+            f"{', '.join(c.storage_switches)}, the in-band management switches, storage VLAN)"
+        )
+    else:
+        out.print("Ceph network: the storage ports are not cabled in the plan: no bandwidth to give")
     pools = Table(title="Ceph pools")
     for col in ("pool", "for", "layout", "on", "PGs", "min_size", "rides out", "usable GB"):
         pools.add_column(col, no_wrap=True)

@@ -556,7 +556,7 @@ def build_plan(site: Site) -> Plan:
         acceptance=acceptance_plan(site, nodes, {c.speed_gbps for c in b.cables if c.kind == "rail"}),
         health=HealthPlan(**site.health.model_dump()),
         maintenance=maintenance_plan(site, nodes),
-        ceph=ceph_plan(site, nodes),
+        ceph=ceph_plan(site, nodes, b.cables),
         secrets={
             name: {
                 "username": s.username,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from aisite.errors import Problem
 from aisite.model import Ceph, CephPool, Site
-from aisite.plan.types import Node
+from aisite.plan.types import Cable, Node
 
 TARGET_PG_PER_OSD = 100
 MAX_PG_PER_OSD = 250
@@ -96,6 +96,12 @@ class CephPlan:
     fs_layouts: tuple[tuple[str, str], ...]  # (directory, pool)
     s3_classes: tuple[tuple[str, str], ...]  # (storage class, pool)
     s3_lifecycle: tuple[tuple[str, int, str], ...]  # (prefix, days, storage class)
+    # What the storage network gives it, from the plan's cables (0 where a node's storage port is not cabled in the
+    # plan, as in the lab): the storage nodes' ports together, and each GPU node's (the slowest).
+    serve_gbps: int = 0
+    clients: int = 0
+    client_gbps: int = 0
+    storage_switches: tuple[str, ...] = ()  # where the storage ports land (the in-band management switches today)
 
 
 def min_size(pool: CephPool) -> int:
@@ -190,7 +196,7 @@ def _pgs_per_osd(pools: Iterable[PoolPlan], all_osds: tuple[Osd, ...]) -> dict[s
     return out
 
 
-def ceph_plan(site: Site, nodes: tuple[Node, ...]) -> CephPlan | None:
+def ceph_plan(site: Site, nodes: tuple[Node, ...], cables: Iterable[Cable] = ()) -> CephPlan | None:
     group = site.storage_nodes
     if group is None or group.ceph is None:
         return None
@@ -203,6 +209,8 @@ def ceph_plan(site: Site, nodes: tuple[Node, ...]) -> CephPlan | None:
     by_name = {n.name: n for n in nodes}
     interfaces = [by_name[m].storage or by_name[m].management for m in monitors]
     fs = ceph.filesystem
+    ports = {c.a_device: c for c in cables if c.kind == "storage"}
+    gpus = [n.name for n in nodes if n.role == "gpu"]
     return CephPlan(
         release=ceph.release,
         fsid=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"ceph.{site.name}.{site.domain}")),
@@ -225,6 +233,10 @@ def ceph_plan(site: Site, nodes: tuple[Node, ...]) -> CephPlan | None:
         fs_layouts=tuple(sorted(fs.layouts.items())) if fs else (),
         s3_classes=tuple(sorted(ceph.s3.storage_classes.items())) if ceph.s3 else (),
         s3_lifecycle=tuple((r.prefix, r.days, r.storage_class) for r in ceph.s3.lifecycle) if ceph.s3 else (),
+        serve_gbps=sum(ports[n].speed_gbps for n in storage if n in ports),
+        clients=len(gpus),
+        client_gbps=min((ports[n].speed_gbps for n in gpus if n in ports), default=0),
+        storage_switches=tuple(sorted({c.b_device for c in ports.values()})),
     )
 
 
