@@ -316,6 +316,14 @@ class CephS3(Strict):
     lifecycle: Annotated[list[S3Transition], Field(max_length=64)] = []
 
 
+class CephTenant(Strict):
+    """What a tenant (of site.kubernetes.tenants) asks of Ceph: a CephFS directory of its own with a quota, and an S3
+    user with a quota, in GB as the disks are counted. Their keys are made by Ceph at install, never written here."""
+
+    cephfs_gb: Annotated[int, Field(ge=0, le=10**9)] = 0
+    s3_gb: Annotated[int, Field(ge=0, le=10**9)] = 0
+
+
 class Ceph(Strict):
     """A Ceph cluster on the storage nodes: an OSD per disk (its device class the disk's tier), monitors on three
     nodes (the storage nodes, or the control plane's), managers beside them, MDS and RGW on the storage nodes."""
@@ -329,6 +337,7 @@ class Ceph(Strict):
     pools: Annotated[list[CephPool], Field(min_length=1, max_length=64)]
     filesystem: CephFilesystem | None = None
     s3: CephS3 | None = None
+    tenants: Annotated[dict[Name, CephTenant], Field(max_length=1024)] = {}
 
 
 class StorageNodes(NodeGroup):

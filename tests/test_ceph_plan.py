@@ -295,3 +295,51 @@ def test_min_size_is_what_a_real_ceph_monitor_sets(tmp_path: Path) -> None:
     finally:
         mon.terminate()
         mon.wait(timeout=30)
+
+
+def test_tenants_get_a_directory_a_client_and_an_s3_user_within_what_the_pools_hold() -> None:
+    """A tenant's CephFS directory lands in the pool of its nearest layout (or the first data pool); its quota and
+    every other tenant's in that pool must fit what the pool holds after copies; S3 quotas the classes' pools."""
+    design = copy.deepcopy(DESIGN) | {"tenants": {"team-a": {"cephfs_gb": 1000, "s3_gb": 500}}}
+    plan = build_plan(parse_site(_site(design)))
+    assert plan.ceph is not None
+    (t,) = plan.ceph.tenants
+    assert (t.namespace, t.cephfs_dir, t.cephfs_pool, t.client, t.s3_user) == (
+        "tenant-team-a",
+        "/tenants/team-a",
+        "cephfs-data",
+        "client.tenant-team-a",
+        "tenant-team-a",
+    )
+    # A layout above the tenants' tree sends their files to its pool.
+    design["filesystem"]["layouts"]["/tenants"] = "datasets-ec"
+    assert build_plan(parse_site(_site(design))).ceph.tenants[0].cephfs_pool == "datasets-ec"  # type: ignore[union-attr]
+
+    bad = copy.deepcopy(DESIGN) | {
+        "tenants": {"team-a": {"cephfs_gb": 1537}, "nobody": {"s3_gb": 1}},
+    }
+    with pytest.raises(SiteError) as exc:
+        parse_site(_site(bad))
+    assert [str(p) for p in exc.value.problems] == [
+        "site.storage_nodes.ceph.tenants.nobody: tenant 'nobody' is not declared under site.kubernetes.tenants"
+    ]
+    bad["tenants"].pop("nobody")
+    with pytest.raises(SiteError) as exc:
+        parse_site(_site(bad))
+    assert [str(p) for p in exc.value.problems] == [
+        "site.storage_nodes.ceph.tenants: tenants ask 1537 GB of CephFS in cephfs-data, which holds 1536 GB after "
+        "copies"
+    ]
+    bad["tenants"]["team-a"] = {"s3_gb": 10**6}
+    with pytest.raises(SiteError) as exc:
+        parse_site(_site(bad))
+    assert [str(p) for p in exc.value.problems] == [
+        "site.storage_nodes.ceph.tenants: tenants ask 1000000 GB of S3; its storage classes' pools hold 21504 GB"
+    ]
+    no_fs = {k: v for k, v in copy.deepcopy(DESIGN).items() if k not in ("filesystem", "s3")}
+    with pytest.raises(SiteError) as exc:
+        parse_site(_site(no_fs | {"tenants": {"team-a": {"cephfs_gb": 1, "s3_gb": 1}}}))
+    assert [str(p) for p in exc.value.problems] == [
+        "site.storage_nodes.ceph.tenants.team-a.cephfs_gb: the cluster has no file system (ceph.filesystem)",
+        "site.storage_nodes.ceph.tenants.team-a.s3_gb: the cluster has no S3 (ceph.s3)",
+    ]

@@ -146,6 +146,10 @@ def _print_ceph(c: CephPlan) -> None:
             pool.name, pool.application, layout, pool.device_class, str(pool.pg_num), str(pool.min_size), rides, usable
         )
     out.print(pools)
+    for t in c.tenants:
+        fs = f"{t.cephfs_dir} ({t.cephfs_gb} GB in {t.cephfs_pool}, as {t.client})" if t.cephfs_dir else "no CephFS"
+        s3 = f"S3 user {t.s3_user} ({t.s3_gb} GB)" if t.s3_user else "no S3"
+        out.print(f"Ceph tenant {t.name}: {fs}; {s3}; keys as Secrets in {t.namespace}")
 
 
 def _fabric_line(c: FabricCapacity) -> str:

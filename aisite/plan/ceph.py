@@ -74,6 +74,21 @@ class PoolPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class CephTenantPlan:
+    """A tenant's share of the cluster: its CephFS directory (and the pool its files land in) with its quota, its
+    cephx client for that directory, its S3 user with its quota; their keys go to its namespace as Secrets."""
+
+    name: str
+    namespace: str
+    cephfs_dir: str
+    cephfs_pool: str
+    cephfs_gb: int
+    client: str
+    s3_user: str
+    s3_gb: int
+
+
+@dataclass(frozen=True, slots=True)
 class CephPlan:
     release: str
     fsid: str  # derived from the site's domain: the same cluster on every run
@@ -102,6 +117,7 @@ class CephPlan:
     clients: int = 0
     client_gbps: int = 0
     storage_switches: tuple[str, ...] = ()  # where the storage ports land (the in-band management switches today)
+    tenants: tuple[CephTenantPlan, ...] = ()
 
 
 def min_size(pool: CephPool) -> int:
@@ -196,6 +212,37 @@ def _pgs_per_osd(pools: Iterable[PoolPlan], all_osds: tuple[Osd, ...]) -> dict[s
     return out
 
 
+TENANTS_DIR = "/tenants"
+
+
+def tenant_pool(ceph: Ceph, directory: str) -> str:
+    """The pool a directory's files land in: the layout of its nearest ancestor (or itself), else the first data
+    pool (CephFS layouts are inherited by what is created below a directory)."""
+    assert ceph.filesystem is not None
+    fs = ceph.filesystem
+    above = [d for d in fs.layouts if directory == d or directory.startswith(d.rstrip("/") + "/")]
+    return fs.layouts[max(above, key=len)] if above else fs.data_pool
+
+
+def _tenants(ceph: Ceph) -> tuple[CephTenantPlan, ...]:
+    out = []
+    for name, t in sorted(ceph.tenants.items()):
+        directory = f"{TENANTS_DIR}/{name}"
+        out.append(
+            CephTenantPlan(
+                name,
+                f"tenant-{name}",
+                directory if ceph.filesystem and t.cephfs_gb else "",
+                tenant_pool(ceph, directory) if ceph.filesystem and t.cephfs_gb else "",
+                t.cephfs_gb,
+                f"client.tenant-{name}" if ceph.filesystem and t.cephfs_gb else "",
+                f"tenant-{name}" if ceph.s3 and t.s3_gb else "",
+                t.s3_gb,
+            )
+        )
+    return tuple(out)
+
+
 def ceph_plan(site: Site, nodes: tuple[Node, ...], cables: Iterable[Cable] = ()) -> CephPlan | None:
     group = site.storage_nodes
     if group is None or group.ceph is None:
@@ -237,6 +284,7 @@ def ceph_plan(site: Site, nodes: tuple[Node, ...], cables: Iterable[Cable] = ())
         clients=len(gpus),
         client_gbps=min((ports[n].speed_gbps for n in gpus if n in ports), default=0),
         storage_switches=tuple(sorted({c.b_device for c in ports.values()})),
+        tenants=_tenants(ceph),
     )
 
 
@@ -327,6 +375,39 @@ def _check_s3(ceph: Ceph, pools: dict[str, CephPool], out: list[Problem]) -> Non
             out.append(Problem(path, "objects land in STANDARD: a transition goes to another class"))
 
 
+def _check_tenants(site: Site, ceph: Ceph, out: list[Problem]) -> None:
+    """Each tenant declared, asking only for what the cluster has."""
+    base = "site.storage_nodes.ceph.tenants"
+    declared = {t.name for t in site.kubernetes.tenants}
+    for name, t in ceph.tenants.items():
+        if name not in declared:
+            out.append(Problem(f"{base}.{name}", f"tenant {name!r} is not declared under site.kubernetes.tenants"))
+        if t.cephfs_gb and ceph.filesystem is None:
+            out.append(Problem(f"{base}.{name}.cephfs_gb", "the cluster has no file system (ceph.filesystem)"))
+        if t.s3_gb and ceph.s3 is None:
+            out.append(Problem(f"{base}.{name}.s3_gb", "the cluster has no S3 (ceph.s3)"))
+
+
+def _check_capacity(ceph: Ceph, all_osds: tuple[Osd, ...], out: list[Problem]) -> None:
+    """Every pool able to hold what the tenants' quotas let land in it, after copies or coding chunks."""
+    base = "site.storage_nodes.ceph.tenants"
+    usable = {p.name: p.usable_gb for p in _pool_plans(ceph, all_osds)}
+    asked: dict[str, int] = {}
+    for tenant in _tenants(ceph):
+        if tenant.cephfs_pool:
+            asked[tenant.cephfs_pool] = asked.get(tenant.cephfs_pool, 0) + tenant.cephfs_gb
+    for pool, gb in sorted(asked.items()):
+        if gb > usable[pool]:
+            out.append(
+                Problem(base, f"tenants ask {gb} GB of CephFS in {pool}, which holds {usable[pool]} GB after copies")
+            )
+    if ceph.s3:
+        s3 = sum(t.s3_gb for t in ceph.tenants.values())
+        room = sum(usable[p] for p in set(ceph.s3.storage_classes.values()))
+        if s3 > room:
+            out.append(Problem(base, f"tenants ask {s3} GB of S3; its storage classes' pools hold {room} GB"))
+
+
 def ceph_problems(site: Site) -> list[Problem]:
     """Every problem of the site's Ceph design, each at its path."""
     group = site.storage_nodes
@@ -357,6 +438,9 @@ def ceph_problems(site: Site) -> list[Problem]:
     pools = {p.name: p for p in ceph.pools}
     _check_filesystem(ceph, pools, out)
     _check_s3(ceph, pools, out)
+    _check_tenants(site, ceph, out)
+    if not out:  # the pools are sound: what lands in them, and what they weigh on each OSD
+        _check_capacity(ceph, all_osds, out)
     if not out and all_osds:
         for cls, n in sorted(_pgs_per_osd(_pool_plans(ceph, all_osds), all_osds).items()):
             if n > MAX_PG_PER_OSD:
