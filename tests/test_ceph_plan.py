@@ -99,6 +99,8 @@ def test_three_storage_nodes_plan_daemons_osds_and_pools_by_cephs_own_rules() ->
     # The EC pools with m = 1 are warned of (valid, but no coding chunk to spare while a node is down).
     warned = [str(w) for w in site_warnings(site, plan) if "ceph" in w.path]
     assert warned == [
+        "site.storage_nodes.ceph: aisite plans this cluster and renders ceph-csi and its StorageClasses, but no role "
+        "installs Ceph yet: install it yourself (the plan's fsid, monitors and pools) or its volumes will not bind",
         "site.storage_nodes.ceph.pools[2]: datasets-ec: erasure 2+1 has min_size 2 = k: while one host is down it "
         "takes writes with no coding chunk to spare (m >= 2 keeps one)",
         "site.storage_nodes.ceph.pools[4]: rgw-ec: erasure 2+1 has min_size 2 = k: while one host is down it takes "

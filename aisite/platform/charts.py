@@ -16,6 +16,8 @@ from aisite.platform.admission import TENANT_NAMESPACES
 from aisite.platform.common import labels, obj, pod_security_labels
 from aisite.platform.monitoring import dcgm_metrics_csv
 
+# The monitors' messenger v1 port, as ceph-csi's examples list them (ceph-csi's csiConfig: "<ip>:6789").
+CEPH_MON_PORT = 6789
 # Exempt from Pod Security by the API server's admission configuration (kubernetes_pod_security_exempt_namespaces).
 EXEMPT_NAMESPACE = "kube-system"
 
@@ -26,6 +28,8 @@ UPSTREAM = {
     "csi-driver-nfs": "https://raw.githubusercontent.com/kubernetes-csi/csi-driver-nfs/master/charts",
     "kube-prometheus-stack": "https://prometheus-community.github.io/helm-charts",
     "kubeflow-trainer": "oci://ghcr.io/kubeflow/charts",
+    "ceph-csi-rbd": "https://ceph.github.io/csi-charts",
+    "ceph-csi-cephfs": "https://ceph.github.io/csi-charts",
 }
 VERSIONS = {
     # One GPU Operator for every generation: the part that drops Volta is the driver, and the driver stays with the
@@ -36,6 +40,8 @@ VERSIONS = {
     "csi-driver-nfs": "4.13.4",
     "kube-prometheus-stack": "88.5.3",
     "kubeflow-trainer": "2.3.0",
+    "ceph-csi-rbd": "3.12.2",
+    "ceph-csi-cephfs": "3.12.2",
 }
 # Job kinds Kueue manages: batch Jobs and bare pods always; MPI Operator v2's MPIJob and the Kubeflow trainer's
 # TrainJob where the site installs their operator (an integration whose CRD is absent makes Kueue wait for it).
@@ -257,6 +263,17 @@ def charts(plan: Plan) -> list[Chart]:
         # kube-system: exempt from Pod Security (the API server's admission configuration), as its node plugin needs.
         values = {"storageClass": {"create": False}}
         out.append(chart("csi-driver-nfs", "csi-driver-nfs", EXEMPT_NAMESPACE, values, (), level="privileged"))
+    if plan.ceph:
+        # The site's Ceph cluster by its fsid and monitors; StorageClasses are rendered per pool (storage.py) and the
+        # secrets the charts name (csi-rbd-secret, csi-cephfs-secret) hold keys Ceph makes, never rendered here.
+        # privileged: their node plugins mount volumes on the host.
+        c = plan.ceph
+        cluster = [{"clusterID": c.fsid, "monitors": [f"{address}:{CEPH_MON_PORT}" for _, address in c.mon_addresses]}]
+        values = {"csiConfig": cluster, "storageClass": {"create": False}, "secret": {"create": False}}
+        if any(p.application == "rbd" for p in c.pools):
+            out.append(chart("ceph-csi-rbd", "ceph-csi-rbd", "ceph-csi-rbd", values, (), level="privileged"))
+        if c.filesystem:
+            out.append(chart("ceph-csi-cephfs", "ceph-csi-cephfs", "ceph-csi-cephfs", values, (), level="privileged"))
     return out
 
 

@@ -57,6 +57,21 @@ CHART_IMAGES: dict[str, tuple[str, ...]] = {
         "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0",
         "registry.k8s.io/jobset/jobset:v0.12.0",
     ),
+    "ceph-csi-rbd": (
+        "quay.io/cephcsi/cephcsi:v3.12.2",
+        "registry.k8s.io/sig-storage/csi-attacher:v4.6.1",
+        "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.11.1",
+        "registry.k8s.io/sig-storage/csi-provisioner:v5.0.1",
+        "registry.k8s.io/sig-storage/csi-resizer:v1.11.1",
+        "registry.k8s.io/sig-storage/csi-snapshotter:v8.0.1",
+    ),
+    "ceph-csi-cephfs": (
+        "quay.io/cephcsi/cephcsi:v3.12.2",
+        "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.11.1",
+        "registry.k8s.io/sig-storage/csi-provisioner:v5.0.1",
+        "registry.k8s.io/sig-storage/csi-resizer:v1.11.1",
+        "registry.k8s.io/sig-storage/csi-snapshotter:v8.0.1",
+    ),
     "csi-driver-nfs": (
         "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0",
         "registry.k8s.io/sig-storage/csi-provisioner:v6.3.0",

@@ -1,4 +1,6 @@
-"""A StorageClass per NFS export of the site (csi-driver-nfs): server and path from the plan."""
+"""The site's StorageClasses: one per NFS export (csi-driver-nfs: server and path from the plan), one per Ceph pool for
+block volumes (ceph-csi RBD) and one per CephFS pool files may go to (ceph-csi CephFS: the first data pool and the
+layouts'), each naming the cluster by its fsid and the secret ceph-csi reads its key from."""
 
 from __future__ import annotations
 
@@ -11,8 +13,56 @@ NFS_PROVISIONER = "nfs.csi.k8s.io"
 SUBDIR = "${pvc.metadata.namespace}/${pvc.metadata.name}"  # csi-driver-nfs expands these per volume
 
 
-def storage_classes(plan: Plan) -> list[dict[str, Any]]:
+RBD_PROVISIONER = "rbd.csi.ceph.com"
+CEPHFS_PROVISIONER = "cephfs.csi.ceph.com"
+# The secrets ceph-csi's charts name (their values' secret.name) in their release's namespace.
+CEPH_SECRETS = {
+    RBD_PROVISIONER: ("csi-rbd-secret", "ceph-csi-rbd"),
+    CEPHFS_PROVISIONER: ("csi-cephfs-secret", "ceph-csi-cephfs"),
+}
+
+
+def _ceph_secrets(provisioner: str) -> dict[str, str]:
+    name, namespace = CEPH_SECRETS[provisioner]
+    out = {}
+    for use in ("provisioner", "controller-expand", "node-stage"):
+        out[f"csi.storage.k8s.io/{use}-secret-name"] = name
+        out[f"csi.storage.k8s.io/{use}-secret-namespace"] = namespace
+    return out
+
+
+def ceph_storage_classes(plan: Plan) -> list[dict[str, Any]]:
+    c = plan.ceph
+    if c is None:
+        return []
+    out: list[tuple[str, str, str, dict[str, str]]] = []
+    for pool in (p for p in c.pools if p.application == "rbd" and not p.system):
+        params = {"clusterID": c.fsid, "pool": pool.name, "imageFeatures": "layering"} | _ceph_secrets(RBD_PROVISIONER)
+        out.append((f"ceph-rbd-{pool.name}", RBD_PROVISIONER, pool.device_class, params))
+    fs_pools = sorted({*(p for _, p in c.fs_layouts), *([c.fs_data_pool] if c.fs_data_pool else [])})
+    classes = {p.name: p.device_class for p in c.pools}
+    for name in fs_pools:
+        params = {"clusterID": c.fsid, "fsName": c.filesystem or "", "pool": name} | _ceph_secrets(CEPHFS_PROVISIONER)
+        out.append((f"ceph-fs-{name}", CEPHFS_PROVISIONER, classes[name], params))
     return [
+        obj(
+            "storage.k8s.io/v1",
+            "StorageClass",
+            sc_name,
+            labels(plan) | {"aisite.io/tier": tier},
+            provisioner=provisioner,
+            parameters=params,
+            # Kept on delete, as the NFS ones: training data outlives its claims.
+            reclaimPolicy="Retain",
+            volumeBindingMode="Immediate",
+            allowVolumeExpansion=True,
+        )
+        for sc_name, provisioner, tier, params in out
+    ]
+
+
+def storage_classes(plan: Plan) -> list[dict[str, Any]]:
+    return ceph_storage_classes(plan) + [
         obj(
             "storage.k8s.io/v1",
             "StorageClass",
