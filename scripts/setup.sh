@@ -9,11 +9,12 @@ cd "$(dirname "$0")/.."
 # gnupg: a reconcile test signs a commit with OpenPGP to show that such a signature is refused. cmake, gcc, make,
 # patch, libpcre2-dev: SONiC's libyang is built from ../shared for the config_db validation (scripts/sonic-yang.sh).
 # mstflint: its mstconfig is what the rail NICs' settings module (aisite.site.nic_config) asks, tested for real.
-# ceph-mon: a real Ceph 16.2 monitor on loopback holds the Ceph plan's pools to what Ceph sets (tests/test_ceph_plan.py);
-# without its recommends (ceph-mds, a time daemon), which the controller does not need.
+# ceph-mon, ceph-mgr: a real Ceph 16.2 monitor and manager on loopback hold the Ceph plan's pools to what Ceph sets
+# and its alerts to the metrics a manager serves (tests/ceph_local.py); without their recommends (ceph-mds, a time
+# daemon, the dashboard), which the controller does not need.
 APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool openssh-client iperf3 fio gnupg
-  cmake gcc make patch libpcre2-dev mstflint ceph-mon)
-APT_NO_RECOMMENDS=(ceph-mon)
+  cmake gcc make patch libpcre2-dev mstflint ceph-mon ceph-mgr)
+APT_NO_RECOMMENDS=(ceph-mon ceph-mgr)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import socket
 import subprocess
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ from aisite.errors import SiteError
 from aisite.loader import parse_site
 from aisite.plan import build_plan
 from aisite.plan.ceph import MAX_PG_PER_OSD, MIN_PG, RGW_POOLS, ceph_problems
+from tests.ceph_local import LocalCeph, ceph_cluster
 from tests.conftest import stack_data
 
 DESIGN: dict[str, Any] = {
@@ -252,51 +252,22 @@ def test_min_size_is_what_a_real_ceph_monitor_sets(tmp_path: Path) -> None:
     design["pools"].append({"name": "two", "application": "rbd", "size": 2, "device_class": "hdd", "share": 5})
     plan = build_plan(parse_site(_site(design)))
     assert plan.ceph is not None
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    fsid = str(uuid.uuid4())
-    conf, keyring = tmp_path / "ceph.conf", tmp_path / "keyring"
-    conf.write_text(
-        f"[global]\nfsid = {fsid}\nmon_host = v1:127.0.0.1:{port}\nrun_dir = {tmp_path}\n"
-        f"admin_socket = {tmp_path}/$name.asok\nlog_file = {tmp_path}/$name.log\n[mon]\nmon_data = {tmp_path}/mon\n"
-    )
-
-    def run(*cmd: str) -> str:
-        r = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=60)
-        assert r.returncode == 0, (cmd, r.stderr[-2000:])
-        return r.stdout
-
-    run("ceph-authtool", "--create-keyring", str(keyring), "--gen-key", "-n", "mon.", "--cap", "mon", "allow *")
-    run("ceph-authtool", str(keyring), "--gen-key", "-n", "client.admin", "--cap", "mon", "allow *")
-    run("monmaptool", "--create", "--addv", "a", f"[v1:127.0.0.1:{port}]", "--fsid", fsid, str(tmp_path / "monmap"))
-    run(
-        "ceph-mon",
-        "-c",
-        str(conf),
-        "--mkfs",
-        "-i",
-        "a",
-        "--monmap",
-        str(tmp_path / "monmap"),
-        "--keyring",
-        str(keyring),
-    )
-    mon = subprocess.Popen(["ceph-mon", "-f", "-c", str(conf), "-i", "a", "--keyring", str(keyring)])
-    ceph = ["ceph", "-c", str(conf), "-k", str(keyring), "--connect-timeout", "30"]
-    try:
+    with ceph_cluster(tmp_path) as ceph:
         for p in (p for p in plan.ceph.pools if not p.system):
             if p.kind == "erasure":
                 profile = f"k{p.k}m{p.m}"
-                run(*ceph, "osd", "erasure-code-profile", "set", profile, f"k={p.k}", f"m={p.m}")
-                run(*ceph, "osd", "pool", "create", p.name, "8", "8", "erasure", profile)
+                _ceph(ceph, "osd", "erasure-code-profile", "set", profile, f"k={p.k}", f"m={p.m}")
+                _ceph(ceph, "osd", "pool", "create", p.name, "8", "8", "erasure", profile)
             else:
-                run(*ceph, "osd", "pool", "create", p.name, "8", "8", "replicated", "--size", str(p.width))
-            got = json.loads(run(*ceph, "osd", "pool", "get", p.name, "all", "--format", "json"))
+                _ceph(ceph, "osd", "pool", "create", p.name, "8", "8", "replicated", "--size", str(p.width))
+            got = json.loads(_ceph(ceph, "osd", "pool", "get", p.name, "all", "--format", "json"))
             assert (got["size"], got["min_size"]) == (p.width, p.min_size), (p.name, got)
-    finally:
-        mon.terminate()
-        mon.wait(timeout=30)
+
+
+def _ceph(ceph: LocalCeph, *args: str) -> str:
+    r = subprocess.run([*ceph.cmd, *args], capture_output=True, text=True, check=False, timeout=60)
+    assert r.returncode == 0, (args, r.stderr[-2000:])
+    return r.stdout
 
 
 def test_tenants_get_a_directory_a_client_and_an_s3_user_within_what_the_pools_hold() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from aisite.plan import Plan
 from aisite.platform.admission import admission_objects
+from aisite.platform.ceph_monitoring import ceph_monitoring_objects
 from aisite.platform.charts import Chart, RemoteManifest, charts, release_namespaces, remote_manifests
 from aisite.platform.common import labels, obj, pod_security_labels
 from aisite.platform.health import health_objects
@@ -35,10 +36,10 @@ def objects(plan: Plan) -> dict[str, list[dict[str, Any]]]:
         out["kueue.yaml"] = kueue_objects(plan)
     if "training-operator" in plan.kubernetes.addons:
         out["trainer.yaml"] = [training_runtime(plan, pinned_image(plan, "pytorch"))]
-    if plan.exports:
+    if plan.exports or plan.ceph:
         out["storage.yaml"] = storage_classes(plan)
     if "prometheus" in plan.kubernetes.addons:
-        out["monitoring.yaml"] = monitoring_objects(plan)
+        out["monitoring.yaml"] = monitoring_objects(plan) + ceph_monitoring_objects(plan)
     rails = "network-operator" in plan.kubernetes.addons and plan.kubernetes.rail_pod_addresses > 0
     if rails:
         out["rails.yaml"] = rail_objects(plan)

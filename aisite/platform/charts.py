@@ -196,6 +196,8 @@ def charts(plan: Plan) -> list[Chart]:
                 "prometheusSpec": {
                     "serviceMonitorSelectorNilUsesHelmValues": False,
                     "ruleSelectorNilUsesHelmValues": False,
+                    # The Ceph managers' ScrapeConfig (platform/ceph_monitoring.py): they run outside the cluster.
+                    **({"scrapeConfigSelectorNilUsesHelmValues": False} if plan.ceph else {}),
                     "retention": m.retention,
                     # Prometheus's GB are GiB: it drops the oldest blocks before the volume fills.
                     "retentionSize": f"{max(1, m.prometheus_storage_gi * 85 // 100)}GB",
