@@ -37,7 +37,8 @@ def ceph_cluster(tmp_path: Path, mgr: bool = False) -> Iterator[LocalCeph]:
     port, fsid = _free_port(), str(uuid.uuid4())
     conf, keyring = tmp_path / "ceph.conf", tmp_path / "keyring"
     conf.write_text(
-        f"[global]\nfsid = {fsid}\nmon_host = v1:127.0.0.1:{port}\nrun_dir = {tmp_path}\n"
+        # public_addr: every daemon binds loopback only (a manager binds every address otherwise).
+        f"[global]\nfsid = {fsid}\nmon_host = v1:127.0.0.1:{port}\npublic_addr = 127.0.0.1\nrun_dir = {tmp_path}\n"
         f"admin_socket = {tmp_path}/$name.asok\nlog_file = {tmp_path}/$name.log\n"
         f"[mon]\nmon_data = {tmp_path}/mon\n[mgr]\nmgr_data = {tmp_path}/mgr\n"
     )
