@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from aisite.paths import health_state_file, members_file
+
 Owner = Literal["provision", "health", "maintenance"]
 OWNERS: tuple[Owner, ...] = ("provision", "maintenance", "health")  # the order a member's state is told in
 # What each owner may hold a member in.
@@ -148,6 +150,39 @@ def editing(path: Path) -> Iterator[dict[str, Member]]:
 def held_out(path: Path, but: Owner | None = None) -> list[str]:
     """`out_of_service` of the file's members."""
     return out_of_service(load(path), but)
+
+
+def site_held_out(site: str, but: Owner | None = None) -> list[str]:
+    """`out_of_service` of the site's members. A quarantine an older aisite recorded only in health's own record
+    (before members.json) is not in members.json until the next health pass: it is counted from there meanwhile, so
+    that no rollout or install takes its place in the budget (health itself writes both at once, so the two agree
+    on every quarantine after that pass)."""
+    members = load(members_file(site))
+    if but != "health":
+        for name, older in _older_quarantines(health_state_file(site)).items():
+            members.setdefault(name, Member()).holds.setdefault("health", older.holds["health"])
+    return out_of_service(members, but)
+
+
+def _older_quarantines(path: Path) -> dict[str, Member]:
+    """health's state.json as an older aisite wrote it: node -> {quarantined, reason, since, ...}; only the
+    quarantined nodes, as health holds them. A file that does not read so is an error, not a guess."""
+    if not path.is_file():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict):
+            raise ValueError("not a mapping of node names")
+        out = {}
+        for name, rec in doc.items():
+            if not isinstance(rec, dict) or not isinstance(rec.get("quarantined", False), bool):
+                raise ValueError(f"{str(name)[:64]}: not a health record")
+            if rec.get("quarantined"):
+                why, since = str(rec.get("reason", ""))[:500], str(rec.get("since", ""))[:64]
+                out[str(name)[:253]] = Member({"health": Hold("quarantined", "", since, why)})
+        return out
+    except ValueError as exc:
+        raise RecordError(f"{path}: {exc}") from exc
 
 
 def rows(names: Iterable[str], members: dict[str, Member]) -> list[dict[str, Any]]:

@@ -74,6 +74,11 @@ def health_dir(site: str) -> Path:
     return site_dir(site) / "health"
 
 
+def health_state_file(site: str) -> Path:
+    """`aisite health`'s quarantine state per node (in health_dir)."""
+    return health_dir(site) / "state.json"
+
+
 def maintenance_dir(site: str) -> Path:
     """`aisite maintenance`'s rollout (rollout.json, saved after every step; finished ones in done/), its pause
     flag and its lock."""

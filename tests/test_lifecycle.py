@@ -210,3 +210,46 @@ def test_the_status_rows_name_every_member_and_its_first_owner() -> None:
         ("gpu02", "provisioning", "provision", "install"),
     ]
     assert set(rows[1]["holds"]) == {"health", "provision"}
+
+
+def test_a_quarantine_an_older_aisite_recorded_only_in_healths_file_counts_until_the_next_pass() -> None:
+    """Before members.json, health kept its quarantines in its own state.json alone: the budget's readers count
+    them from there (never the health pass itself, which rewrites both), once each however both files say it; a
+    garbled file is an error with its path, not a guess."""
+    import shutil
+
+    from aisite.paths import health_state_file, members_file, site_dir
+
+    site = "t-older-health"
+    try:
+        older = health_state_file(site)
+        older.parent.mkdir(parents=True)
+        older.write_text(
+            json.dumps(
+                {
+                    "gpu01": {
+                        "quarantined": True,
+                        "clean": 0,
+                        "reason": "rail: rail1 down",
+                        "since": "t0",
+                        "pending": "",
+                    },
+                    "gpu02": {"quarantined": False, "clean": 3, "reason": "", "since": "", "pending": ""},
+                }
+            )
+        )
+        assert not members_file(site).exists()
+        assert lifecycle.site_held_out(site) == ["gpu01"]
+        assert lifecycle.site_held_out(site, but="maintenance") == ["gpu01"]
+        assert lifecycle.site_held_out(site, but="health") == []
+        # Another owner's file written since (a rollout's member): both counted, gpu01 once.
+        with lifecycle.editing(members_file(site)) as members:
+            lifecycle.hold(members, "cp01", "maintenance", state="maintenance", pending="drain", at="t1")
+            lifecycle.hold(members, "gpu01", "maintenance", state="maintenance", pending="drain", at="t1")
+        assert lifecycle.site_held_out(site) == ["cp01", "gpu01"]
+        assert lifecycle.site_held_out(site, but="maintenance") == ["gpu01"]
+        older.write_text(json.dumps({"gpu01": {"quarantined": "yes"}}))
+        with pytest.raises(lifecycle.RecordError, match=r"state\.json: gpu01: not a health record"):
+            lifecycle.site_held_out(site)
+    finally:
+        shutil.rmtree(site_dir(site), ignore_errors=True)

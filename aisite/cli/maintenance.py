@@ -161,7 +161,7 @@ def roll(p: Plan, state: RolloutState) -> Rolled:
         state,
         steps,
         budget=site_budget(p),
-        elsewhere=lambda: lifecycle.held_out(members_file(p.site), but="maintenance"),
+        elsewhere=lambda: lifecycle.site_held_out(p.site, but="maintenance"),
         paused=(folder / "paused").exists,
         save=lambda s: _save(p.site, s),
         now=timestamp,
@@ -200,7 +200,7 @@ def start_command(
         for name, reason in (fw.unread | fw.unsupported).items():
             print(f"firmware not read: {name}: {reason}", file=sys.stderr)
         change = f"{against} -> working tree" + (", firmware baseline" if fw.drifted else "")
-        out = lifecycle.held_out(members_file(new.site), but="maintenance")
+        out = lifecycle.site_held_out(new.site, but="maintenance")
         state, why = start(rollout(old, new, out, fw.drifted), new.site, change, timestamp())
         if state is None:
             for w in why:

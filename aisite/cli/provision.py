@@ -120,7 +120,7 @@ def provision_command(
 
     def budget(nodes: list[str]) -> str | None:
         # Asked before each wave, with what is out of service then (quarantined, in a rollout, failed installs).
-        return site.problem([*lifecycle.held_out(members), *nodes])
+        return site.problem([*lifecycle.site_held_out(p.site), *nodes])
 
     addresses = {t.node: t.address for t in prov.targets}
 
