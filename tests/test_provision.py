@@ -795,3 +795,7 @@ def test_a_node_to_install_gets_its_firmware_baseline_while_off_before_its_netwo
         if protocol == "redfish":
             ordered.insert(2, "firmware {'ProcTurboMode': 'Enabled'}")
         assert calls == ordered and world.firmware == {target.node: said}
+        # A retried attempt of the same run does not ask the BMC again (a staged release may be refused twice).
+        calls.clear()
+        world.boot_from_network(target)
+        assert calls == [f"{protocol} power off", "wait off", "boot pxe", f"{protocol} power on"]

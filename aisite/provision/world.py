@@ -121,7 +121,10 @@ class SiteWorld:
         taken at the power-on that boots the installer (the node is out of service anyway; a rollout would
         otherwise reboot it again for them). An IPMI BMC has neither: said."""
         baseline = self.nodes[node].firmware
-        if baseline is None:
+        if baseline is None or node in self.firmware:
+            # Set by an earlier attempt of this run (a retried install): its settings and staged release are taken
+            # at a reset, and a second SimpleUpdate of a staged image may be refused. A request that failed raised
+            # and recorded nothing: asked again.
             return
         if bmc.protocol != "redfish":
             why = f"{bmc.protocol.upper()} BMC: no BIOS settings or firmware update; the baseline was not set"
