@@ -9,7 +9,7 @@ from typing import Any
 
 from aisite.plan import Plan
 from aisite.platform.common import labels, obj
-from aisite.platform.monitoring import NAMESPACE
+from aisite.platform.monitoring import NAMESPACE, alert_rules
 
 # The prometheus module's default port (Ceph documentation, Prometheus Module: server_port 9283).
 MGR_PROMETHEUS_PORT = 9283
@@ -61,10 +61,7 @@ def ceph_monitoring_objects(plan: Plan) -> list[dict[str, Any]]:
     if c is None:
         return []
     addresses = dict(c.mon_addresses)
-    rules = [
-        {"alert": name, "expr": expr, "for": wait, "labels": {"severity": severity}, "annotations": {"summary": text}}
-        for name, expr, wait, severity, text in ALERTS
-    ]
+    rules = alert_rules(ALERTS)
     return [
         obj(
             "monitoring.coreos.com/v1alpha1",

@@ -5,6 +5,7 @@ the exporter's list, which tests check."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from aisite.plan import Plan
@@ -101,6 +102,14 @@ ALERTS = (
 )
 
 
+def alert_rules(alerts: Iterable[tuple[str, str, str, str, str]]) -> list[dict[str, Any]]:
+    """PrometheusRule rules from (alert, expression, for, severity, summary)."""
+    return [
+        {"alert": name, "expr": expr, "for": wait, "labels": {"severity": severity}, "annotations": {"summary": text}}
+        for name, expr, wait, severity, text in alerts
+    ]
+
+
 def monitoring_objects(plan: Plan) -> list[dict[str, Any]]:
     assert plan.health is not None
     stale = 3 * plan.health.interval_s
@@ -122,10 +131,7 @@ def monitoring_objects(plan: Plan) -> list[dict[str, Any]]:
             f"The health check on {{{{ $labels.instance }}}} has not run for {stale} s",
         ),
     )
-    rules = [
-        {"alert": name, "expr": expr, "for": wait, "labels": {"severity": severity}, "annotations": {"summary": text}}
-        for name, expr, wait, severity, text in (*ALERTS, *health)
-    ]
+    rules = alert_rules((*ALERTS, *health))
     return [
         obj(
             "v1",
