@@ -30,3 +30,8 @@ def join_path(base: str, *parts: str | int) -> str:
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
     return out
+
+
+class RecordError(ValueError):
+    """A record this machine keeps (members.json, health's state.json) cannot be read as this version writes it:
+    said (exit 1), never guessed at."""

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from aisite.errors import RecordError
 from aisite.paths import health_state_file, members_file
 
 Owner = Literal["provision", "health", "maintenance"]
@@ -33,10 +34,6 @@ HOLD_STATES: dict[Owner, tuple[str, ...]] = {
 }
 IN_SERVICE = "in-service"
 HISTORY = 20  # transitions kept per member
-
-
-class RecordError(ValueError):
-    """members.json cannot be read as this version writes it."""
 
 
 @dataclass
@@ -165,24 +162,14 @@ def site_held_out(site: str, but: Owner | None = None) -> list[str]:
 
 
 def _older_quarantines(path: Path) -> dict[str, Member]:
-    """health's state.json as an older aisite wrote it: node -> {quarantined, reason, since, ...}; only the
-    quarantined nodes, as health holds them. A file that does not read so is an error, not a guess."""
-    if not path.is_file():
-        return {}
-    try:
-        doc = json.loads(path.read_text())
-        if not isinstance(doc, dict):
-            raise ValueError("not a mapping of node names")
-        out = {}
-        for name, rec in doc.items():
-            if not isinstance(rec, dict) or not isinstance(rec.get("quarantined", False), bool):
-                raise ValueError(f"{str(name)[:64]}: not a health record")
-            if rec.get("quarantined"):
-                why, since = str(rec.get("reason", ""))[:500], str(rec.get("since", ""))[:64]
-                out[str(name)[:253]] = Member({"health": Hold("quarantined", "", since, why)})
-        return out
-    except ValueError as exc:
-        raise RecordError(f"{path}: {exc}") from exc
+    """The nodes health's own record (state.json) holds quarantined, as health holds them."""
+    from aisite.health.site import load_state  # here: health.site writes through this module
+
+    return {
+        name: Member({"health": Hold("quarantined", "", rec.since, rec.reason)})
+        for name, rec in load_state(path).items()
+        if rec.quarantined
+    }
 
 
 def rows(names: Iterable[str], members: dict[str, Member]) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import sys
 
 from aisite.cli import accept, bench, deploy, health, lab, maintenance, oob, provision, reconcile, site
 from aisite.cli.common import EXIT_FAILED, app
-from aisite.lifecycle import RecordError
+from aisite.errors import RecordError
 
 __all__ = ["app", "main"]
 

@@ -5,7 +5,7 @@ objects playbooks/health-apply.yml applies (taint and cordon, drain; or release)
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aisite import lifecycle
+from aisite.errors import RecordError
 from aisite.foreign import clean
 from aisite.health.judge import CHECKS, NodeHealth, Problem
 from aisite.health.quarantine import Action, NodeRecord, cap, decide, metrics, node_object
@@ -73,10 +74,28 @@ def from_status(node: str, doc: Any) -> NodeHealth:
     return NodeHealth(node, problems, [clean(c, 120) for c in st.checked], [clean(c, 300) for c in st.skipped])
 
 
+_RECORD_TYPES = {f.name: type(f.default) for f in fields(NodeRecord)}
+
+
 def load_state(path: Path) -> dict[str, NodeRecord]:
+    """health's record per node, as this version writes it (an older aisite's too: the same fields); anything else
+    is a RecordError naming the file, never a guess."""
     if not path.is_file():
         return {}
-    return {k: NodeRecord(**v) for k, v in json.loads(path.read_text()).items()}
+    try:
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict):
+            raise ValueError("not a mapping of node names")
+        out = {}
+        for name, rec in doc.items():
+            if not isinstance(rec, dict) or any(
+                k not in _RECORD_TYPES or type(v) is not _RECORD_TYPES[k] for k, v in rec.items()
+            ):
+                raise ValueError(f"{str(name)[:64]}: not a health record")
+            out[str(name)] = NodeRecord(**rec)
+        return out
+    except ValueError as exc:
+        raise RecordError(f"{path}: {exc}") from exc
 
 
 def _save_state(path: Path, state: dict[str, NodeRecord]) -> None:
