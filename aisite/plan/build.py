@@ -527,6 +527,7 @@ def build_plan(site: Site) -> Plan:
     nodes = tuple(b.node(ref) for ref in b.node_refs())
     switches = b.switches()
     nets = site.networks
+    tenants = tenant_plans(site)
     return Plan(
         site=site.name,
         domain=site.domain,
@@ -550,13 +551,13 @@ def build_plan(site: Site) -> Plan:
         cables=tuple(b.cables),
         roce=roce_qos(site),
         kubernetes=kubernetes_plan(site, nodes),
-        tenants=tenant_plans(site),
+        tenants=tenants,
         workloads=workload_plans(site),
         provisioning=provisioning_plan(site, nodes),
         acceptance=acceptance_plan(site, nodes, {c.speed_gbps for c in b.cables if c.kind == "rail"}),
         health=HealthPlan(**site.health.model_dump()),
         maintenance=maintenance_plan(site, nodes),
-        ceph=ceph_plan(site, nodes, b.cables),
+        ceph=ceph_plan(site, nodes, b.cables, tenants),
         secrets={
             name: {
                 "username": s.username,

@@ -17,12 +17,12 @@ from __future__ import annotations
 import ipaddress
 import math
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from aisite.errors import Problem
 from aisite.model import Ceph, CephPool, Site
-from aisite.plan.types import Cable, Node
+from aisite.plan.types import Cable, Node, TenantPlan
 
 TARGET_PG_PER_OSD = 100
 MAX_PG_PER_OSD = 250
@@ -224,26 +224,30 @@ def tenant_pool(ceph: Ceph, directory: str) -> str:
     return fs.layouts[max(above, key=len)] if above else fs.data_pool
 
 
-def _tenants(ceph: Ceph) -> tuple[CephTenantPlan, ...]:
+def _tenant_dir(ceph: Ceph, name: str) -> str:
+    """The tenant's CephFS directory ("" where it asks for none, or there is no file system)."""
+    return f"{TENANTS_DIR}/{name}" if ceph.filesystem and ceph.tenants[name].cephfs_gb else ""
+
+
+def _tenants(ceph: Ceph, namespaces: Mapping[str, str]) -> tuple[CephTenantPlan, ...]:
+    """Each tenant's share, its Ceph identities named after its namespace (the plan's tenants'), where its Secrets
+    go."""
     out = []
     for name, t in sorted(ceph.tenants.items()):
-        directory = f"{TENANTS_DIR}/{name}"
+        directory, ns = _tenant_dir(ceph, name), namespaces[name]
+        s3 = bool(ceph.s3 and t.s3_gb)
+        pool = tenant_pool(ceph, directory) if directory else ""
         out.append(
             CephTenantPlan(
-                name,
-                f"tenant-{name}",
-                directory if ceph.filesystem and t.cephfs_gb else "",
-                tenant_pool(ceph, directory) if ceph.filesystem and t.cephfs_gb else "",
-                t.cephfs_gb,
-                f"client.tenant-{name}" if ceph.filesystem and t.cephfs_gb else "",
-                f"tenant-{name}" if ceph.s3 and t.s3_gb else "",
-                t.s3_gb,
+                name, ns, directory, pool, t.cephfs_gb, f"client.{ns}" if directory else "", ns if s3 else "", t.s3_gb
             )
         )
     return tuple(out)
 
 
-def ceph_plan(site: Site, nodes: tuple[Node, ...], cables: Iterable[Cable] = ()) -> CephPlan | None:
+def ceph_plan(
+    site: Site, nodes: tuple[Node, ...], cables: Iterable[Cable] = (), tenants: Iterable[TenantPlan] = ()
+) -> CephPlan | None:
     group = site.storage_nodes
     if group is None or group.ceph is None:
         return None
@@ -284,7 +288,7 @@ def ceph_plan(site: Site, nodes: tuple[Node, ...], cables: Iterable[Cable] = ())
         clients=len(gpus),
         client_gbps=min((ports[n].speed_gbps for n in gpus if n in ports), default=0),
         storage_switches=tuple(sorted({c.b_device for c in ports.values()})),
-        tenants=_tenants(ceph),
+        tenants=_tenants(ceph, {t.name: t.namespace for t in tenants}),
     )
 
 
@@ -388,14 +392,15 @@ def _check_tenants(site: Site, ceph: Ceph, out: list[Problem]) -> None:
             out.append(Problem(f"{base}.{name}.s3_gb", "the cluster has no S3 (ceph.s3)"))
 
 
-def _check_capacity(ceph: Ceph, all_osds: tuple[Osd, ...], out: list[Problem]) -> None:
+def _check_capacity(ceph: Ceph, planned: tuple[PoolPlan, ...], out: list[Problem]) -> None:
     """Every pool able to hold what the tenants' quotas let land in it, after copies or coding chunks."""
     base = "site.storage_nodes.ceph.tenants"
-    usable = {p.name: p.usable_gb for p in _pool_plans(ceph, all_osds)}
+    usable = {p.name: p.usable_gb for p in planned}
     asked: dict[str, int] = {}
-    for tenant in _tenants(ceph):
-        if tenant.cephfs_pool:
-            asked[tenant.cephfs_pool] = asked.get(tenant.cephfs_pool, 0) + tenant.cephfs_gb
+    for name, t in ceph.tenants.items():
+        if directory := _tenant_dir(ceph, name):
+            pool = tenant_pool(ceph, directory)
+            asked[pool] = asked.get(pool, 0) + t.cephfs_gb
     for pool, gb in sorted(asked.items()):
         if gb > usable[pool]:
             out.append(
@@ -439,10 +444,11 @@ def ceph_problems(site: Site) -> list[Problem]:
     _check_filesystem(ceph, pools, out)
     _check_s3(ceph, pools, out)
     _check_tenants(site, ceph, out)
-    if not out:  # the pools are sound: what lands in them, and what they weigh on each OSD
-        _check_capacity(ceph, all_osds, out)
+    planned = _pool_plans(ceph, all_osds) if not out else ()
+    if planned:  # the pools are sound: what lands in them, and what they weigh on each OSD
+        _check_capacity(ceph, planned, out)
     if not out and all_osds:
-        for cls, n in sorted(_pgs_per_osd(_pool_plans(ceph, all_osds), all_osds).items()):
+        for cls, n in sorted(_pgs_per_osd(planned, all_osds).items()):
             if n > MAX_PG_PER_OSD:
                 out.append(
                     Problem(
