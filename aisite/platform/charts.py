@@ -16,6 +16,10 @@ from aisite.platform.admission import TENANT_NAMESPACES
 from aisite.platform.common import labels, obj, pod_security_labels
 from aisite.platform.monitoring import dcgm_metrics_csv
 
+# ceph-csi's charts (each released under its own name, in a namespace of that name): the CSI driver each installs and
+# the Secret its values name (secret.name), which holds a key Ceph makes and is never rendered here.
+CEPH_RBD, CEPH_CEPHFS = "ceph-csi-rbd", "ceph-csi-cephfs"
+CEPH_CSI = {CEPH_RBD: ("rbd.csi.ceph.com", "csi-rbd-secret"), CEPH_CEPHFS: ("cephfs.csi.ceph.com", "csi-cephfs-secret")}
 # The monitors' messenger v1 port, as ceph-csi's examples list them (ceph-csi's csiConfig: "<ip>:6789").
 CEPH_MON_PORT = 6789
 # Exempt from Pod Security by the API server's admission configuration (kubernetes_pod_security_exempt_namespaces).
@@ -266,16 +270,13 @@ def charts(plan: Plan) -> list[Chart]:
         values = {"storageClass": {"create": False}}
         out.append(chart("csi-driver-nfs", "csi-driver-nfs", EXEMPT_NAMESPACE, values, (), level="privileged"))
     if plan.ceph:
-        # The site's Ceph cluster by its fsid and monitors; StorageClasses are rendered per pool (storage.py) and the
-        # secrets the charts name (csi-rbd-secret, csi-cephfs-secret) hold keys Ceph makes, never rendered here.
-        # privileged: their node plugins mount volumes on the host.
+        # The site's Ceph cluster by its fsid and monitors; StorageClasses are rendered per pool (storage.py), the
+        # Secrets are not (CEPH_CSI). privileged: their node plugins mount volumes on the host.
         c = plan.ceph
         cluster = [{"clusterID": c.fsid, "monitors": [f"{address}:{CEPH_MON_PORT}" for _, address in c.mon_addresses]}]
         values = {"csiConfig": cluster, "storageClass": {"create": False}, "secret": {"create": False}}
-        if any(p.application == "rbd" for p in c.pools):
-            out.append(chart("ceph-csi-rbd", "ceph-csi-rbd", "ceph-csi-rbd", values, (), level="privileged"))
-        if c.filesystem:
-            out.append(chart("ceph-csi-cephfs", "ceph-csi-cephfs", "ceph-csi-cephfs", values, (), level="privileged"))
+        wanted = {CEPH_RBD: any(p.application == "rbd" for p in c.pools), CEPH_CEPHFS: bool(c.filesystem)}
+        out += [chart(n, n, n, values, (), level="privileged") for n in CEPH_CSI if wanted[n]]
     return out
 
 

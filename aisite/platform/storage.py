@@ -7,28 +7,21 @@ from __future__ import annotations
 from typing import Any
 
 from aisite.plan import Plan
+from aisite.platform.charts import CEPH_CEPHFS, CEPH_CSI, CEPH_RBD
 from aisite.platform.common import labels, obj
 
 NFS_PROVISIONER = "nfs.csi.k8s.io"
 SUBDIR = "${pvc.metadata.namespace}/${pvc.metadata.name}"  # csi-driver-nfs expands these per volume
 
 
-RBD_PROVISIONER = "rbd.csi.ceph.com"
-CEPHFS_PROVISIONER = "cephfs.csi.ceph.com"
-# The secrets ceph-csi's charts name (their values' secret.name) in their release's namespace.
-CEPH_SECRETS = {
-    RBD_PROVISIONER: ("csi-rbd-secret", "ceph-csi-rbd"),
-    CEPHFS_PROVISIONER: ("csi-cephfs-secret", "ceph-csi-cephfs"),
-}
-
-
-def _ceph_secrets(provisioner: str) -> dict[str, str]:
-    name, namespace = CEPH_SECRETS[provisioner]
-    out = {}
+def _ceph_driver(chart: str) -> tuple[str, dict[str, str]]:
+    """A ceph-csi chart's driver (the StorageClass's provisioner) and the parameters naming the Secret it reads."""
+    provisioner, secret = CEPH_CSI[chart]
+    params = {}
     for use in ("provisioner", "controller-expand", "node-stage"):
-        out[f"csi.storage.k8s.io/{use}-secret-name"] = name
-        out[f"csi.storage.k8s.io/{use}-secret-namespace"] = namespace
-    return out
+        params[f"csi.storage.k8s.io/{use}-secret-name"] = secret
+        params[f"csi.storage.k8s.io/{use}-secret-namespace"] = chart  # its release's namespace
+    return provisioner, params
 
 
 def ceph_storage_classes(plan: Plan) -> list[dict[str, Any]]:
@@ -36,14 +29,16 @@ def ceph_storage_classes(plan: Plan) -> list[dict[str, Any]]:
     if c is None:
         return []
     out: list[tuple[str, str, str, dict[str, str]]] = []
+    rbd, rbd_secrets = _ceph_driver(CEPH_RBD)
     for pool in (p for p in c.pools if p.application == "rbd" and not p.system):
-        params = {"clusterID": c.fsid, "pool": pool.name, "imageFeatures": "layering"} | _ceph_secrets(RBD_PROVISIONER)
-        out.append((f"ceph-rbd-{pool.name}", RBD_PROVISIONER, pool.device_class, params))
+        params = {"clusterID": c.fsid, "pool": pool.name, "imageFeatures": "layering"} | rbd_secrets
+        out.append((f"ceph-rbd-{pool.name}", rbd, pool.device_class, params))
+    cephfs, cephfs_secrets = _ceph_driver(CEPH_CEPHFS)
     fs_pools = sorted({*(p for _, p in c.fs_layouts), *([c.fs_data_pool] if c.fs_data_pool else [])})
     classes = {p.name: p.device_class for p in c.pools}
     for name in fs_pools:
-        params = {"clusterID": c.fsid, "fsName": c.filesystem or "", "pool": name} | _ceph_secrets(CEPHFS_PROVISIONER)
-        out.append((f"ceph-fs-{name}", CEPHFS_PROVISIONER, classes[name], params))
+        params = {"clusterID": c.fsid, "fsName": c.filesystem or "", "pool": name} | cephfs_secrets
+        out.append((f"ceph-fs-{name}", cephfs, classes[name], params))
     return [
         obj(
             "storage.k8s.io/v1",
