@@ -123,7 +123,7 @@ class AnsibleSteps:
     boot_wait_s: float = BOOT_WAIT_S
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
-    _reset: list[str] = field(default_factory=list, init=False)  # BMC addresses this reboot step reset
+    _reset: list[str] = field(default_factory=list, init=False)  # the nodes this reboot step had their BMCs reset
 
     def __call__(self, step: str, members: list[str], state: RolloutState) -> dict[str, str]:
         handler: Callable[[list[str], RolloutState], dict[str, str]] = getattr(self, f"_{step}")
@@ -159,7 +159,7 @@ class AnsibleSteps:
         return {} if r.ok else dict.fromkeys(nodes, "; ".join(r.failures)[:500] or r.status)
 
     def _firmware(
-        self, members: list[str], state: RolloutState, act: Callable[[oob.Target, FirmwareBaseline], str]
+        self, members: list[str], state: RolloutState, act: Callable[[str, oob.Target, FirmwareBaseline], str]
     ) -> dict[str, str]:
         """`act` on the BMC of each member out for its firmware (a reason firmware gave); per member its error."""
         nodes = {n.name: n for n in self.plan.nodes}
@@ -170,23 +170,23 @@ class AnsibleSteps:
             if node is None or node.firmware is None or not ours:
                 continue
             try:
-                why = act(oob.node_target(self.plan, node, self.secrets), node.firmware)
+                why = act(name, oob.node_target(self.plan, node, self.secrets), node.firmware)
             except oob.BmcError as exc:
                 why = str(exc)
             if why:
                 errors[name] = f"firmware: {why}"
         return errors
 
-    def _firmware_apply(self, t: oob.Target, baseline: FirmwareBaseline) -> str:
+    def _firmware_apply(self, name: str, t: oob.Target, baseline: FirmwareBaseline) -> str:
         self.done += [f"{t.address}: {done}" for done in self.bmc.apply(t, baseline)]
         return ""
 
-    def _firmware_reset(self, t: oob.Target, baseline: FirmwareBaseline) -> str:
+    def _firmware_reset(self, name: str, t: oob.Target, baseline: FirmwareBaseline) -> str:
         """Reset through the BMC where the reboot left settings pending or the release unchanged (a container's
         BMC, or a machine the OS did not reset)."""
         if firmware.owed_reset(baseline, self.bmc.read(t, baseline)):
             self.bmc.reset(t)
-            self._reset.append(t.address)
+            self._reset.append(name)
         return ""
 
     def _wait_booted(self, nodes: list[str], before: Mapping[str, str]) -> dict[str, str]:
@@ -203,7 +203,7 @@ class AnsibleSteps:
             self.sleep(BOOT_POLL_S)
         return dict.fromkeys(left, f"did not boot again within {self.boot_wait_s:g} s of its BMC's reset")
 
-    def _firmware_verify(self, t: oob.Target, baseline: FirmwareBaseline) -> str:
+    def _firmware_verify(self, name: str, t: oob.Target, baseline: FirmwareBaseline) -> str:
         left = firmware.drift(baseline, self.bmc.read(t, baseline))
         return (
             "still differs after the reset: " + "; ".join(r.removeprefix(f"{firmware.REASON}: ") for r in left)
@@ -287,8 +287,7 @@ class AnsibleSteps:
         booted = _boot_ids(r)  # machines, not containers
         self._reset.clear()
         errors |= self._firmware([n for n in members if n not in errors], state, self._firmware_reset)
-        by_bmc = {n.bmc.address: n.name for n in self.plan.nodes}
-        reset = [by_bmc[a] for a in self._reset if by_bmc.get(a) in members and by_bmc[a] not in errors]
+        reset = [n for n in self._reset if n not in errors]
         self.skipped += [
             f"{n} (maintenance): reset by its BMC: a container's OS does not restart with it; nothing to wait for"
             for n in reset
