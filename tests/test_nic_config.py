@@ -4,15 +4,14 @@ module run by Ansible with the real mstconfig (mstflint) against PCI functions t
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
+
+from tests.adhoc import run_module
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = ROOT / "collections/ansible_collections/aisite/site/plugins/modules/nic_config.py"
@@ -75,27 +74,8 @@ def test_hostile_or_short_output_is_an_error_never_a_guess() -> None:
     assert m.parse_query(huge, ["LINK_TYPE_P1"])["LINK_TYPE_P1"]["next"] == 2
 
 
-def _run(sysfs: Path, devices: list[dict[str, object]], check: bool = False) -> dict[str, object]:
-    """The module as Ansible runs it (ad hoc, on localhost), its result as JSON."""
-    env = os.environ | {
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-        "ANSIBLE_LOCALHOST_WARNING": "0",
-    }
-    args = json.dumps({"devices": devices, "sysfs": str(sysfs)})
-    cmd = [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-m", "aisite.site.nic_config"]
-    r = subprocess.run(
-        [*cmd, "-a", args, *(["--check"] if check else [])],
-        check=False,
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    doc = json.loads(r.stdout)
-    result: dict[str, object] = doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    return result
+def _run(sysfs: Path, devices: list[dict[str, object]], check: bool = False) -> dict[str, Any]:
+    return run_module("aisite.site.nic_config", {"devices": devices, "sysfs": str(sysfs)}, check)
 
 
 @pytest.mark.skipif(shutil.which("mstconfig") is None, reason="mstflint is not installed (scripts/setup.sh does)")

@@ -1,0 +1,33 @@
+"""A project module run as Ansible runs it (ad hoc, on localhost), its result as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_module(name: str, args: dict[str, Any], check: bool = False) -> dict[str, Any]:
+    env = os.environ | {
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+        "ANSIBLE_LOCALHOST_WARNING": "0",
+    }
+    cmd = [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-m", name]
+    r = subprocess.run(
+        [*cmd, "-a", json.dumps(args), *(["--check"] if check else [])],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    doc = json.loads(r.stdout)
+    result: dict[str, Any] = doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return result
