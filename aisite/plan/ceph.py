@@ -181,12 +181,15 @@ def _pool_plans(ceph: Ceph, all_osds: tuple[Osd, ...]) -> tuple[PoolPlan, ...]:
                 int(raw.get(cls, 0) * p.share / 100 * efficiency),
             )
         )
+    # Three copies on three hosts; on fewer hosts (a lab), on three OSDs: Ceph refuses a pool of one copy
+    # (mon_allow_pool_size_one) and a pool of two on two hosts stops at the first failure.
     hosts = len({o.host for o in all_osds})
-    small = max(1, min(3, hosts))
+    domain = "host" if hosts >= 3 else "osd"
+    small = max(1, min(3, hosts if domain == "host" else len(all_osds)))
     mgr = MGR_POOLS.get(ceph.release, MGR_POOL)
     system = [(mgr, "mgr", 1)] + ([(n, "rgw", MIN_PG) for n in RGW_POOLS] if ceph.s3 else [])
     for name, app, pg in system:
-        out.append(PoolPlan(name, app, "replicated", small, small - small // 2, None, None, "host", ALL, pg, 0, True))
+        out.append(PoolPlan(name, app, "replicated", small, small - small // 2, None, None, domain, ALL, pg, 0, True))
     return tuple(out)
 
 
