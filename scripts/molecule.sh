@@ -17,7 +17,7 @@ jobs_max="${AISITE_MOLECULE_JOBS:-2}"
 roles=("$@")
 if [ ${#roles[@]} -eq 0 ]; then
   # The longest first (seconds of a CI run), so the last to start are short and the jobs end together.
-  for role in kubernetes/upgrade reconciler pull boot_server etcd_backup common fabric_frr roce_host kubernetes_certs storage; do
+  for role in kubernetes/upgrade ceph reconciler pull boot_server etcd_backup common fabric_frr roce_host kubernetes_certs storage; do
     [ -d "roles/${role%%/*}/molecule/$([[ $role == */* ]] && echo "${role#*/}" || echo default)" ] && roles+=("$role")
   done
   for d in roles/*/molecule/*/; do

@@ -24,6 +24,7 @@ def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
         "roce_host",
         "nvidia",
         "storage",
+        "ceph",
         "node_health",
         "kubernetes",  # the cluster layer reads every node with it first
         "containerd",

@@ -140,6 +140,14 @@ def inventory(plan: Plan) -> dict[str, Any]:
                 "hosts": {node.name: {} for node in plan.nodes},
                 "vars": {"aisite_gitops": plain(plan.gitops)},
             }
+    if plan.ceph:
+        # The Ceph cluster's nodes and its plan, as a group of their own: a change to it is theirs alone.
+        c = plan.ceph
+        members = {*c.monitors, *c.managers, *c.mds, *c.rgw, *(o.host for o in c.osds)}
+        children["ceph"] = {
+            "hosts": {node.name: {} for node in plan.nodes if node.name in members},
+            "vars": {"aisite_ceph": plain(c)},
+        }
     if plan.provisioning:
         children["boot_server"] = {
             "hosts": {BOOT_SERVER: {"ansible_host": plan.provisioning.boot_server}},

@@ -1,0 +1,61 @@
+"""What the ceph role is given: the plan's Ceph cluster in an inventory group of its own (its nodes alone, so a
+change to it re-runs the hosts layer on them and nowhere else), in the shape the role and its molecule scenario
+read."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import yaml
+
+from aisite.changes import host_digests, layer_reads, layer_targets
+from aisite.loader import parse_site
+from aisite.plan import build_plan
+from aisite.plan.ceph import CephPlan, CephTenantPlan, Osd, PoolPlan
+from aisite.render.inventory import inventory
+from tests.test_ceph_plan import DESIGN, _site
+
+ROOT = Path(__file__).resolve().parent.parent
+CONVERGE = ROOT / "roles/ceph/molecule/default/converge.yml"
+
+
+def _fields(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def test_the_ceph_group_holds_the_clusters_nodes_and_its_plan_only_there() -> None:
+    plan = build_plan(parse_site(_site(copy.deepcopy(DESIGN))))
+    inv = inventory(plan)
+    group = inv["all"]["children"]["ceph"]
+    assert list(group["hosts"]) == ["stor01", "stor02", "stor03"]
+    assert set(group["vars"]["aisite_ceph"]) == _fields(CephPlan)
+    assert "aisite_ceph" not in inv["all"]["vars"], "a GPU node's hosts layer must not read the Ceph plan"
+    assert set(layer_targets("hosts", inv)) >= {"stor01", "stor02", "stor03"}
+    assert layer_reads("hosts", ["aisite_ceph"]) == {"aisite_ceph": None}
+
+    bare = _site(copy.deepcopy(DESIGN))
+    del bare["storage_nodes"]["ceph"]
+    assert "ceph" not in inventory(build_plan(parse_site(bare)))["all"]["children"]
+
+
+def test_a_changed_ceph_plan_changes_the_storage_nodes_hosts_layer_digests_only() -> None:
+    design = copy.deepcopy(DESIGN)
+    before = inventory(build_plan(parse_site(_site(design))))
+    design["pools"][0]["share"] = 6
+    after = inventory(build_plan(parse_site(_site(design))))
+    reads = layer_reads("hosts", {"aisite_ceph", "aisite_node"})
+    a, b = host_digests(before, reads), host_digests(after, reads)
+    moved = sorted(h for h in a if a[h] != b[h])
+    assert moved == ["stor01", "stor02", "stor03"], moved
+
+
+def test_the_molecule_scenarios_plan_has_the_plans_shape() -> None:
+    """The scenario writes its plan by hand (one node, loopback): its keys must stay the plan's."""
+    play = yaml.safe_load(CONVERGE.read_text())[0]
+    ceph = play["vars"]["aisite_ceph"]
+    assert set(ceph) == _fields(CephPlan)
+    assert all(set(p) == _fields(PoolPlan) for p in ceph["pools"])
+    assert all(set(o) == _fields(Osd) for o in ceph["osds"])
+    assert ceph["tenants"] and all(set(t) == _fields(CephTenantPlan) for t in ceph["tenants"])
