@@ -118,14 +118,15 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
 
 def _ceph_margins(plan: Plan) -> list[Problem]:
     """Pools that write with no redundancy while one failure lasts (aisite.plan.ceph: Ceph's default min_size); and
-    that aisite plans Ceph and renders its clients but installs no Ceph yet."""
+    what of the cluster aisite does not install yet."""
     out = []
     if plan.ceph:
         out.append(
             Problem(
                 "site.storage_nodes.ceph",
-                "aisite plans this cluster and renders ceph-csi and its StorageClasses, but no role installs Ceph "
-                "yet: install it yourself (the plan's fsid, monitors and pools) or its volumes will not bind",
+                "the hosts layer installs this cluster from Debian's packages (16.2 only: no upstream repository "
+                "yet) with each OSD on a file, not a disk; the keys ceph-csi and the tenants read are not made yet: "
+                "its volumes will not bind until you make those Secrets",
             )
         )
     for i, pool in enumerate(p for p in (plan.ceph.pools if plan.ceph else ()) if not p.system):

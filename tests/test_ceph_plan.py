@@ -99,8 +99,9 @@ def test_three_storage_nodes_plan_daemons_osds_and_pools_by_cephs_own_rules() ->
     # The EC pools with m = 1 are warned of (valid, but no coding chunk to spare while a node is down).
     warned = [str(w) for w in site_warnings(site, plan) if "ceph" in w.path]
     assert warned == [
-        "site.storage_nodes.ceph: aisite plans this cluster and renders ceph-csi and its StorageClasses, but no role "
-        "installs Ceph yet: install it yourself (the plan's fsid, monitors and pools) or its volumes will not bind",
+        "site.storage_nodes.ceph: the hosts layer installs this cluster from Debian's packages (16.2 only: no "
+        "upstream repository yet) with each OSD on a file, not a disk; the keys ceph-csi and the tenants read are "
+        "not made yet: its volumes will not bind until you make those Secrets",
         "site.storage_nodes.ceph.pools[2]: datasets-ec: erasure 2+1 has min_size 2 = k: while one host is down it "
         "takes writes with no coding chunk to spare (m >= 2 keeps one)",
         "site.storage_nodes.ceph.pools[4]: rgw-ec: erasure 2+1 has min_size 2 = k: while one host is down it takes "
