@@ -84,3 +84,13 @@ def test_the_file_system_is_laid_out_as_planned_and_left_unmounted(host):
         host.run("umount /mnt/verify")
     assert layout == "datasets-ec" and quota == "5000000000"
     assert f"{ino:x}.00000000" in objects.split()
+
+
+def test_rgw_keeps_each_storage_class_in_its_pool_and_the_tenant_has_its_user_and_quota(host):
+    zone = json.loads(host.check_output("radosgw-admin zone get --rgw-zone=default"))
+    (placement,) = [p for p in zone["placement_pools"] if p["key"] == "default-placement"]
+    classes = {k: v["data_pool"] for k, v in placement["val"]["storage_classes"].items()}
+    assert classes == {"STANDARD": "rgw-hot", "STANDARD_IA": "rgw-ec"}
+    user = json.loads(host.check_output("radosgw-admin user info --uid=tenant-team-a"))
+    assert user["user_quota"]["enabled"] is True and user["user_quota"]["max_size"] == 1000000512  # 10^9 in whole KiB
+    assert user["keys"], "RGW made the user's keys"

@@ -1,0 +1,233 @@
+# Runs on a Ceph node with the admin key: RGW's storage classes (its zone's placement) and the tenants' S3 users
+# with their quotas, converged with radosgw-admin (argument lists, never a shell). A user's keys, which
+# radosgw-admin prints, are read by nothing here and never returned.
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+
+DOCUMENTATION = r"""
+---
+module: ceph_rgw
+short_description: Converge RGW's storage classes and the tenants' S3 users to the plan's (aisite.plan.ceph)
+description:
+  - Each storage class of the plan is added to the zone group's placement target and given its data pool in the
+    zone (C(radosgw-admin zonegroup placement add), C(zone placement add) or C(modify)); RGW reads its zone when it
+    starts, so RV(restart) says when its daemons must restart.
+  - Each user is created when missing (its keys made by RGW, kept in Ceph, never read or returned here) and its user
+    quota set and enabled; users the plan does not name are never touched.
+  - In check mode nothing is changed; what would be is reported.
+options:
+  storage_classes:
+    description: "[class, pool] pairs (S3 storage class names: STANDARD, STANDARD_IA, ...)."
+    type: list
+    elements: list
+    default: []
+  tenants:
+    description: The plan's Ceph tenants (aisite.plan.ceph.CephTenantPlan as data); each with an C(s3_user) gets that
+      user, its quota C(s3_gb) GB of 10^9 bytes (0 for none).
+    type: list
+    elements: dict
+    default: []
+  zone:
+    description: The zone (RGW's default when none is configured).
+    type: str
+    default: default
+  zonegroup:
+    description: The zone group.
+    type: str
+    default: default
+  placement:
+    description: The placement target.
+    type: str
+    default: default-placement
+  cluster:
+    description: Arguments that reach this cluster with the admin key (C(--cluster NAME)).
+    type: list
+    elements: str
+    default: []
+author: aisite
+"""
+
+EXAMPLES = r"""
+- name: Ceph | Storage classes and S3 users
+  aisite.site.ceph_rgw:
+    storage_classes: [[STANDARD, rgw-hot], [STANDARD_IA, rgw-ec]]
+    tenants: [{s3_user: tenant-team-a, s3_gb: 100}]
+"""
+
+RETURN = r"""
+actions:
+  description: The radosgw-admin commands run (or, in check mode, that would be), as text.
+  type: list
+  returned: always
+restart:
+  description: Whether RGW must restart to read a changed zone.
+  type: bool
+  returned: always
+"""
+
+CLASS = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_LIMIT = 1 << 22
+
+
+class PlanError(ValueError):
+    pass
+
+
+def _name(value: Any, what: str, pattern: re.Pattern[str] = NAME) -> str:
+    if not isinstance(value, str) or not pattern.match(value):
+        raise PlanError(f"{what} {value!r} is not a name aisite writes")
+    return value
+
+
+def _obj(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"radosgw-admin reported {what} as {type(value).__name__}, not an object")
+    return value
+
+
+def zone_classes(zone: Any, placement: str) -> dict[str, str]:
+    """`radosgw-admin zone get`: the placement target's storage class -> data pool."""
+    for p in _obj(zone, "the zone").get("placement_pools") or []:
+        if _obj(p, "a placement").get("key") == placement:
+            classes = _obj(_obj(p.get("val"), "a placement's pools").get("storage_classes") or {}, "storage classes")
+            return {str(k): str(_obj(v, k).get("data_pool", "")) for k, v in classes.items()}
+    return {}
+
+
+def zonegroup_classes(zonegroup: Any, placement: str) -> list[str]:
+    """`radosgw-admin zonegroup get`: the placement target's storage classes."""
+    for t in _obj(zonegroup, "the zone group").get("placement_targets") or []:
+        if _obj(t, "a placement target").get("name") == placement:
+            return [str(c) for c in t.get("storage_classes") or []]
+    return []
+
+
+def user_quota(info: Any) -> tuple[bool, int]:
+    """`radosgw-admin user info`: the user quota's (enabled, max_size in bytes)."""
+    q = _obj(_obj(info, "the user").get("user_quota"), "the user quota")
+    size = q.get("max_size")
+    if not isinstance(size, int) or isinstance(size, bool):
+        raise ValueError("radosgw-admin reported a user quota's max_size that is not an integer")
+    return bool(q.get("enabled")), size
+
+
+class Rgw:
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+        self.base = [module.get_bin_path("radosgw-admin", required=True), *module.params["cluster"]]
+        self.actions: list[str] = []
+
+    def read(self, *args: str, missing_ok: bool = False) -> Any:
+        rc, out, err = self.module.run_command([*self.base, *args, "--format", "json"])
+        if rc != 0:
+            if missing_ok and rc == 22:  # EINVAL: no such user
+                return None
+            self.module.fail_json(msg=f"radosgw-admin {' '.join(args)} failed: {(err or out)[-400:]}")
+        if len(out) > _LIMIT:
+            self.module.fail_json(msg=f"radosgw-admin {' '.join(args)}: over {_LIMIT} bytes of output")
+        try:
+            return json.loads(out)
+        except ValueError as e:
+            self.module.fail_json(msg=f"radosgw-admin {' '.join(args)}: not JSON ({e})")
+
+    def do(self, *args: str) -> None:
+        self.actions.append(" ".join(args))
+        if self.module.check_mode:
+            return
+        # The output (a new user's keys among it) is dropped unread; an error is said on stderr.
+        rc, _out, err = self.module.run_command([*self.base, *args])
+        if rc != 0:
+            self.module.fail_json(msg=f"radosgw-admin {' '.join(args)} failed: {err[-400:]}", actions=self.actions)
+
+
+def converge(r: Rgw, classes: list[tuple[str, str]], users: list[tuple[str, int]]) -> bool:
+    p = r.module.params
+    restart = False
+    if classes:
+        zg, zone, placement = p["zonegroup"], p["zone"], p["placement"]
+        have_zg = zonegroup_classes(r.read("zonegroup", "get", f"--rgw-zonegroup={zg}"), placement)
+        have_zone = zone_classes(r.read("zone", "get", f"--rgw-zone={zone}"), placement)
+        for cls, pool in classes:
+            if cls not in have_zg:
+                r.do(
+                    "zonegroup",
+                    "placement",
+                    "add",
+                    f"--rgw-zonegroup={zg}",
+                    f"--placement-id={placement}",
+                    f"--storage-class={cls}",
+                )
+            if have_zone.get(cls) != pool:
+                verb = "modify" if cls in have_zone else "add"
+                r.do(
+                    "zone",
+                    "placement",
+                    verb,
+                    f"--rgw-zone={zone}",
+                    f"--placement-id={placement}",
+                    f"--storage-class={cls}",
+                    f"--data-pool={pool}",
+                )
+                restart = True
+    for uid, quota in users:
+        info = r.read("user", "info", f"--uid={uid}", missing_ok=True)
+        if info is None:
+            r.do("user", "create", f"--uid={uid}", f"--display-name={uid}")
+            enabled, size = False, -1
+        else:
+            enabled, size = user_quota(info)
+        # RGW keeps a quota in whole KiB, rounded up (16.2: 10^9 bytes reads back as 1000000512).
+        if quota and size != -(-quota // 1024) * 1024:
+            r.do("quota", "set", "--quota-scope=user", f"--uid={uid}", f"--max-size={quota}")
+        if bool(quota) != enabled:
+            r.do("quota", "enable" if quota else "disable", "--quota-scope=user", f"--uid={uid}")
+    return restart
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "storage_classes": {"type": "list", "elements": "list", "default": []},
+            "tenants": {"type": "list", "elements": "dict", "default": []},
+            "zone": {"type": "str", "default": "default"},
+            "zonegroup": {"type": "str", "default": "default"},
+            "placement": {"type": "str", "default": "default-placement"},
+            "cluster": {"type": "list", "elements": "str", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        for key in ("zone", "zonegroup", "placement"):
+            _name(p[key], key)
+        classes = []
+        for pair in p["storage_classes"]:
+            if len(pair) != 2:
+                raise PlanError(f"storage class {pair!r} is not a [class, pool] pair")
+            classes.append((_name(pair[0], "storage class", CLASS), _name(pair[1], "pool")))
+        users = []
+        for t in p["tenants"]:
+            if not t.get("s3_user"):
+                continue
+            gb = t.get("s3_gb")
+            if not isinstance(gb, int) or isinstance(gb, bool) or not 0 <= gb <= 10**9:
+                raise PlanError(f"user {t.get('s3_user')!r}: s3_gb must be an integer from 0 to 10^9")
+            users.append((_name(t["s3_user"], "user"), gb * 10**9))
+    except PlanError as e:
+        module.fail_json(msg=str(e))
+    r = Rgw(module)
+    try:
+        restart = converge(r, classes, users)
+    except ValueError as e:
+        module.fail_json(msg=str(e), actions=r.actions)
+    module.exit_json(changed=bool(r.actions), actions=r.actions, restart=restart)
+
+
+if __name__ == "__main__":
+    main()
