@@ -121,6 +121,11 @@ def test_pools_converge_then_rest_and_changes_touch_only_what_differs(cluster: L
     recoded = [*pools[:2], _pool("ec", kind="erasure", width=5, min_size=4, k=4, m=1), *pools[3:]]
     refused = _run(cluster, recoded, fs)
     assert refused.get("failed") and "'ec': erasure coding" in refused["msg"] and refused["actions"] == [], refused
+    # A device class set on the pool's profile by hand (--force rewrites the record): seen, not overlooked.
+    profile = ["k=2", "m=1", "crush-failure-domain=osd", "crush-device-class=ssd", "--force"]
+    subprocess.run([*cluster.cmd, "osd", "erasure-code-profile", "set", "aisite-ec", *profile], check=True)
+    classed = _run(cluster, pools, fs)
+    assert classed.get("failed") and "'crush-device-class': 'ssd'" in classed["msg"], classed
     flipped = [*pools[:2], _pool("ec"), *pools[3:]]
     refused = _run(cluster, flipped, fs)
     assert refused.get("failed") and "erasure-coded in the cluster, replicated in the plan" in refused["msg"]
