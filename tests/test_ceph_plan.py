@@ -317,3 +317,13 @@ def test_tenants_get_a_directory_a_client_and_an_s3_user_within_what_the_pools_h
         "site.storage_nodes.ceph.tenants.team-a.cephfs_gb: the cluster has no file system (ceph.filesystem)",
         "site.storage_nodes.ceph.tenants.team-a.s3_gb: the cluster has no S3 (ceph.s3)",
     ]
+
+
+def test_nodes_may_not_pull_the_hosts_layer_of_a_site_with_ceph() -> None:
+    site = _site(copy.deepcopy(DESIGN))
+    site["gitops"]["pull_layers"] = ["hosts"]
+    with pytest.raises(SiteError) as exc:
+        parse_site(site)
+    assert [p.path for p in exc.value.problems] == ["site.gitops.pull_layers"]
+    site["gitops"]["pull_layers"] = ["cluster"]
+    assert build_plan(parse_site(site)).pulled_layers == ("cluster",)

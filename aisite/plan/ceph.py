@@ -439,6 +439,15 @@ def ceph_problems(site: Site) -> list[Problem]:
                 f"Ceph's monitors need a majority of three nodes; the control plane has {site.control_plane.size}",
             )
         )
+    if site.gitops and "hosts" in site.gitops.pull_layers:
+        # roles/ceph runs steps once for the cluster from its first monitor (keys, pools): no node can apply it alone.
+        out.append(
+            Problem(
+                "site.gitops.pull_layers",
+                "the hosts layer installs Ceph across its nodes from the first monitor (keys, pools): a node cannot "
+                "pull it alone; pull only the cluster layer on a site with storage_nodes.ceph",
+            )
+        )
     if not group.disks:
         out.append(Problem("site.storage_nodes.disks", "a Ceph cluster needs disks for its OSDs"))
     all_osds = osds(site)
