@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import shutil
+import subprocess
 from pathlib import Path
 
+import jinja2
+import pytest
 import yaml
 
 from aisite.changes import host_digests, layer_reads, layer_targets
 from aisite.loader import parse_site
 from aisite.plan import build_plan
 from aisite.plan.ceph import CephPlan, CephTenantPlan, Osd, PoolPlan
+from aisite.plan.types import plain
 from aisite.render.inventory import inventory
 from tests.test_ceph_plan import DESIGN, _site
 
@@ -59,3 +64,40 @@ def test_the_molecule_scenarios_plan_has_the_plans_shape() -> None:
     assert all(set(p) == _fields(PoolPlan) for p in ceph["pools"])
     assert all(set(o) == _fields(Osd) for o in ceph["osds"])
     assert ceph["tenants"] and all(set(t) == _fields(CephTenantPlan) for t in ceph["tenants"])
+
+
+@pytest.mark.skipif(
+    shutil.which("ceph-conf") is None, reason="ceph-conf is not installed (scripts/setup.sh installs Ceph)"
+)
+def test_the_rendered_ceph_conf_reads_back_through_cephs_own_parser(tmp_path: Path) -> None:
+    """The role's ceph.conf for a three-node plan, as Ceph's own ceph-conf reads it for a monitor, an OSD and RGW."""
+    plan = build_plan(parse_site(_site(copy.deepcopy(DESIGN))))
+    assert plan.ceph is not None
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    template = env.from_string((ROOT / "roles/ceph/templates/ceph.conf.j2").read_text())
+    conf = tmp_path / "ceph.conf"
+    conf.write_text(
+        template.render(
+            ansible_managed="managed",
+            ceph_plan=plain(plan.ceph),
+            ceph_is_rgw=True,
+            ceph_me="stor02",
+            ceph_address="10.250.2.12",
+            ceph_rgw_port=7480,
+        )
+    )
+
+    def lookup(name: str, key: str) -> str:
+        r = subprocess.run(
+            ["ceph-conf", "-c", str(conf), "--name", name, "--lookup", key], capture_output=True, text=True, check=True
+        )
+        return r.stdout.strip()
+
+    addresses = [a for _, a in plan.ceph.mon_addresses]
+    assert lookup("mon.stor01", "fsid") == plan.ceph.fsid
+    assert lookup("mon.stor01", "mon_host") == ",".join(f"[v2:{a}:3300,v1:{a}:6789]" for a in addresses)
+    assert lookup("mon.stor01", "auth_allow_insecure_global_id_reclaim") == "false"
+    assert lookup("osd.0", "osd_memory_target") == str(plan.ceph.osd_memory_target_mib * 1048576)
+    assert lookup("osd.0", "osd_class_update_on_start") == "false"
+    assert lookup("client.rgw.stor02", "rgw_frontends") == "beast endpoint=10.250.2.12:7480"
+    assert lookup("mon.stor01", "public_network") == ",".join(plan.ceph.public_networks)
