@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,3 +33,11 @@ def run_module(name: str, args: dict[str, Any], check: bool = False) -> dict[str
     doc = json.loads(r.stdout)
     result: dict[str, Any] = doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
     return result
+
+
+def load_module(name: str) -> ModuleType:
+    """A project module's source, imported as Ansible's collection loader would name it (its module_utils beside)."""
+    collections = str(ROOT / "collections")
+    if collections not in sys.path:
+        sys.path.append(collections)
+    return importlib.import_module(f"ansible_collections.aisite.site.plugins.modules.{name}")

@@ -4,7 +4,6 @@ changed plan changing only what differs, and what Ceph cannot change refused bef
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -17,11 +16,9 @@ import pytest
 from aisite.loader import parse_site
 from aisite.plan import build_plan
 from aisite.plan.types import plain
-from tests.adhoc import ROOT, run_module
+from tests.adhoc import load_module, run_module
 from tests.ceph_local import LocalCeph, ceph_cluster
 from tests.test_ceph_plan import DESIGN, _site
-
-MODULE = "collections/ansible_collections/aisite/site/plugins/modules/ceph_pools.py"
 
 pytestmark = pytest.mark.skipif(
     shutil.which("ceph-mon") is None, reason="ceph-mon is not installed (scripts/setup.sh installs it)"
@@ -151,10 +148,7 @@ def test_a_plan_outside_the_narrow_shapes_is_refused_before_ceph_is_asked(
 
 def test_the_plans_pools_as_the_inventory_carries_them_pass_the_modules_checks() -> None:
     """The plan's pools and the module's narrowing are written apart: every field the plan gives must pass."""
-    spec = importlib.util.spec_from_file_location("ceph_pools", ROOT / MODULE)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_module("ceph_pools")
     plan = build_plan(parse_site(_site(DESIGN)))
     assert plan.ceph is not None
     checked = [mod.check_pool(p) for p in plain(plan.ceph.pools)]

@@ -4,7 +4,6 @@ types refused before radosgw-admin is asked. The module's changes run for real i
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -12,19 +11,13 @@ from typing import Any
 
 import pytest
 
-from tests.adhoc import ROOT, run_module
+from tests.adhoc import load_module, run_module
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ceph"
 
 
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "ceph_rgw", ROOT / "collections/ansible_collections/aisite/site/plugins/modules/ceph_rgw.py"
-    )
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module("ceph_rgw")
 
 
 def _load(name: str) -> Any:

@@ -82,8 +82,8 @@ def test_the_rendered_ceph_conf_reads_back_through_cephs_own_parser(tmp_path: Pa
             ceph_plan=plain(plan.ceph),
             ceph_is_rgw=True,
             ceph_me="stor02",
-            ceph_address="10.250.2.12",
-            ceph_rgw_port=7480,
+            ceph_address=dict(plan.ceph.addresses)["stor02"],
+            ceph_mon_addrvecs=[f"[v2:{a}:3300,v1:{a}:6789]" for _, a in plan.ceph.mon_addresses],
         )
     )
 
@@ -99,5 +99,5 @@ def test_the_rendered_ceph_conf_reads_back_through_cephs_own_parser(tmp_path: Pa
     assert lookup("mon.stor01", "auth_allow_insecure_global_id_reclaim") == "false"
     assert lookup("osd.0", "osd_memory_target") == str(plan.ceph.osd_memory_target_mib * 1048576)
     assert lookup("osd.0", "osd_class_update_on_start") == "false"
-    assert lookup("client.rgw.stor02", "rgw_frontends") == "beast endpoint=10.250.2.12:7480"
+    assert lookup("client.rgw.stor02", "rgw_frontends") == f"beast endpoint={dict(plan.ceph.addresses)['stor02']}:7480"
     assert lookup("mon.stor01", "public_network") == ",".join(plan.ceph.public_networks)

@@ -3,7 +3,6 @@ module run by Ansible with the real mstconfig (mstflint) against PCI functions t
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 from types import ModuleType
@@ -11,18 +10,11 @@ from typing import Any
 
 import pytest
 
-from tests.adhoc import run_module
-
-ROOT = Path(__file__).resolve().parent.parent
-MODULE = ROOT / "collections/ansible_collections/aisite/site/plugins/modules/nic_config.py"
+from tests.adhoc import load_module, run_module
 
 
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("nic_config", MODULE)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module("nic_config")
 
 
 def _query(rows: list[tuple[str, ...]], verbose: bool = True) -> str:

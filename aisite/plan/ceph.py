@@ -42,6 +42,13 @@ RGW_POOLS = (
 MGR_POOLS = {"16.2": "device_health_metrics"}
 MGR_POOL = ".mgr"
 ALL = "all"  # a pool with no device class spans every OSD
+# Ceph's ports (Ceph documentation, Network Configuration Reference: the monitors' msgr2 3300 and v1 6789;
+# Prometheus Module: server_port 9283; Ceph Object Gateway: the beast frontend's default port 7480). The role
+# configures them and the platform's clients and scrapes read them, both from the plan.
+MON_V2_PORT = 3300
+MON_V1_PORT = 6789
+MGR_METRICS_PORT = 9283
+RGW_PORT = 7480
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +103,9 @@ class CephPlan:
     # Each monitor's address (its storage network address, else its management one) and the networks Ceph's
     # clients and daemons reach them on (public_network).
     mon_addresses: tuple[tuple[str, str], ...]
+    # Every node of the cluster (monitors, managers, MDS, RGW, OSD hosts) at its address on Ceph's public network
+    # (its storage interface, else its management one), where its daemons listen.
+    addresses: tuple[tuple[str, str], ...]
     public_networks: tuple[str, ...]
     managers: tuple[str, ...]
     mds: tuple[str, ...]
@@ -118,6 +128,10 @@ class CephPlan:
     client_gbps: int = 0
     storage_switches: tuple[str, ...] = ()  # where the storage ports land (the in-band management switches today)
     tenants: tuple[CephTenantPlan, ...] = ()
+    mon_v2_port: int = MON_V2_PORT
+    mon_v1_port: int = MON_V1_PORT
+    mgr_metrics_port: int = MGR_METRICS_PORT
+    rgw_port: int = RGW_PORT
 
 
 def min_size(pool: CephPool) -> int:
@@ -262,6 +276,8 @@ def ceph_plan(
     monitors = (control_plane if ceph.monitors == "control-plane" else storage)[:3]
     by_name = {n.name: n for n in nodes}
     interfaces = [by_name[m].storage or by_name[m].management for m in monitors]
+    mds, rgw = (storage[:2] if ceph.filesystem else ()), (storage if ceph.s3 else ())
+    members = [n.name for n in nodes if n.name in {*monitors, *mds, *rgw, *(o.host for o in all_osds)}]
     fs = ceph.filesystem
     ports = {c.a_device: c for c in cables if c.kind == "storage"}
     gpus = [n.name for n in nodes if n.role == "gpu"]
@@ -270,12 +286,13 @@ def ceph_plan(
         fsid=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"ceph.{site.name}.{site.domain}")),
         monitors=monitors,
         mon_addresses=tuple((m, i.address) for m, i in zip(monitors, interfaces, strict=True)),
+        addresses=tuple((n, (by_name[n].storage or by_name[n].management).address) for n in members),
         public_networks=tuple(
             sorted({str(ipaddress.ip_interface(f"{i.address}/{i.prefix}").network) for i in interfaces})
         ),
         managers=monitors[:2],
-        mds=storage[:2] if fs else (),
-        rgw=storage if ceph.s3 else (),
+        mds=mds,
+        rgw=rgw,
         osds=all_osds,
         osd_memory_target_mib=ceph.osd_memory_target_mib,
         pools=pools,

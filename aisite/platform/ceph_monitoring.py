@@ -11,9 +11,6 @@ from aisite.plan import Plan
 from aisite.platform.common import labels, obj
 from aisite.platform.monitoring import NAMESPACE, alert_rules
 
-# The prometheus module's default port (Ceph documentation, Prometheus Module: server_port 9283).
-MGR_PROMETHEUS_PORT = 9283
-
 # (alert, expression, for, severity, summary)
 ALERTS = (
     ("CephHealthError", "ceph_health_status == 2", "5m", "critical", "Ceph reports HEALTH_ERR (`ceph health detail`)"),
@@ -60,7 +57,7 @@ def ceph_monitoring_objects(plan: Plan) -> list[dict[str, Any]]:
     c = plan.ceph
     if c is None:
         return []
-    addresses = dict(c.mon_addresses)
+    addresses = dict(c.addresses)
     rules = alert_rules(ALERTS)
     return [
         obj(
@@ -73,7 +70,7 @@ def ceph_monitoring_objects(plan: Plan) -> list[dict[str, Any]]:
                 # Each manager serves the cluster's metrics while it is the active one (a standby answers empty).
                 "staticConfigs": [
                     {
-                        "targets": [f"{addresses[m]}:{MGR_PROMETHEUS_PORT}" for m in c.managers],
+                        "targets": [f"{addresses[m]}:{c.mgr_metrics_port}" for m in c.managers],
                         "labels": {"ceph_cluster": c.fsid},
                     }
                 ],

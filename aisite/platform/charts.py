@@ -20,8 +20,6 @@ from aisite.platform.monitoring import dcgm_metrics_csv
 # the Secret its values name (secret.name), which holds a key Ceph makes and is never rendered here.
 CEPH_RBD, CEPH_CEPHFS = "ceph-csi-rbd", "ceph-csi-cephfs"
 CEPH_CSI = {CEPH_RBD: ("rbd.csi.ceph.com", "csi-rbd-secret"), CEPH_CEPHFS: ("cephfs.csi.ceph.com", "csi-cephfs-secret")}
-# The monitors' messenger v1 port, as ceph-csi's examples list them (ceph-csi's csiConfig: "<ip>:6789").
-CEPH_MON_PORT = 6789
 # Exempt from Pod Security by the API server's admission configuration (kubernetes_pod_security_exempt_namespaces).
 EXEMPT_NAMESPACE = "kube-system"
 
@@ -271,9 +269,10 @@ def charts(plan: Plan) -> list[Chart]:
         out.append(chart("csi-driver-nfs", "csi-driver-nfs", EXEMPT_NAMESPACE, values, (), level="privileged"))
     if plan.ceph:
         # The site's Ceph cluster by its fsid and monitors; StorageClasses are rendered per pool (storage.py), the
-        # Secrets are not (CEPH_CSI). privileged: their node plugins mount volumes on the host.
+        # Secrets are not (CEPH_CSI). privileged: their node plugins mount volumes on the host. Monitors on their v1
+        # port, as ceph-csi's csiConfig examples list them ("<ip>:6789").
         c = plan.ceph
-        cluster = [{"clusterID": c.fsid, "monitors": [f"{address}:{CEPH_MON_PORT}" for _, address in c.mon_addresses]}]
+        cluster = [{"clusterID": c.fsid, "monitors": [f"{address}:{c.mon_v1_port}" for _, address in c.mon_addresses]}]
         values = {"csiConfig": cluster, "storageClass": {"create": False}, "secret": {"create": False}}
         wanted = {CEPH_RBD: any(p.application == "rbd" for p in c.pools), CEPH_CEPHFS: bool(c.filesystem)}
         out += [chart(n, n, n, values, (), level="privileged") for n in CEPH_CSI if wanted[n]]

@@ -142,11 +142,9 @@ def inventory(plan: Plan) -> dict[str, Any]:
             }
     if plan.ceph:
         # The Ceph cluster's nodes and its plan, as a group of their own: a change to it is theirs alone.
-        c = plan.ceph
-        members = {*c.monitors, *c.managers, *c.mds, *c.rgw, *(o.host for o in c.osds)}
         children["ceph"] = {
-            "hosts": {node.name: {} for node in plan.nodes if node.name in members},
-            "vars": {"aisite_ceph": plain(c)},
+            "hosts": {name: {} for name, _ in plan.ceph.addresses},  # every node the cluster has, in node order
+            "vars": {"aisite_ceph": plain(plan.ceph)},
         }
     if plan.provisioning:
         children["boot_server"] = {

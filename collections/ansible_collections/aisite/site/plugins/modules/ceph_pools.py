@@ -3,11 +3,11 @@
 # shapes below; a name from the plan is checked against Ceph's own pool-name rules before it reaches a command.
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aisite.site.plugins.module_utils.json_cli import JsonCli
 
 DOCUMENTATION = r"""
 ---
@@ -71,7 +71,6 @@ POOL = re.compile(r"^\.?[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 APPLICATIONS = frozenset({"cephfs", "rgw", "rbd", "mgr"})
 CLASSES = frozenset({"nvme", "ssd", "hdd", "all"})
 DOMAINS = frozenset({"host", "osd"})
-_LIMIT = 1 << 24  # what a command's JSON may hold: a large cluster's pool list is well under
 
 
 class PlanError(ValueError):
@@ -170,33 +169,7 @@ def parse_filesystems(doc: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-class Cluster:
-    def __init__(self, module: AnsibleModule) -> None:
-        self.module = module
-        self.base = [module.get_bin_path(module.params["ceph"], required=True), *module.params["cluster"]]
-        self.actions: list[str] = []
-
-    def read(self, *args: str) -> Any:
-        rc, out, err = self.module.run_command([*self.base, *args, "-f", "json"])
-        if rc != 0:
-            self.module.fail_json(msg=f"ceph {' '.join(args)} failed: {(err or out)[-400:]}")
-        if len(out) > _LIMIT:
-            self.module.fail_json(msg=f"ceph {' '.join(args)}: over {_LIMIT} bytes of output")
-        try:
-            return json.loads(out)
-        except ValueError as e:
-            self.module.fail_json(msg=f"ceph {' '.join(args)}: not JSON ({e})")
-
-    def do(self, *args: str) -> None:
-        self.actions.append(" ".join(args))
-        if self.module.check_mode:
-            return
-        rc, out, err = self.module.run_command([*self.base, *args])
-        if rc != 0:
-            self.module.fail_json(msg=f"ceph {' '.join(args)} failed: {(err or out)[-400:]}", actions=self.actions)
-
-
-def converge(c: Cluster, pools: list[dict[str, Any]], fs: dict[str, Any] | None) -> list[str]:
+def converge(c: JsonCli, pools: list[dict[str, Any]], fs: dict[str, Any] | None) -> list[str]:
     have = parse_pools(c.read("osd", "pool", "ls", "detail"))
     # Refuse before changing anything: a pool whose coding differs cannot be converged.
     for p in pools:
@@ -309,7 +282,7 @@ def main() -> None:
         fs = check_filesystem(module.params["filesystem"], pools)
     except PlanError as e:
         module.fail_json(msg=str(e))
-    c = Cluster(module)
+    c = JsonCli(module, module.params["ceph"], module.params["cluster"], ["-f", "json"])
     try:
         foreign = converge(c, pools, fs)
     except (PlanError, ValueError) as e:

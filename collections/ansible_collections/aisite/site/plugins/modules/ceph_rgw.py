@@ -3,11 +3,11 @@
 # radosgw-admin prints, are read by nothing here and never returned.
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aisite.site.plugins.module_utils.json_cli import JsonCli
 
 DOCUMENTATION = r"""
 ---
@@ -72,7 +72,6 @@ restart:
 
 CLASS = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_LIMIT = 1 << 22
 
 
 class PlanError(ValueError):
@@ -117,36 +116,7 @@ def user_quota(info: Any) -> tuple[bool, int]:
     return bool(q.get("enabled")), size
 
 
-class Rgw:
-    def __init__(self, module: AnsibleModule) -> None:
-        self.module = module
-        self.base = [module.get_bin_path("radosgw-admin", required=True), *module.params["cluster"]]
-        self.actions: list[str] = []
-
-    def read(self, *args: str, missing_ok: bool = False) -> Any:
-        rc, out, err = self.module.run_command([*self.base, *args, "--format", "json"])
-        if rc != 0:
-            if missing_ok and rc == 22:  # EINVAL: no such user
-                return None
-            self.module.fail_json(msg=f"radosgw-admin {' '.join(args)} failed: {(err or out)[-400:]}")
-        if len(out) > _LIMIT:
-            self.module.fail_json(msg=f"radosgw-admin {' '.join(args)}: over {_LIMIT} bytes of output")
-        try:
-            return json.loads(out)
-        except ValueError as e:
-            self.module.fail_json(msg=f"radosgw-admin {' '.join(args)}: not JSON ({e})")
-
-    def do(self, *args: str) -> None:
-        self.actions.append(" ".join(args))
-        if self.module.check_mode:
-            return
-        # The output (a new user's keys among it) is dropped unread; an error is said on stderr.
-        rc, _out, err = self.module.run_command([*self.base, *args])
-        if rc != 0:
-            self.module.fail_json(msg=f"radosgw-admin {' '.join(args)} failed: {err[-400:]}", actions=self.actions)
-
-
-def converge(r: Rgw, classes: list[tuple[str, str]], users: list[tuple[str, int]]) -> bool:
+def converge(r: JsonCli, classes: list[tuple[str, str]], users: list[tuple[str, int]]) -> bool:
     p = r.module.params
     restart = False
     if classes:
@@ -176,7 +146,7 @@ def converge(r: Rgw, classes: list[tuple[str, str]], users: list[tuple[str, int]
                 )
                 restart = True
     for uid, quota in users:
-        info = r.read("user", "info", f"--uid={uid}", missing_ok=True)
+        info = r.read("user", "info", f"--uid={uid}", missing_rc=22)  # EINVAL: no such user
         if info is None:
             r.do("user", "create", f"--uid={uid}", f"--display-name={uid}")
             enabled, size = False, -1
@@ -221,7 +191,7 @@ def main() -> None:
             users.append((_name(t["s3_user"], "user"), gb * 10**9))
     except PlanError as e:
         module.fail_json(msg=str(e))
-    r = Rgw(module)
+    r = JsonCli(module, "radosgw-admin", p["cluster"], ["--format", "json"])
     try:
         restart = converge(r, classes, users)
     except ValueError as e:
