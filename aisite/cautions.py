@@ -125,8 +125,8 @@ def _ceph_margins(plan: Plan) -> list[Problem]:
             Problem(
                 "site.storage_nodes.ceph",
                 "the hosts layer installs this cluster from Debian's packages (16.2 only: no upstream repository "
-                "yet) with each OSD on a file, not a disk; the keys ceph-csi and the tenants read are not made yet: "
-                "its volumes will not bind until you make those Secrets",
+                "yet) with each OSD on a file, not a disk; it makes the clients ceph-csi and the tenants use, but does "
+                "not copy their keys into Secrets yet: volumes will not bind until you make those Secrets",
             )
         )
     for i, pool in enumerate(p for p in (plan.ceph.pools if plan.ceph else ()) if not p.system):

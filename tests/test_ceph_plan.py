@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,8 +21,10 @@ from aisite.errors import SiteError
 from aisite.loader import parse_site
 from aisite.plan import build_plan
 from aisite.plan.ceph import MAX_PG_PER_OSD, MIN_PG, RGW_POOLS, ceph_problems
+from aisite.plan.types import plain
+from tests.adhoc import load_module
 from tests.ceph_local import LocalCeph, ceph_cluster
-from tests.conftest import stack_data
+from tests.conftest import run_cli, stack_data
 
 DESIGN: dict[str, Any] = {
     "pools": [
@@ -95,13 +98,17 @@ def test_three_storage_nodes_plan_daemons_osds_and_pools_by_cephs_own_rules() ->
     # RGW's own pools and the manager's are planned small, and counted per OSD.
     assert all(pools[n].system and pools[n].pg_num == MIN_PG for n in RGW_POOLS)
     assert max(c.pgs_per_osd.values()) <= MAX_PG_PER_OSD
+    # Every identity is one the role's module writes (it refuses any other before running a command).
+    auth = load_module("ceph_auth")
+    names = [i.name for i in c.identities]
+    assert len(names) == len(set(names)) and auth.wanted([plain(i) for i in c.identities])
     assert c.fs_layouts == (("/datasets", "datasets-ec"),) and c.s3_lifecycle == (("ingest/", 30, "STANDARD_IA"),)
     # The EC pools with m = 1 are warned of (valid, but no coding chunk to spare while a node is down).
     warned = [str(w) for w in site_warnings(site, plan) if "ceph" in w.path]
     assert warned == [
         "site.storage_nodes.ceph: the hosts layer installs this cluster from Debian's packages (16.2 only: no "
-        "upstream repository yet) with each OSD on a file, not a disk; the keys ceph-csi and the tenants read are "
-        "not made yet: its volumes will not bind until you make those Secrets",
+        "upstream repository yet) with each OSD on a file, not a disk; it makes the clients ceph-csi and the tenants "
+        "use, but does not copy their keys into Secrets yet: volumes will not bind until you make those Secrets",
         "site.storage_nodes.ceph.pools[2]: datasets-ec: erasure 2+1 has min_size 2 = k: while one host is down it "
         "takes writes with no coding chunk to spare (m >= 2 keeps one)",
         "site.storage_nodes.ceph.pools[4]: rgw-ec: erasure 2+1 has min_size 2 = k: while one host is down it takes "
@@ -278,11 +285,12 @@ def test_tenants_get_a_directory_a_client_and_an_s3_user_within_what_the_pools_h
     plan = build_plan(parse_site(_site(design)))
     assert plan.ceph is not None
     (t,) = plan.ceph.tenants
-    assert (t.namespace, t.cephfs_dir, t.cephfs_pool, t.client, t.s3_user) == (
+    assert (t.namespace, t.cephfs_dir, t.cephfs_pool, t.client, t.s3_user, t.s3_bucket) == (
         "tenant-team-a",
         "/tenants/team-a",
         "cephfs-data",
         "client.tenant-team-a",
+        "tenant-team-a",
         "tenant-team-a",
     )
     # A layout above the tenants' tree sends their files to its pool.
@@ -319,6 +327,50 @@ def test_tenants_get_a_directory_a_client_and_an_s3_user_within_what_the_pools_h
     ]
 
 
+def test_clients_are_planned_with_the_capabilities_their_users_document() -> None:
+    """A tenant's client as `ceph fs authorize FS CLIENT DIR rw` makes it (Ceph, CephFS Client Capabilities);
+    ceph-csi's as its docs/capabilities.md lists them; the GPU nodes read the data sets only; RBD's user only with an
+    RBD pool."""
+    design = copy.deepcopy(DESIGN) | {"tenants": {"team-a": {"cephfs_gb": 10}}}
+    design["pools"].append({"name": "vms", "application": "rbd", "device_class": "nvme", "share": 5})
+    design["filesystem"]["layouts"] |= {"/models": "cephfs-data", "/tenants": "datasets-ec"}
+    c = build_plan(parse_site(_site(design))).ceph
+    assert c is not None
+    caps = {i.name: dict(i.caps) for i in c.identities}
+    assert list(caps) == sorted(caps)
+    assert caps["client.tenant-team-a"] == {
+        "mds": "allow rw fsname=data path=/tenants/team-a",
+        "mon": "allow r fsname=data",
+        "osd": "allow rw tag cephfs data=data",
+    }
+    assert caps["client.csi-cephfs"] == {
+        "mds": "allow r fsname=data path=/volumes, allow rws fsname=data path=/volumes/csi",
+        "mgr": "allow rw",
+        "mon": "allow r fsname=data",
+        "osd": "allow rw tag cephfs metadata=data, allow rw tag cephfs data=data",
+    }
+    assert caps["client.gpu-nodes"] == {
+        "mds": "allow r fsname=data path=/datasets, allow r fsname=data path=/models",
+        "mon": "allow r fsname=data",
+        "osd": "allow r tag cephfs data=data",
+    }
+    assert caps["client.csi-rbd"] == {
+        "mgr": "profile rbd pool=vms",
+        "mon": "profile rbd",
+        "osd": "profile rbd pool=vms",
+    }
+    assert c.gpu_client is not None and c.gpu_client.mounts == (
+        ("/datasets", "/mnt/ceph/datasets"),
+        ("/models", "/mnt/ceph/models"),
+    )
+    assert c.s3_endpoint == f"http://{dict(c.addresses)[c.rgw[0]]}:7480"
+
+    bare = copy.deepcopy(DESIGN)
+    del bare["filesystem"]
+    c = build_plan(parse_site(_site(bare))).ceph
+    assert c is not None and c.identities == () and c.gpu_client is None
+
+
 def test_nodes_may_not_pull_the_hosts_layer_of_a_site_with_ceph() -> None:
     site = _site(copy.deepcopy(DESIGN))
     site["gitops"]["pull_layers"] = ["hosts"]
@@ -327,3 +379,16 @@ def test_nodes_may_not_pull_the_hosts_layer_of_a_site_with_ceph() -> None:
     assert [p.path for p in exc.value.problems] == ["site.gitops.pull_layers"]
     site["gitops"]["pull_layers"] = ["cluster"]
     assert build_plan(parse_site(site)).pulled_layers == ("cluster",)
+
+
+def test_plan_prints_the_gpu_nodes_mounts_and_the_lifecycle_rules(tmp_path: Path) -> None:
+    stack = tmp_path / "Pulumi.lab.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"aisite:site": _site(copy.deepcopy(DESIGN))}}))
+    r = run_cli("plan", str(stack))
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = " ".join(r.stdout.split())
+    assert (
+        "Ceph data sets on every GPU node, read-only (ceph-fuse, client.gpu-nodes): /datasets at /mnt/ceph/datasets"
+        in text
+    )
+    assert "S3 lifecycle on each tenant's bucket: ingest/ -> STANDARD_IA after 30 days" in text

@@ -148,8 +148,14 @@ def _print_ceph(c: CephPlan) -> None:
     out.print(pools)
     for t in c.tenants:
         fs = f"{t.cephfs_dir} ({t.cephfs_gb} GB in {t.cephfs_pool}, as {t.client})" if t.cephfs_dir else "no CephFS"
-        s3 = f"S3 user {t.s3_user} ({t.s3_gb} GB)" if t.s3_user else "no S3"
+        s3 = f"S3 user {t.s3_user} ({t.s3_gb} GB), bucket {t.s3_bucket}" if t.s3_user else "no S3"
         out.print(f"Ceph tenant {t.name}: {fs}; {s3}; keys as Secrets in {t.namespace}")
+    if c.gpu_client:
+        mounts = ", ".join(f"{d} at {m}" for d, m in c.gpu_client.mounts)
+        out.print(f"Ceph data sets on every GPU node, read-only (ceph-fuse, {c.gpu_client.client}): {mounts}")
+    if c.s3_lifecycle:
+        rules = ", ".join(f"{p or '(all)'} -> {cls} after {d} days" for p, d, cls in c.s3_lifecycle)
+        out.print(f"S3 lifecycle on each tenant's bucket: {rules}")
 
 
 def _fabric_line(c: FabricCapacity) -> str:

@@ -93,6 +93,32 @@ class CephTenantPlan:
     client: str
     s3_user: str
     s3_gb: int
+    s3_bucket: str  # made by its user, so the tenant owns it; the site's lifecycle rules apply to it
+
+
+@dataclass(frozen=True, slots=True)
+class CephIdentity:
+    """A cephx client the cluster makes for a user outside it, with the capabilities the plan gives it (Ceph's
+    `caps`: daemon type, capability). Ceph makes its key; the key goes to its user (a tenant's namespace, ceph-csi,
+    the GPU nodes), never into the plan."""
+
+    name: str  # client.NAME
+    caps: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CephClientPlan:
+    """What a GPU node needs to mount the site's data sets read-only with ceph-fuse: the cluster's monitors, its
+    identity (whose key the first monitor holds) and each data-set directory with where it is mounted. The nodes'
+    inventory holds this alone, so that a change to pools or tenants leaves their digests as they were."""
+
+    release: str
+    fsid: str
+    mon_host: str  # ceph.conf's: CephPlan's mon_addrvecs joined
+    filesystem: str
+    client: str
+    keys_from: str  # the first monitor's node, which holds the client's key
+    mounts: tuple[tuple[str, str], ...]  # (CephFS directory, mount point on the node)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +158,11 @@ class CephPlan:
     mon_v1_port: int = MON_V1_PORT
     mgr_metrics_port: int = MGR_METRICS_PORT
     rgw_port: int = RGW_PORT
+    # Each monitor's address vector (msgr2, then v1), in monitor order: the monitor map's and ceph.conf's mon_host.
+    mon_addrvecs: tuple[str, ...] = ()
+    s3_endpoint: str = ""  # the first RGW's (http://ADDRESS:PORT), where the tenants' buckets are made
+    identities: tuple[CephIdentity, ...] = ()
+    gpu_client: CephClientPlan | None = None  # where the file system has data sets for the GPU nodes to read
 
 
 def min_size(pool: CephPool) -> int:
@@ -230,6 +261,12 @@ def _pgs_per_osd(pools: Iterable[PoolPlan], all_osds: tuple[Osd, ...]) -> dict[s
 
 
 TENANTS_DIR = "/tenants"
+# Where a GPU node mounts a data-set directory of the file system (NFS exports go to /mnt/EXPORT).
+CLIENT_MOUNT_ROOT = "/mnt/ceph"
+GPU_CLIENT = "client.gpu-nodes"
+# ceph-csi's own identities (ceph-csi, docs/capabilities.md: RBD's and CephFS's provisioner and node users; CephFS's
+# volumes under its subvolume group `csi`, /volumes/csi).
+CSI_RBD, CSI_CEPHFS = "client.csi-rbd", "client.csi-cephfs"
 
 
 def tenant_pool(ceph: Ceph, directory: str) -> str:
@@ -256,10 +293,63 @@ def _tenants(ceph: Ceph, namespaces: Mapping[str, str]) -> tuple[CephTenantPlan,
         pool = tenant_pool(ceph, directory) if directory else ""
         out.append(
             CephTenantPlan(
-                name, ns, directory, pool, t.cephfs_gb, f"client.{ns}" if directory else "", ns if s3 else "", t.s3_gb
+                name,
+                ns,
+                directory,
+                pool,
+                t.cephfs_gb,
+                f"client.{ns}" if directory else "",
+                ns if s3 else "",
+                t.s3_gb,
+                ns if s3 else "",
             )
         )
     return tuple(out)
+
+
+def _host(address: str) -> str:
+    """An address as it goes before a port (an IPv6 one in brackets)."""
+    return f"[{address}]" if ":" in address else address
+
+
+def data_sets(ceph: Ceph) -> tuple[str, ...]:
+    """The file system's data-set directories: those the plan lays out on a pool of their own, less the tenants'
+    tree (one tenant's files are not for every GPU node to read)."""
+    if ceph.filesystem is None:
+        return ()
+    inside = TENANTS_DIR + "/"
+    return tuple(sorted(d for d in ceph.filesystem.layouts if d != TENANTS_DIR and not d.startswith(inside)))
+
+
+def _identities(ceph: Ceph, tenants: tuple[CephTenantPlan, ...]) -> tuple[CephIdentity, ...]:
+    """Each tenant's client for its directory (as `ceph fs authorize FS CLIENT DIR rw` makes it), ceph-csi's users
+    and the GPU nodes' read-only one for the data sets."""
+    out = []
+    fs = ceph.filesystem
+    if fs:
+        mon, data = f"allow r fsname={fs.name}", f"tag cephfs data={fs.name}"
+        for t in tenants:
+            if t.client:
+                mds = f"allow rw fsname={fs.name} path={t.cephfs_dir}"
+                out.append(CephIdentity(t.client, (("mds", mds), ("mon", mon), ("osd", f"allow rw {data}"))))
+        out.append(
+            CephIdentity(
+                CSI_CEPHFS,
+                (
+                    ("mds", f"allow r fsname={fs.name} path=/volumes, allow rws fsname={fs.name} path=/volumes/csi"),
+                    ("mgr", "allow rw"),
+                    ("mon", mon),
+                    ("osd", f"allow rw tag cephfs metadata={fs.name}, allow rw {data}"),
+                ),
+            )
+        )
+        if sets := data_sets(ceph):
+            mds = ", ".join(f"allow r fsname={fs.name} path={d}" for d in sets)
+            out.append(CephIdentity(GPU_CLIENT, (("mds", mds), ("mon", mon), ("osd", f"allow r {data}"))))
+    rbd = ", ".join(f"profile rbd pool={p.name}" for p in ceph.pools if p.application == "rbd")
+    if rbd:
+        out.append(CephIdentity(CSI_RBD, (("mgr", rbd), ("mon", "profile rbd"), ("osd", rbd))))
+    return tuple(sorted(out, key=lambda i: i.name))
 
 
 def ceph_plan(
@@ -281,12 +371,17 @@ def ceph_plan(
     fs = ceph.filesystem
     ports = {c.a_device: c for c in cables if c.kind == "storage"}
     gpus = [n.name for n in nodes if n.role == "gpu"]
+    fsid = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"ceph.{site.name}.{site.domain}"))
+    mon_addresses = tuple((m, i.address) for m, i in zip(monitors, interfaces, strict=True))
+    by_address = {n: (by_name[n].storage or by_name[n].management).address for n in members}
+    addrvecs = tuple(f"[v2:{_host(a)}:{MON_V2_PORT},v1:{_host(a)}:{MON_V1_PORT}]" for _, a in mon_addresses)
+    planned_tenants = _tenants(ceph, {t.name: t.namespace for t in tenants})
     return CephPlan(
         release=ceph.release,
-        fsid=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"ceph.{site.name}.{site.domain}")),
+        fsid=fsid,
         monitors=monitors,
-        mon_addresses=tuple((m, i.address) for m, i in zip(monitors, interfaces, strict=True)),
-        addresses=tuple((n, (by_name[n].storage or by_name[n].management).address) for n in members),
+        mon_addresses=mon_addresses,
+        addresses=tuple(by_address.items()),
         public_networks=tuple(
             sorted({str(ipaddress.ip_interface(f"{i.address}/{i.prefix}").network) for i in interfaces})
         ),
@@ -308,7 +403,21 @@ def ceph_plan(
         clients=len(gpus),
         client_gbps=min((ports[n].speed_gbps for n in gpus if n in ports), default=0),
         storage_switches=tuple(sorted({c.b_device for c in ports.values()})),
-        tenants=_tenants(ceph, {t.name: t.namespace for t in tenants}),
+        tenants=planned_tenants,
+        mon_addrvecs=addrvecs,
+        s3_endpoint=f"http://{_host(by_address[rgw[0]])}:{RGW_PORT}" if rgw else "",
+        identities=_identities(ceph, planned_tenants),
+        gpu_client=CephClientPlan(
+            ceph.release,
+            fsid,
+            ",".join(addrvecs),
+            fs.name,
+            GPU_CLIENT,
+            monitors[0],
+            tuple((d, CLIENT_MOUNT_ROOT + d) for d in data_sets(ceph)),
+        )
+        if fs and data_sets(ceph) and gpus
+        else None,
     )
 
 

@@ -146,6 +146,12 @@ def inventory(plan: Plan) -> dict[str, Any]:
             "hosts": {name: {} for name, _ in plan.ceph.addresses},  # every node the cluster has, in node order
             "vars": {"aisite_ceph": plain(plan.ceph)},
         }
+        if plan.ceph.gpu_client:
+            # The GPU nodes mount the data sets: they hold the client's view alone (aisite.plan.ceph.CephClientPlan).
+            children["ceph_clients"] = {
+                "hosts": {n.name: {} for n in plan.by_role("gpu")},
+                "vars": {"aisite_ceph_client": plain(plan.ceph.gpu_client)},
+            }
     if plan.provisioning:
         children["boot_server"] = {
             "hosts": {BOOT_SERVER: {"ansible_host": plan.provisioning.boot_server}},
