@@ -17,7 +17,7 @@ import yaml
 from aisite.changes import host_digests, layer_reads, layer_targets
 from aisite.loader import parse_site
 from aisite.plan import build_plan
-from aisite.plan.ceph import CephPlan, CephTenantPlan, Osd, PoolPlan
+from aisite.plan.ceph import CephClientPlan, CephIdentity, CephPlan, CephTenantPlan, Osd, PoolPlan
 from aisite.plan.types import plain
 from aisite.render.inventory import inventory
 from tests.test_ceph_plan import DESIGN, _site
@@ -64,6 +64,40 @@ def test_the_molecule_scenarios_plan_has_the_plans_shape() -> None:
     assert all(set(p) == _fields(PoolPlan) for p in ceph["pools"])
     assert all(set(o) == _fields(Osd) for o in ceph["osds"])
     assert ceph["tenants"] and all(set(t) == _fields(CephTenantPlan) for t in ceph["tenants"])
+    assert ceph["identities"] and all(set(i) == _fields(CephIdentity) for i in ceph["identities"])
+    assert (
+        set(ceph["gpu_client"]) == _fields(CephClientPlan) and play["vars"]["aisite_ceph_client"] == ceph["gpu_client"]
+    )
+
+
+def test_the_gpu_nodes_hold_the_clients_view_alone_and_mount_each_data_set() -> None:
+    """The GPU nodes' group holds what they mount (the data sets, never the tenants' tree) and no more: a pool's
+    change leaves their digests as they were; a new data set moves them all."""
+    design = copy.deepcopy(DESIGN)
+    design["filesystem"]["layouts"]["/tenants/shared"] = "datasets-ec"  # under the tenants' tree: not a data set
+    plan = build_plan(parse_site(_site(design)))
+    assert plan.ceph is not None and plan.ceph.gpu_client is not None
+    inv = inventory(plan)
+    group = inv["all"]["children"]["ceph_clients"]
+    gpus = [n.name for n in plan.by_role("gpu")]
+    assert list(group["hosts"]) == gpus and set(group["vars"]) == {"aisite_ceph_client"}
+    client = group["vars"]["aisite_ceph_client"]
+    assert client["mounts"] == [["/datasets", "/mnt/ceph/datasets"]], client["mounts"]
+    assert client["mon_host"] == ",".join(plan.ceph.mon_addrvecs) and client["keys_from"] == plan.ceph.monitors[0]
+    (gpu_identity,) = [i for i in plan.ceph.identities if i.name == client["client"]]
+    assert dict(gpu_identity.caps)["mds"] == "allow r fsname=data path=/datasets"
+
+    reads = layer_reads("hosts", {"aisite_ceph", "aisite_ceph_client", "aisite_node"})
+    before = host_digests(inv, reads)
+    design["pools"][0]["share"] = 6
+    after = host_digests(inventory(build_plan(parse_site(_site(design)))), reads)
+    assert not [g for g in gpus if before[g] != after[g]]
+    design["filesystem"]["layouts"]["/models"] = "datasets-ec"
+    after = host_digests(inventory(build_plan(parse_site(_site(design)))), reads)
+    assert [g for g in gpus if before[g] != after[g]] == gpus
+
+    design["filesystem"]["layouts"] = {}
+    assert "ceph_clients" not in inventory(build_plan(parse_site(_site(design))))["all"]["children"]
 
 
 @pytest.mark.skipif(
@@ -83,7 +117,7 @@ def test_the_rendered_ceph_conf_reads_back_through_cephs_own_parser(tmp_path: Pa
             ceph_is_rgw=True,
             ceph_me="stor02",
             ceph_address=dict(plan.ceph.addresses)["stor02"],
-            ceph_mon_addrvecs=[f"[v2:{a}:3300,v1:{a}:6789]" for _, a in plan.ceph.mon_addresses],
+            ceph_rgw_lc_debug_interval_s=10,
         )
     )
 
@@ -101,3 +135,4 @@ def test_the_rendered_ceph_conf_reads_back_through_cephs_own_parser(tmp_path: Pa
     assert lookup("osd.0", "osd_class_update_on_start") == "false"
     assert lookup("client.rgw.stor02", "rgw_frontends") == f"beast endpoint={dict(plan.ceph.addresses)['stor02']}:7480"
     assert lookup("mon.stor01", "public_network") == ",".join(plan.ceph.public_networks)
+    assert lookup("client.rgw.stor02", "rgw_lc_debug_interval") == "10"

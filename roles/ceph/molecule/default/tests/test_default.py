@@ -1,6 +1,7 @@
 """The Ceph cluster the role brought up, asked through the ceph CLI and its S3 port: every daemon up, the OSDs in
 the plan's device class, the pools as planned, the file system served, RGW answering."""
 
+import base64
 import json
 import time
 
@@ -71,7 +72,8 @@ def test_rgw_answers_s3_and_the_manager_serves_metrics(host):
 
 
 def test_the_file_system_is_laid_out_as_planned_and_left_unmounted(host):
-    assert "fuse.ceph-fuse" not in host.file("/proc/mounts").content_string, "the role's mount is gone"
+    mounts = [line.split()[1] for line in host.file("/proc/mounts").content_string.splitlines() if "ceph-fuse" in line]
+    assert mounts == ["/mnt/ceph/datasets"], "the role's temporary mount is gone; the client's stays"
     host.run_expect([0], "mkdir -p /mnt/verify && ceph-fuse --client_fs=cephfs /mnt/verify")
     try:
         layout = host.check_output("getfattr --only-values -n ceph.dir.layout.pool /mnt/verify/datasets")
@@ -86,6 +88,39 @@ def test_the_file_system_is_laid_out_as_planned_and_left_unmounted(host):
     assert f"{ino:x}.00000000" in objects.split()
 
 
+def test_the_data_sets_are_mounted_read_only_as_the_gpu_nodes_client(host):
+    # The client's key is root's; its mount is /datasets alone (its capabilities name no other path), read-only.
+    assert host.file("/etc/ceph/aisite-client.keyring").mode == 0o600
+    assert "fuse.ceph" in host.file("/etc/fstab").content_string
+    (line,) = [m for m in host.file("/proc/mounts").content_string.splitlines() if " /mnt/ceph/datasets " in m]
+    assert line.split()[3].startswith("ro"), line
+    host.run_expect([0], "mkdir -p /mnt/verify && ceph-fuse --client_fs=cephfs /mnt/verify")
+    try:
+        host.run_expect([0], "dd if=/dev/urandom of=/mnt/verify/datasets/shard bs=1M count=2 status=none && sync")
+        written = host.check_output("sha256sum < /mnt/verify/datasets/shard")
+    finally:
+        host.run("umount /mnt/verify")
+    # Read through the client's mount (a fresh read: the client's cache may predate the file).
+    for _ in range(15):
+        read = host.run("sha256sum < /mnt/ceph/datasets/shard")
+        if read.rc == 0:
+            break
+        time.sleep(2)
+    assert read.stdout.strip() == written.strip(), read.stderr
+    write = host.run("touch /mnt/ceph/datasets/mine")
+    assert write.rc != 0 and ("Read-only" in write.stderr or "Permission denied" in write.stderr), write.stderr
+    caps = _ceph(host, "auth", "get", "client.gpu-nodes")[0]["caps"]
+    assert caps == {
+        "mds": "allow r fsname=cephfs path=/datasets",
+        "mon": "allow r fsname=cephfs",
+        "osd": "allow r tag cephfs data=cephfs",
+    }
+    # The tenant's client too, with the capabilities `ceph fs authorize` would give it.
+    assert _ceph(host, "auth", "get", "client.tenant-team-a")[0]["caps"]["mds"] == (
+        "allow rw fsname=cephfs path=/tenants/team-a"
+    )
+
+
 def test_rgw_keeps_each_storage_class_in_its_pool_and_the_tenant_has_its_user_and_quota(host):
     zone = json.loads(host.check_output("radosgw-admin zone get --rgw-zone=default"))
     (placement,) = [p for p in zone["placement_pools"] if p["key"] == "default-placement"]
@@ -94,3 +129,50 @@ def test_rgw_keeps_each_storage_class_in_its_pool_and_the_tenant_has_its_user_an
     user = json.loads(host.check_output("radosgw-admin user info --uid=tenant-team-a"))
     assert user["user_quota"]["enabled"] is True and user["user_quota"]["max_size"] == 1000000512  # 10^9 in whole KiB
     assert user["keys"], "RGW made the user's keys"
+
+
+# Run inside the node with botocore (the role installs it there): the tenant's keys stay in that process.
+S3_PROBE = r"""
+import hashlib, json, os, subprocess, sys, time
+import botocore.session
+from botocore.config import Config
+user = json.loads(subprocess.check_output(["radosgw-admin", "user", "info", "--uid=tenant-team-a"]))
+key = user["keys"][0]
+s3 = botocore.session.get_session().create_client(
+    "s3", region_name="default", endpoint_url="http://127.0.0.1:7480",
+    aws_access_key_id=key["access_key"], aws_secret_access_key=key["secret_key"],
+    config=Config(s3={"addressing_style": "path"}))
+body = os.urandom(1 << 20)
+out = {"owner": s3.list_buckets()["Owner"]["ID"], "buckets": [b["Name"] for b in s3.list_buckets()["Buckets"]],
+       "rules": s3.get_bucket_lifecycle_configuration(Bucket="tenant-team-a")["Rules"]}
+for name in ("cold/probe", "hot/probe"):
+    s3.put_object(Bucket="tenant-team-a", Key=name, Body=body)
+start, classes = time.monotonic(), {}
+while time.monotonic() - start < 240:
+    classes = {n: s3.head_object(Bucket="tenant-team-a", Key=n).get("StorageClass", "STANDARD")
+               for n in ("cold/probe", "hot/probe")}
+    if classes["cold/probe"] != "STANDARD":
+        break
+    time.sleep(5)
+out["classes"], out["seconds"] = classes, round(time.monotonic() - start)
+got = s3.get_object(Bucket="tenant-team-a", Key="cold/probe")["Body"].read()
+out["same"] = hashlib.sha256(got).digest() == hashlib.sha256(body).digest()
+print(json.dumps(out))
+"""
+
+
+def test_the_tenants_bucket_moves_objects_to_the_ec_class_by_its_lifecycle_rule(host):
+    # A lifecycle day is 10 s here (ceph_rgw_lc_debug_interval_s): cold/ moves to STANDARD_IA (the EC pool) a day
+    # after it was written, hot/ stays; the object reads back the same from its new pool.
+    script = base64.b64encode(S3_PROBE.encode()).decode()
+    r = host.run(f"echo {script} | base64 -d > /tmp/s3_probe.py && python3 /tmp/s3_probe.py")
+    assert r.rc == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["owner"] == "tenant-team-a" and out["buckets"] == ["tenant-team-a"], out
+    assert [(x["ID"], x["Filter"]["Prefix"], x["Transitions"]) for x in out["rules"]] == [
+        ("aisite-0", "cold/", [{"Days": 1, "StorageClass": "STANDARD_IA"}])
+    ], out["rules"]
+    assert out["classes"] == {"cold/probe": "STANDARD_IA", "hot/probe": "STANDARD"}, out
+    assert out["same"], "the moved object reads back as written"
+    print(f"lifecycle moved cold/probe to STANDARD_IA in {out['seconds']} s")
+    assert "rgw-ec" in host.check_output("ceph df -f json") and host.check_output("rados -p rgw-ec ls").strip()
