@@ -13,6 +13,7 @@ from rich.table import Table
 
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, group_sizes, load_plan, out, timestamp
 from aisite.cli.progress import progress_runner
+from aisite.health.ceph import read_status, summary
 from aisite.health.site import apply_vars, confirm_applied, run_pass
 from aisite.paths import health_dir, members_file
 from aisite.render.inventory import inventory, inventory_text
@@ -25,8 +26,9 @@ def health_command(
 ) -> None:
     """Each node's last check (role node_health), then the quarantine: a failing node tainted, cordoned and
     drained, a node clean for site.health.recover_after checks released, never more at once than the site's cap.
-    Actions go to .aisite/SITE/health/ (state, actions.jsonl, metrics, the Node objects). Exit 1 when any node is
-    unhealthy or could not be read."""
+    Actions go to .aisite/SITE/health/ (state, actions.jsonl, metrics, the Node objects). With Ceph, its own
+    status (read on its first monitor) is shown too. Exit 1 when any node is unhealthy or could not be read, or
+    Ceph is not HEALTH_OK."""
     plan = load_plan(stack, as_json_)
     inv = inventory(plan)
     groups = group_sizes(inv)
@@ -40,6 +42,8 @@ def health_command(
         extravars={"health_now": now},
     )
     records = dict(read.stats.get("health_states") or {})
+    # The Ceph cluster's own verdict, site-wide: shown and counted, never a node's quarantine.
+    ceph = read_status(read.stats.get("ceph_status"), plan.ceph.fsid) if plan.ceph else None
     folder = health_dir(plan.site)
     # Members a rollout or provisioning holds out of service take their place in the same budget.
     members = members_file(plan.site)
@@ -64,7 +68,11 @@ def health_command(
     if applied and applied.ok and not skipped:
         confirm_applied(folder, pending, members, timestamp())
         pending = []
-    bad = [n for n, h in hp.results.items() if not h.healthy] + hp.missing
+    bad = (
+        [n for n, h in hp.results.items() if not h.healthy]
+        + hp.missing
+        + (["ceph"] if ceph and not ceph.healthy else [])
+    )
     if as_json_:
         doc = {
             "site": plan.site,
@@ -79,6 +87,7 @@ def health_command(
             "not_applied": skipped,
             "pending": pending,
             "files": hp.files,
+            "ceph": asdict(ceph) | {"healthy": ceph.healthy} if ceph else None,
         }
         print(json.dumps(doc, indent=2))
         raise typer.Exit(EXIT_FAILED if bad else 0)
@@ -99,6 +108,8 @@ def health_command(
         out.print(escape(f"not applied: {s}"), highlight=False)
     if pending:
         out.print(f"pending on the cluster (applied again next pass): {', '.join(pending)}", highlight=False)
+    if ceph:
+        out.print(escape(summary(ceph)), style=None if ceph.healthy else "red", highlight=False)
     out.print(f"records: {folder}")
     if hp.missing:
         print(f"warning: no check read from {', '.join(hp.missing)}", file=sys.stderr)
