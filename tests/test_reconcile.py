@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -22,7 +23,7 @@ from aisite.cli.common import LAYERS
 from aisite.diff import site_diff
 from aisite.loader import parse_site
 from aisite.plan import build_plan
-from aisite.reconcile import state
+from aisite.reconcile import run, state
 from aisite.reconcile.hook import post_receive
 from aisite.reconcile.nodes import convergence
 from aisite.reconcile.nodes import write_metrics as write_nodes_metrics
@@ -267,7 +268,38 @@ def test_reconcile_options_are_checked_before_anything_runs(tmp_path: Path) -> N
     assert r.returncode == 2
     for msg in ("--repo: required", "--once and --watch: choose one", "--engine: 'terraform'"):
         assert msg in r.stderr
+    r = run_cli("reconcile", "--repo", "x", "--stack", STACK, "--layer", "hosts", "--limit", "gpu01;reboot")
+    assert r.returncode == 2
+    for msg in ("--layer and --limit: only with --check", "--limit: 'gpu01;reboot' is not host or group names"):
+        assert msg in r.stderr
+    r = run_cli("reconcile", "--repo", "x", "--stack", STACK, "--check", "--layer", "moon")
+    assert r.returncode == 2 and "--layer: 'moon' is not one of oob, fabric" in r.stderr
     assert not state.workdir(STACK).exists()
+
+
+def test_a_check_of_part_of_the_site_asks_deploy_for_that_part_only(
+    site_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--check --layer L --limit H: the checkout's deploy is asked for that layer on those hosts (in check mode),
+    and the pass says so; drift it reports is recorded as any check's."""
+    shutil.rmtree(state.workdir(STACK), ignore_errors=True)
+    calls: list[tuple[str, ...]] = []
+
+    def fake(clone: Path, *args: str, fd: int, forward: list[Any]) -> subprocess.CompletedProcess[str]:
+        calls.append(args)
+        doc: dict[str, Any] = {"valid": True}
+        if args[0] == "deploy":
+            doc = {"status": "successful", "runs": [{"layer": "hosts", "hosts": ["gpu01"]}], "recap": {}}
+            doc["changes"] = ["gpu01: NCCL | Configuration"]
+        return subprocess.CompletedProcess(args, 0, json.dumps(doc), "")
+
+    monkeypatch.setattr(run, "_aisite", fake)
+    cfg = run.Config(str(site_repo), "main", STACK, check_layer="hosts", check_limit="gpu01")
+    rec = run.reconcile_pass(cfg, "check")
+    assert calls[-1] == ("deploy", STACK, "--json", "--check", "--layer", "hosts", "--limit", "gpu01"), calls
+    assert rec.outcome == "drift" and rec.drifted == {"gpu01": ["NCCL | Configuration"]}, rec
+    assert rec.notes == ["checked only layer hosts on gpu01"]
+    shutil.rmtree(state.workdir(STACK), ignore_errors=True)
 
 
 def test_the_pulumi_engine_without_its_cli_says_so(site_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,7 @@ from aisite.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
     LAYERS,
+    OPTIONAL_LAYERS,
     JsonOpt,
     StackArg,
     err,
@@ -120,6 +121,13 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
         bool,
         typer.Option("--check", help="Report drift (Ansible check mode) per host and task; change nothing."),
     ] = False,
+    layer: Annotated[
+        str | None, typer.Option("--layer", help="With --check: check this layer only (as aisite deploy --layer).")
+    ] = None,
+    limit: Annotated[
+        str | None,
+        typer.Option("--limit", help="With --check: check these hosts only (host and group names, a:b or a,b)."),
+    ] = None,
     allowed_signers: Annotated[
         Path | None,
         typer.Option(
@@ -154,6 +162,12 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
         problems.append("--once and --watch: choose one")
     if full and check:
         problems.append("--full and --check: choose one")
+    if (layer or limit) and not check:
+        problems.append("--layer and --limit: only with --check (a pass applies the whole commit or nothing)")
+    if layer is not None and layer not in (*LAYERS, *OPTIONAL_LAYERS):
+        problems.append(f"--layer: {layer!r} is not one of {', '.join((*LAYERS, *OPTIONAL_LAYERS))}")
+    if limit is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+(?:[:,][A-Za-z0-9_.-]+)*", limit):
+        problems.append(f"--limit: {limit!r} is not host or group names (a:b or a,b)")
     if engine not in ("ansible", "pulumi"):
         problems.append(f"--engine: {engine!r} is not ansible or pulumi")
     if allowed_signers is not None and not allowed_signers.is_file():
@@ -169,7 +183,7 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
             print(f"error: {p}", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID)
     assert repo is not None and stack is not None
-    cfg = Config(repo, branch, stack, allowed_signers, engine, wait, allow_rewind)
+    cfg = Config(repo, branch, stack, allowed_signers, engine, wait, allow_rewind, layer, limit)
     mode = "check" if check else "full" if full else "changed"
 
     def step(msg: str) -> None:

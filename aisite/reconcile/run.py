@@ -41,6 +41,9 @@ class Config:
     wait: bool = False  # wait for the lock instead of leaving
     # The one commit an operator allows the site to move to although it does not descend from the applied one.
     allow_rewind: str | None = None
+    # A check of part of the site (deploy's --layer and --limit); a pass applies the whole commit or nothing.
+    check_layer: str | None = None
+    check_limit: str | None = None
 
 
 INTERRUPTED = "interrupted: the next pass completes what this one had not recorded as applied"
@@ -128,6 +131,9 @@ def _deploy(
         return
     args = ["deploy", cfg.stack, "--json"]
     args += {"changed": ["--changed"], "full": [], "check": ["--check"]}[mode]
+    if mode == "check":
+        args += ["--layer", cfg.check_layer] if cfg.check_layer else []
+        args += ["--limit", cfg.check_limit] if cfg.check_limit else []
     r = _aisite(clone, *args, fd=fd, forward=forward)
     doc = _json(r)
     if doc is None:
@@ -178,6 +184,10 @@ def reconcile_pass(cfg: Config, mode: str = "changed", on_step: Callable[[str], 
         rec = PassRecord(commit="", started=time.time(), mode=mode)
         if mode == "full" and status.full_pass_due:
             rec.notes.append("a full pass: the status file had been lost")
+        if mode == "check" and (cfg.check_layer or cfg.check_limit):
+            rec.notes.append(
+                f"checked only layer {cfg.check_layer or 'every layer'} on {cfg.check_limit or 'every host'}"
+            )
         # Recorded as running first: a pass whose reconcile is killed shows as interrupted, not as nothing.
         status.passes.append(rec)
         save_status(status)
