@@ -24,11 +24,7 @@ options:
     type: list
     elements: dict
     default: []
-  cluster:
-    description: Arguments that reach this cluster with the admin key (C(--cluster NAME)).
-    type: list
-    elements: str
-    default: []
+extends_documentation_fragment: [aisite.site.ceph]
 author: aisite
 """
 

@@ -17,10 +17,10 @@ description:
   - Creates each pool that is missing (replicated on a CRUSH rule C(aisite-DOMAIN-CLASS); erasure-coded from a
     profile C(aisite-POOL) with its k, m, failure domain and device class), then sets what differs of its size,
     min_size, pg_num, CRUSH rule (replicated), application, and C(allow_ec_overwrites) (an erasure-coded CephFS or
-    RBD data pool). The PG autoscaler is set to warn on these pools: the plan sizes them.
+    RBD data pool). The PG autoscaler is set to warn on these pools (the plan sizes them).
   - A pool whose kind or erasure-code profile differs from the plan's cannot be changed in place (Ceph keeps a
-    pool's coding for life): that is an error naming it, and nothing else is changed on that run.
-  - A pool on a device class no OSD has yet fails with Ceph's word (its rule has nothing to choose from): the
+    pool's coding for life), so that is an error naming it, and nothing else is changed on that run.
+  - A pool on a device class no OSD has yet fails with Ceph's word (its rule has nothing to choose from), so the
     OSDs come first.
   - Creates the file system when missing (metadata pool, first data pool) and adds the layouts' data pools.
   - Pools the plan does not name are reported in RV(foreign), never removed.
@@ -35,15 +35,11 @@ options:
   filesystem:
     description: C(name), C(metadata_pool), C(data_pool), C(data_pools) (the layouts' further pools), or nothing.
     type: dict
-  cluster:
-    description: Arguments that reach this cluster with the admin key (C(-c CONF -k KEYRING)).
-    type: list
-    elements: str
-    default: []
   ceph:
     description: The ceph CLI.
     type: str
     default: ceph
+extends_documentation_fragment: [aisite.site.ceph]
 author: aisite
 """
 

@@ -44,11 +44,7 @@ options:
     description: The placement target.
     type: str
     default: default-placement
-  cluster:
-    description: Arguments that reach this cluster with the admin key (C(--cluster NAME)).
-    type: list
-    elements: str
-    default: []
+extends_documentation_fragment: [aisite.site.ceph]
 author: aisite
 """
 

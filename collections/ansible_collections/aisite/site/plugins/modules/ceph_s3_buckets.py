@@ -46,12 +46,8 @@ options:
     type: list
     elements: list
     default: []
-  cluster:
-    description: Arguments that reach this cluster with the admin key (C(--cluster NAME)).
-    type: list
-    elements: str
-    default: []
 requirements: [botocore]
+extends_documentation_fragment: [aisite.site.ceph]
 author: aisite
 """
 

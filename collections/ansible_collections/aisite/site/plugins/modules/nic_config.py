@@ -17,7 +17,7 @@ description:
     next-boot values) and sets those whose next-boot value differs with C(mstconfig -y -d PCI set NAME=VALUE...).
     The NIC takes them at the next boot; until then the device is reported in RV(reboot).
   - A PCI function with no device, or one that is not a Mellanox/NVIDIA NIC (vendor 0x15b3), is reported in
-    RV(missing), not failed: the host is not the hardware the plan names (a container, a VM).
+    RV(missing), not failed, since the host is not the hardware the plan names (a container, a VM).
   - In check mode nothing is set; what would be is reported as changed.
 options:
   devices:
@@ -50,7 +50,7 @@ devices:
   type: dict
   returned: always
 missing:
-  description: Devices not set, and why (named so: Ansible reads a result's C(skipped) as the task's own).
+  description: Devices not set, and why (named so because Ansible reads a result's C(skipped) as the task's own).
   type: list
   returned: always
 reboot:
