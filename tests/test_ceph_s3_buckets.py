@@ -74,8 +74,8 @@ def test_a_hostile_rule_is_refused(rule: list[Any], message: str) -> None:
 def test_a_bucket_name_s3_refuses_is_refused(name: str) -> None:
     m = _module()
     with pytest.raises(m.PlanError):
-        m._match(name, m.BUCKET, "bucket")
-    assert m._match("tenant-team-a", m.BUCKET, "bucket") == "tenant-team-a"
+        m.matching(name, m.BUCKET, "bucket")
+    assert m.matching("tenant-team-a", m.BUCKET, "bucket") == "tenant-team-a"
 
 
 @pytest.mark.parametrize(

@@ -307,11 +307,6 @@ def _tenants(ceph: Ceph, namespaces: Mapping[str, str]) -> tuple[CephTenantPlan,
     return tuple(out)
 
 
-def _host(address: str) -> str:
-    """An address as it goes before a port (an IPv6 one in brackets)."""
-    return f"[{address}]" if ":" in address else address
-
-
 def data_sets(ceph: Ceph) -> tuple[str, ...]:
     """The file system's data-set directories: those the plan lays out on a pool of their own, less the tenants'
     tree (one tenant's files are not for every GPU node to read)."""
@@ -321,7 +316,7 @@ def data_sets(ceph: Ceph) -> tuple[str, ...]:
     return tuple(sorted(d for d in ceph.filesystem.layouts if d != TENANTS_DIR and not d.startswith(inside)))
 
 
-def _identities(ceph: Ceph, tenants: tuple[CephTenantPlan, ...]) -> tuple[CephIdentity, ...]:
+def _identities(ceph: Ceph, tenants: tuple[CephTenantPlan, ...], sets: tuple[str, ...]) -> tuple[CephIdentity, ...]:
     """Each tenant's client for its directory (as `ceph fs authorize FS CLIENT DIR rw` makes it), ceph-csi's users
     and the GPU nodes' read-only one for the data sets."""
     out = []
@@ -343,7 +338,7 @@ def _identities(ceph: Ceph, tenants: tuple[CephTenantPlan, ...]) -> tuple[CephId
                 ),
             )
         )
-        if sets := data_sets(ceph):
+        if sets:
             mds = ", ".join(f"allow r fsname={fs.name} path={d}" for d in sets)
             out.append(CephIdentity(GPU_CLIENT, (("mds", mds), ("mon", mon), ("osd", f"allow r {data}"))))
     rbd = ", ".join(f"profile rbd pool={p.name}" for p in ceph.pools if p.application == "rbd")
@@ -374,7 +369,9 @@ def ceph_plan(
     fsid = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"ceph.{site.name}.{site.domain}"))
     mon_addresses = tuple((m, i.address) for m, i in zip(monitors, interfaces, strict=True))
     by_address = {n: (by_name[n].storage or by_name[n].management).address for n in members}
-    addrvecs = tuple(f"[v2:{_host(a)}:{MON_V2_PORT},v1:{_host(a)}:{MON_V1_PORT}]" for _, a in mon_addresses)
+    # The model's networks are IPv4: an address goes before a port as it is.
+    addrvecs = tuple(f"[v2:{a}:{MON_V2_PORT},v1:{a}:{MON_V1_PORT}]" for _, a in mon_addresses)
+    sets = data_sets(ceph)
     planned_tenants = _tenants(ceph, {t.name: t.namespace for t in tenants})
     return CephPlan(
         release=ceph.release,
@@ -405,8 +402,8 @@ def ceph_plan(
         storage_switches=tuple(sorted({c.b_device for c in ports.values()})),
         tenants=planned_tenants,
         mon_addrvecs=addrvecs,
-        s3_endpoint=f"http://{_host(by_address[rgw[0]])}:{RGW_PORT}" if rgw else "",
-        identities=_identities(ceph, planned_tenants),
+        s3_endpoint=f"http://{by_address[rgw[0]]}:{RGW_PORT}" if rgw else "",
+        identities=_identities(ceph, planned_tenants, sets),
         gpu_client=CephClientPlan(
             ceph.release,
             fsid,
@@ -414,9 +411,9 @@ def ceph_plan(
             fs.name,
             GPU_CLIENT,
             monitors[0],
-            tuple((d, CLIENT_MOUNT_ROOT + d) for d in data_sets(ceph)),
+            tuple((d, CLIENT_MOUNT_ROOT + d) for d in sets),
         )
-        if fs and data_sets(ceph) and gpus
+        if fs and sets and gpus
         else None,
     )
 

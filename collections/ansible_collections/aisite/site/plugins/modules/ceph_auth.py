@@ -8,6 +8,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisite.site.plugins.module_utils.json_cli import JsonCli
+from ansible_collections.aisite.site.plugins.module_utils.plan_fields import PlanError, matching
 
 DOCUMENTATION = r"""
 ---
@@ -49,16 +50,10 @@ DAEMONS = ("mds", "mgr", "mon", "osd")
 CAP = re.compile(r"^[A-Za-z0-9 =,./_*-]{1,4096}$")
 
 
-class PlanError(ValueError):
-    pass
-
-
 def wanted(identities: list[dict[str, Any]]) -> list[tuple[str, dict[str, str]]]:
     out = []
     for i in identities:
-        name = i.get("name")
-        if not isinstance(name, str) or not NAME.match(name):
-            raise PlanError(f"identity {name!r} is not a client name aisite writes")
+        name = matching(i.get("name"), NAME, "identity", "a client name")
         caps: dict[str, str] = {}
         for pair in i.get("caps") or []:
             if not isinstance(pair, list | tuple) or len(pair) != 2 or pair[0] not in DAEMONS:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisite.site.plugins.module_utils.json_cli import JsonCli
+from ansible_collections.aisite.site.plugins.module_utils.plan_fields import PlanError, integer, matching
 
 DOCUMENTATION = r"""
 ---
@@ -69,24 +70,14 @@ CLASSES = frozenset({"nvme", "ssd", "hdd", "all"})
 DOMAINS = frozenset({"host", "osd"})
 
 
-class PlanError(ValueError):
-    pass
-
-
 def _int(d: dict[str, Any], key: str, low: int, high: int, none: bool = False) -> int | None:
     v = d.get(key)
-    if v is None and none:
-        return None
-    if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
-        raise PlanError(f"pool {d.get('name')!r}: {key} must be an integer from {low} to {high}, not {v!r}")
-    return v
+    return None if v is None and none else integer(v, low, high, f"pool {d.get('name')!r}: {key}")
 
 
 def check_pool(d: dict[str, Any]) -> dict[str, Any]:
     """A plan pool, its fields narrowed to what reaches a ceph command."""
-    name = d.get("name")
-    if not isinstance(name, str) or not POOL.match(name):
-        raise PlanError(f"pool name {name!r} is not a Ceph pool name aisite writes")
+    name = matching(d.get("name"), POOL, "pool name", "a Ceph pool name")
     for key, allowed in (
         ("application", APPLICATIONS),
         ("kind", {"replicated", "erasure"}),
@@ -256,8 +247,7 @@ def check_filesystem(fs: Any, pools: list[dict[str, Any]]) -> dict[str, Any] | N
     out = {"name": fs.get("name"), "metadata_pool": fs.get("metadata_pool"), "data_pool": fs.get("data_pool")}
     extra = fs.get("data_pools") or []
     for key, value in (*out.items(), *(("data_pools", v) for v in extra)):
-        if not isinstance(value, str) or not POOL.match(value):
-            raise PlanError(f"file system {key} {value!r} is not a name aisite writes")
+        matching(value, POOL, f"file system {key}", "a name")
         if key != "name" and value not in names:
             raise PlanError(f"file system {key} {value!r} is not one of the pools")
     return out | {"data_pools": list(extra)}

@@ -8,6 +8,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aisite.site.plugins.module_utils.json_cli import JsonCli
+from ansible_collections.aisite.site.plugins.module_utils.plan_fields import PlanError, integer, matching
 
 DOCUMENTATION = r"""
 ---
@@ -68,16 +69,6 @@ restart:
 
 CLASS = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-
-class PlanError(ValueError):
-    pass
-
-
-def _name(value: Any, what: str, pattern: re.Pattern[str] = NAME) -> str:
-    if not isinstance(value, str) or not pattern.match(value):
-        raise PlanError(f"{what} {value!r} is not a name aisite writes")
-    return value
 
 
 def _obj(value: Any, what: str) -> dict[str, Any]:
@@ -171,20 +162,20 @@ def main() -> None:
     p = module.params
     try:
         for key in ("zone", "zonegroup", "placement"):
-            _name(p[key], key)
+            matching(p[key], NAME, key, "a name")
         classes = []
         for pair in p["storage_classes"]:
             if len(pair) != 2:
                 raise PlanError(f"storage class {pair!r} is not a [class, pool] pair")
-            classes.append((_name(pair[0], "storage class", CLASS), _name(pair[1], "pool")))
+            classes.append(
+                (matching(pair[0], CLASS, "storage class", "a name"), matching(pair[1], NAME, "pool", "a name"))
+            )
         users = []
         for t in p["tenants"]:
             if not t.get("s3_user"):
                 continue
-            gb = t.get("s3_gb")
-            if not isinstance(gb, int) or isinstance(gb, bool) or not 0 <= gb <= 10**9:
-                raise PlanError(f"user {t.get('s3_user')!r}: s3_gb must be an integer from 0 to 10^9")
-            users.append((_name(t["s3_user"], "user"), gb * 10**9))
+            gb = integer(t.get("s3_gb"), 0, 10**9, f"user {t.get('s3_user')!r}: s3_gb")
+            users.append((matching(t["s3_user"], NAME, "user", "a name"), gb * 10**9))
     except PlanError as e:
         module.fail_json(msg=str(e))
     r = JsonCli(module, "radosgw-admin", p["cluster"], ["--format", "json"])

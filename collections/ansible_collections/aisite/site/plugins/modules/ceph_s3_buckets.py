@@ -8,6 +8,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.aisite.site.plugins.module_utils.json_cli import JsonCli
+from ansible_collections.aisite.site.plugins.module_utils.plan_fields import PlanError, integer, matching
 
 try:
     import botocore.session
@@ -75,16 +76,6 @@ PREFIX = re.compile(r"^[A-Za-z0-9!_.*'()/-]{0,256}$")
 ENDPOINT = re.compile(r"^https?://[A-Za-z0-9.:\[\]-]{1,255}$")
 
 
-class PlanError(ValueError):
-    pass
-
-
-def _match(value: Any, pattern: re.Pattern[str], what: str) -> str:
-    if not isinstance(value, str) or not pattern.match(value):
-        raise PlanError(f"{what} {value!r} is not one aisite writes")
-    return value
-
-
 def rules(lifecycle: list[Any]) -> list[dict[str, Any]]:
     """The plan's rules as S3's LifecycleConfiguration rules, in the plan's order."""
     out = []
@@ -92,14 +83,17 @@ def rules(lifecycle: list[Any]) -> list[dict[str, Any]]:
         if not isinstance(rule, list | tuple) or len(rule) != 3:
             raise PlanError(f"lifecycle rule {rule!r} is not a [prefix, days, class] triple")
         prefix, days, cls = rule
-        if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= 36500:
-            raise PlanError(f"lifecycle rule {i}: days must be an integer from 1 to 36500")
         out.append(
             {
                 "ID": f"aisite-{i}",
-                "Filter": {"Prefix": _match(prefix, PREFIX, "prefix")},
+                "Filter": {"Prefix": matching(prefix, PREFIX, "prefix")},
                 "Status": "Enabled",
-                "Transitions": [{"Days": days, "StorageClass": _match(cls, CLASS, "storage class")}],
+                "Transitions": [
+                    {
+                        "Days": integer(days, 1, 36500, f"lifecycle rule {i}: days"),
+                        "StorageClass": matching(cls, CLASS, "storage class"),
+                    }
+                ],
             }
         )
     return out
@@ -199,10 +193,10 @@ def main() -> None:
         module.fail_json(msg=missing_required_lib("botocore"))
     p = module.params
     try:
-        _match(p["endpoint"], ENDPOINT, "endpoint")
+        matching(p["endpoint"], ENDPOINT, "endpoint")
         want = rules(p["lifecycle"])
         buckets = [
-            (_match(t["s3_bucket"], BUCKET, "bucket"), _match(t.get("s3_user"), USER, "user"))
+            (matching(t["s3_bucket"], BUCKET, "bucket"), matching(t.get("s3_user"), USER, "user"))
             for t in p["tenants"]
             if t.get("s3_bucket")
         ]
