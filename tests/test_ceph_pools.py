@@ -79,7 +79,7 @@ def test_pools_converge_then_rest_and_changes_touch_only_what_differs(cluster: L
     assert detail["ec"]["erasure_code_profile"] == "aisite-ec" and detail["ec"]["size"] == 3
     assert "ec_overwrites" in detail["ec"]["flags_names"], "an EC CephFS data pool needs overwrites"
     assert "ec_overwrites" not in detail["s3data"]["flags_names"], "RGW writes whole objects: no overwrites asked"
-    assert detail["meta"]["pg_autoscale_mode"] == "warn", "the plan sizes the pools, not the autoscaler"
+    assert detail["meta"]["pg_autoscale_mode"] == "off", "the plan sizes the pools, not the autoscaler"
     assert list(detail["s3data"]["application_metadata"]) == ["rgw"]
     rules = {r["rule_id"]: r["rule_name"] for r in _read(cluster, "osd", "crush", "rule", "dump")}
     assert rules[detail["meta"]["crush_rule"]] == "aisite-host-all" and rules[detail["data"]["crush_rule"]] == (
@@ -107,7 +107,7 @@ def test_pools_converge_then_rest_and_changes_touch_only_what_differs(cluster: L
     assert changed["actions"] == [
         "osd pool set data min_size 3",
         "osd pool set device_health_metrics crush_rule aisite-osd-all",
-        "osd pool set device_health_metrics pg_autoscale_mode warn",
+        "osd pool set device_health_metrics pg_autoscale_mode off",
         "osd pool set device_health_metrics pg_num 1",
     ], changed
     assert changed["foreign"] == ["someone-elses"], "a pool aisite did not plan is reported, never removed"

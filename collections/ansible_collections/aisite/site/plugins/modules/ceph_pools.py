@@ -18,7 +18,8 @@ description:
   - Creates each pool that is missing (replicated on a CRUSH rule C(aisite-DOMAIN-CLASS); erasure-coded from a
     profile C(aisite-POOL) with its k, m, failure domain and device class), then sets what differs of its size,
     min_size, pg_num, CRUSH rule (replicated), application, and C(allow_ec_overwrites) (an erasure-coded CephFS or
-    RBD data pool). The PG autoscaler is set to warn on these pools (the plan sizes them).
+    RBD data pool). The PG autoscaler is off on these pools, since the plan sizes them (in C(warn) mode Ceph
+    holds the cluster at HEALTH_WARN, POOL_TOO_FEW_PGS, wherever its own estimate differs from the plan's).
   - A pool whose kind or erasure-code profile differs from the plan's cannot be changed in place (Ceph keeps a
     pool's coding for life), so that is an error naming it, and nothing else is changed on that run.
   - A pool on a device class no OSD has yet fails with Ceph's word (its rule has nothing to choose from), so the
@@ -213,8 +214,8 @@ def converge(c: JsonCli, pools: list[dict[str, Any]], fs: dict[str, Any] | None)
                 sets.append(("size", str(p["width"])))
         if cur["min_size"] != p["min_size"]:
             sets.append(("min_size", str(p["min_size"])))
-        if cur["autoscale"] != "warn":
-            sets.append(("pg_autoscale_mode", "warn"))
+        if cur["autoscale"] != "off":
+            sets.append(("pg_autoscale_mode", "off"))
         if cur["pg_num"] != p["pg_num"]:
             sets.append(("pg_num", str(p["pg_num"])))
         if p["kind"] == "erasure" and p["application"] in ("cephfs", "rbd") and not cur["ec_overwrites"]:
