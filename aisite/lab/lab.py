@@ -125,6 +125,8 @@ def _run_container(topo: LabTopology, c: LabContainer, tags: dict[str, str]) -> 
         args += ["--sysctl", sysctl]
     for path in c.volumes:
         args += ["--volume", path]  # one path: an anonymous volume
+    for device in c.devices:
+        args += ["--device", device]
     if c.attachments:
         for a in c.attachments:
             args += ["--network", f"{a.network}:ip={a.address},mac={a.mac},interface_name={a.interface}"]
@@ -134,8 +136,9 @@ def _run_container(topo: LabTopology, c: LabContainer, tags: dict[str, str]) -> 
 
 
 def _spec(c: LabContainer) -> str:
-    """A digest of how a container is started (networks, addresses, capabilities, sysctls): a change recreates it."""
-    return hashlib.sha256(repr((c.attachments, c.caps, c.sysctls, c.volumes)).encode()).hexdigest()[:12]
+    """A digest of how a container is started (networks, addresses, capabilities, sysctls, volumes, devices): a
+    change recreates it."""
+    return hashlib.sha256(repr((c.attachments, c.caps, c.sysctls, c.volumes, c.devices)).encode()).hexdigest()[:12]
 
 
 # A systemd container holds inotify instances of root's (systemd, journald, logind...): past the kernel's limit the

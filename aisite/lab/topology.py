@@ -59,6 +59,8 @@ class LabContainer:
     # Paths on anonymous podman volumes (removed with the container): NFS exports need a file system with file
     # handles, which the container's overlay root does not have.
     volumes: tuple[str, ...] = ()
+    # Host devices passed in: /dev/fuse where Ceph is mounted with ceph-fuse (the lab's kernel has no ceph module).
+    devices: tuple[str, ...] = ()
 
     @property
     def address(self) -> str:
@@ -214,6 +216,10 @@ def lab_topology(plan: Plan) -> LabTopology:
                 NODE_CAPS,
             )
         )
+    # ceph-fuse mounts: the cluster's first monitor lays the file system out, the GPU nodes read the data sets.
+    fuse: set[str] = set()
+    if plan.ceph:
+        fuse = {plan.ceph.monitors[0]} | ({n.name for n in plan.by_role("gpu")} if plan.ceph.gpu_client else set())
     for node in plan.nodes:
         if node.name in vm_names:
             continue
@@ -233,6 +239,7 @@ def lab_topology(plan: Plan) -> LabTopology:
                 tuple(att),
                 STORAGE_CAPS if storage_node else NODE_CAPS,
                 volumes=tuple(e.path for e in plan.exports if e.server == node.name) if storage_node else (),
+                devices=("/dev/fuse",) if node.name in fuse else (),
             )
         )
     for sw in plan.switches:
