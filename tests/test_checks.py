@@ -118,7 +118,7 @@ def test_too_small_subnets(lab: dict[str, Any]) -> None:
     lab["control_plane"]["vip"] = "10.250.1.2"
     lab["networks"]["rails"][0] = "10.250.16.0/30"
     found = problems(lab)
-    assert has(found, "site.networks.management", "usable addresses but 7 are needed (5 nodes + the API VIP + the boot")
+    assert has(found, "site.networks.management", "usable addresses but 9 are needed (7 nodes + the API VIP + the boot")
     assert has(found, "site.networks.rails[0]", "too small")
 
 

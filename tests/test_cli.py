@@ -106,6 +106,7 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
         "inventory.yml",
         "manifests/acceptance.yaml",
         "manifests/admission.yaml",
+        "manifests/charts/ceph-csi-cephfs.values.yaml",
         "manifests/charts/csi-driver-nfs.values.yaml",
         "manifests/charts/gpu-operator.values.yaml",
         "manifests/charts/index.yaml",
@@ -127,7 +128,7 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
     for p in (out / "manifests").rglob("*.yaml"):
         assert p.read_text() == (ROOT / "manifests" / "lab" / p.relative_to(out / "manifests")).read_text()
     plan = json.loads((out / "plan.json").read_text())
-    assert [n["name"] for n in plan["nodes"]] == ["cp01", "gpu01", "gpu02", "infer01", "stor01"]
+    assert [n["name"] for n in plan["nodes"]] == ["cp01", "gpu01", "gpu02", "infer01", "stor01", "stor02", "stor03"]
 
 
 def test_plan_json_matches_the_human_table() -> None:
@@ -181,7 +182,8 @@ def test_a_secret_the_ipmi_bmcs_would_refuse_stops_every_command_before_it_runs(
     env = {"AISITE_LAB_BMC_PASSWORD": "Q" * 24}
     want = (
         "site.secrets.lab-bmc: the password is 24 bytes; IPMI 2.0 BMCs accept at most 20 "
-        "(used by gpu02-bmc (10.250.0.4), infer01-bmc (10.250.0.240), stor01-bmc (10.250.0.5))"
+        "(used by gpu02-bmc (10.250.0.4), infer01-bmc (10.250.0.240), stor01-bmc (10.250.0.5), "
+        "stor02-bmc (10.250.0.6), stor03-bmc (10.250.0.7))"
     )
     for args in (("deploy", "lab"), ("deploy", "lab", "--layer", "oob"), ("lab", "up"), ("oob", "discover", "lab")):
         r = run_cli(*args, env=env)

@@ -19,11 +19,12 @@ from tests.conftest import run_cli
 # change by a byte with the third tier in the model: a change here is a change to every real site's addresses,
 # ports or sessions. Update these only with a change meant to reach the two-tier sites, and say so in its commit.
 # Provisioning added one key to every plan (`"provisioning": null` where a site installs no node), compared without
-# it; the lab's stack gained a node to install (session 16), so its digest is of that stack.
+# it; the lab's stack gained a node to install (session 16) and two storage nodes for Ceph's monitors (session 30),
+# so its digest is of that stack.
 TWO_TIER_PLANS = {
     "dc1": "74b37764fd0ce677d5a6c8bffe486dd996ee393a27fc98b97722259a6db42d1d",
     "h100pod": "e0582bd422209529ab49f894156b6013fd142edaa16fef8d9c51f1256866ddf1",
-    "lab": "d9753918739982a16a601ef41a83ce05f15f3b6cbb008a0293c0a3dde72b45ac",
+    "lab": "a1e70053a586080d89a70075ffed752758b71eeee289c78b2d94e85f8b024c6a",
 }
 
 

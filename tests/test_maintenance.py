@@ -341,7 +341,7 @@ def test_the_diff_command_prints_the_waves_and_counts_quarantined_nodes(tmp_path
             lifecycle.hold(members, "gpu02", "health", state="quarantined", pending="", at="t0", message="rail")
         doc = json.loads(run_cli("diff", str(stack), "--json").stdout)["maintenance"]
         assert doc["out_of_service"] == ["gpu02"] and doc["changed_while_out"] == ["gpu02"]
-        assert doc["waves"] == [["cp01"], ["stor01"]]
+        assert doc["waves"] == [["cp01"], ["stor01"], ["stor02"], ["stor03"]]
         # The lab's budget is one GPU (its GPU nodes have one each): the quarantined node holds it.
         assert doc["max_unavailable_gpus"] == 1
         assert doc["blocked"] == {n: "2 GPUs out of service, over the site's budget of 1" for n in ("gpu01", "infer01")}
@@ -352,9 +352,9 @@ def test_the_diff_command_prints_the_waves_and_counts_quarantined_nodes(tmp_path
         status = json.loads(run_cli("status", str(stack), "--json").stdout)
         states = {m["name"]: (m["state"], m["by"], m["message"]) for m in status["members"]}
         assert states == {n: ("in-service", "", "") for n in states} | {"gpu02": ("quarantined", "health", "rail")}
-        assert len(states) == 9 and status["gpus_out"] == 1 and status["not_in_site"] == []
+        assert len(states) == 11 and status["gpus_out"] == 1 and status["not_in_site"] == []
         shown = run_cli("status", str(stack)).stdout
-        assert "8 of 9 nodes and switches in service, 1 GPUs out" in shown and "quarantined" in shown
+        assert "10 of 11 nodes and switches in service, 1 GPUs out" in shown and "quarantined" in shown
         path.write_text('{"gpu02": {"holds": {"health": {"state": "gone fishing"}}}}')  # not as this version writes
         bad = run_cli("status", str(stack))
         assert bad.returncode == 1 and "health cannot hold a member in 'gone fishing'" in bad.stderr, bad.stderr

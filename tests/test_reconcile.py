@@ -57,7 +57,7 @@ def test_one_node_setting_is_pending_on_that_node_only(lab: dict) -> None:
     assert after["hosts"].trigger != before["hosts"].trigger and after["oob"].trigger == before["oob"].trigger
 
 
-NODES = ["cp01", "gpu01", "gpu02", "infer01", "stor01"]
+NODES = ["cp01", "gpu01", "gpu02", "infer01", "stor01", "stor02", "stor03"]
 BMCS = [f"{n}-bmc" for n in NODES]
 SWITCHES = ["leaf01", "leaf02", "spine01", "spine02"]
 # A change, one at a time, and exactly the layers and hosts it leaves pending: a layer's state is what it reads.
@@ -120,10 +120,10 @@ def test_layer_reads_follow_attributes_aliases_and_whole_uses() -> None:
 
 def test_layer_targets_follow_the_plays() -> None:
     states = _states(stack_data("lab"))
-    assert list(states["oob"].hosts) == ["cp01-bmc", "gpu01-bmc", "gpu02-bmc", "infer01-bmc", "stor01-bmc"]
+    assert list(states["oob"].hosts) == [f"{n}-bmc" for n in NODES]
     assert list(states["fabric"].hosts) == ["leaf01", "leaf02", "spine01", "spine02"]
     assert list(states["platform"].hosts) == ["localhost"]
-    assert set(states["hosts"].hosts) == {"cp01", "gpu01", "gpu02", "infer01", "stor01"}
+    assert set(states["hosts"].hosts) == set(NODES)
 
 
 def test_resolve_pattern_reads_names_and_groups() -> None:

@@ -40,7 +40,8 @@ def test_inventory_groups_and_hosts(plan) -> None:  # type: ignore[no-untyped-de
     reconciler = {"reconciler"} if plan.gitops else set()
     switches = {"leaf", "spine", "super_spine", "access_switches"}
     boot = {"boot_server"} if plan.provisioning else set()
-    assert set(groups) == {"control_plane", "gpu_nodes", "storage_nodes", "oob"} | switches | reconciler | boot
+    ceph = ({"ceph"} | ({"ceph_clients"} if plan.ceph.gpu_client else set())) if plan.ceph else set()
+    assert set(groups) == {"control_plane", "gpu_nodes", "storage_nodes", "oob"} | switches | reconciler | boot | ceph
     if plan.gitops:  # the reconciler's host, with the site's repository settings as its group's variables
         assert list(groups["reconciler"]["hosts"]) == [plan.gitops.reconciler_host]
         assert groups["reconciler"]["vars"]["aisite_gitops"]["repository"] == plan.gitops.repository

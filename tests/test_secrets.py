@@ -82,7 +82,8 @@ def test_an_ipmi_password_over_20_bytes_names_the_secret_its_bmcs_and_the_limit(
     _, problems = resolve(plan, environ={"LAB_PW": "x" * 24})
     assert [str(p) for p in problems] == [
         "site.secrets.lab-bmc: the password is 24 bytes; IPMI 2.0 BMCs accept at most 20 "
-        "(used by gpu02-bmc (10.250.0.4), infer01-bmc (10.250.0.240), stor01-bmc (10.250.0.5))"
+        "(used by gpu02-bmc (10.250.0.4), infer01-bmc (10.250.0.240), stor01-bmc (10.250.0.5), "
+        "stor02-bmc (10.250.0.6), stor03-bmc (10.250.0.7))"
     ]
     assert resolve(plan, environ={"LAB_PW": "x" * 20})[1] == []
     # Bytes, not characters: a non-ASCII password is also refused for its characters.

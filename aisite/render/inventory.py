@@ -26,6 +26,7 @@ BOOT_SERVER = "boot-server"
 SWITCH_GROUPS = {role: role.replace("-", "_") for role in FABRIC_ROLES}
 # Management and out-of-band switches aisite configures (their VLANs and ports), in the fabric layer.
 ACCESS_SWITCHES = "access_switches"
+LAB_LIFECYCLE_DAY_S = 10
 # Switch OS -> how Ansible reaches it on a real site (the lab reaches its FRR switches as root over SSH). Cumulus and
 # SONiC are Linux: their roles run nv / sonic-cfggen / config over SSH as root. Onyx has only its CLI: network_cli
 # with the project's cliconf and terminal plugins (plugins/), in enable mode.
@@ -146,6 +147,10 @@ def inventory(plan: Plan) -> dict[str, Any]:
             "hosts": {name: {} for name, _ in plan.ceph.addresses},  # every node the cluster has, in node order
             "vars": {"aisite_ceph": plain(plan.ceph)},
         }
+        if plan.connection == "lab":
+            # A lifecycle rule's day lasts 10 s in the lab (Ceph's rgw_lc_debug_interval), so the rehearsal
+            # sees an S3 object reach its erasure-coded class.
+            children["ceph"]["vars"]["ceph_rgw_lc_debug_interval_s"] = LAB_LIFECYCLE_DAY_S
         if plan.ceph.gpu_client:
             # The GPU nodes mount the data sets: they hold the client's view alone (aisite.plan.ceph.CephClientPlan).
             children["ceph_clients"] = {
