@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import hashlib
+import io
 import json
 import os
 import shutil
@@ -30,6 +32,7 @@ from typing import Any
 
 import pytest
 import yaml
+from minio import Minio
 
 from aisite import oob
 from aisite.components.bmc import BmcStateProvider
@@ -40,6 +43,7 @@ from aisite.lab.topology import lab_mac, lab_topology, vm_nodes
 from aisite.loader import load_site, resolve_stack
 from aisite.paths import lab_ssh_dir, members_file, provision_dir, pull_wheels_dir
 from aisite.plan import FABRIC_ROLES, Node, Plan, Switch, build_plan
+from aisite.plan.ceph import CephPlan
 from aisite.reconcile import state as reconcile_state
 from aisite.render import commit as render_commit
 from aisite.render.inventory import inventory_yaml
@@ -769,6 +773,236 @@ def check_hosts_baseline(plan: Plan) -> None:
         got = podman("exec", c, "nfs-cat", f"nfs://{e.address}{e.path}/probe?version=4").strip()
         assert got == e.name, e
     assert stor.name in {e.server for e in plan.exports}
+
+
+# ------------------------------------------------------------------ Ceph: a real cluster on the storage nodes
+# The lab's three storage nodes run the plan's Ceph cluster (a monitor and an OSD each; the data sets on an EC 2+1
+# pool); the GPU nodes mount the data sets read-only with ceph-fuse; RGW answers S3 on the storage network.
+CEPH_ADMIN_MOUNT = "/mnt/aisite-itest"
+
+
+def ceph_plan(plan: Plan) -> CephPlan:
+    assert plan.ceph is not None, "the lab's stack declares storage_nodes.ceph"
+    return plan.ceph
+
+
+def node_sh(plan: Plan, node: str, command: str) -> str:
+    """A shell command on a lab node: a container through podman, the VM over SSH."""
+    if node in vm_nodes(plan):
+        return vm_ssh(plan, node, command)
+    return podman("exec", f"aisite-{SITE}-{node}", "sh", "-c", command)
+
+
+def ceph_json(plan: Plan, *args: str) -> Any:
+    """`ceph ARGS` as JSON, asked with the admin key on the first monitor (which the faults below leave up)."""
+    return json.loads(node_sh(plan, ceph_plan(plan).monitors[0], f"ceph {' '.join(args)} --format json"))
+
+
+def ceph_settled(plan: Plan) -> tuple[bool, str]:
+    """Every monitor in quorum, every OSD up, every PG active+clean and no health check but the machine's own disk
+    (a monitor warns below 30 % free, which says nothing of the cluster); and what it is otherwise."""
+    c = ceph_plan(plan)
+    status = ceph_json(plan, "status")
+    checks = set(status["health"]["checks"]) - {"MON_DISK_LOW"}
+    states = {s["state_name"]: s["count"] for s in status["pgmap"].get("pgs_by_state", [])}
+    osds = status["osdmap"]
+    ok = (
+        sorted(status["quorum_names"]) == sorted(c.monitors)
+        and osds["num_up_osds"] == osds["num_in_osds"] == len(c.osds)
+        and not checks
+        and set(states) == {"active+clean"}
+    )
+    return ok, f"checks {sorted(checks)}, quorum {status['quorum_names']}, PGs {states}"
+
+
+def wait_ceph_settled(plan: Plan, timeout: float) -> float:
+    start = time.monotonic()
+    while True:
+        ok, state = ceph_settled(plan)
+        if ok:
+            return time.monotonic() - start
+        assert time.monotonic() - start < timeout, f"Ceph not settled within {timeout:.0f} s: {state}"
+        time.sleep(2)
+
+
+def wait_ceph_reports(plan: Plan, want: set[str], timeout: float = 90) -> float:
+    """Seconds until Ceph's health names every check in `want` (OSD_DOWN, PG_DEGRADED...)."""
+    start = time.monotonic()
+    while not want <= set(ceph_json(plan, "health")["checks"]):
+        assert time.monotonic() - start < timeout, f"Ceph did not report {sorted(want)} within {timeout:.0f} s"
+        time.sleep(1)
+    return time.monotonic() - start
+
+
+def write_data_set(plan: Plan, name: str, mib: int) -> str:
+    """A file of `mib` MiB of random bytes in the first data set, written through an admin ceph-fuse mount on the
+    first monitor (the GPU nodes' mounts are read-only); returns its sha256. It lands in the layout's pool."""
+    c = ceph_plan(plan)
+    (directory, pool), *_ = c.fs_layouts
+    path = f"{CEPH_ADMIN_MOUNT}{directory}/{name}"
+    out = node_sh(
+        plan,
+        c.monitors[0],
+        f"set -e; mkdir -p {CEPH_ADMIN_MOUNT}; ceph-fuse --client_fs={c.filesystem} {CEPH_ADMIN_MOUNT} >/dev/null 2>&1;"
+        f" trap 'umount {CEPH_ADMIN_MOUNT}' EXIT; head -c {mib}M /dev/urandom > {path};"
+        f" getfattr --only-values -n ceph.file.layout.pool {path}; echo; sha256sum {path}",
+    )
+    got_pool, sha = out.split()[0], out.split()[1]
+    assert got_pool == pool, out
+    return sha
+
+
+def wait_visible(plan: Plan, node: str, path: str) -> None:
+    """A file another client just wrote shows on this node's mount once its cached view of the directory lapses."""
+    wait_for(f"{path} on {node}", lambda: node_sh(plan, node, f"test -f {path} && echo yes || true").strip() == "yes")
+
+
+def paced_read(plan: Plan, node: str, path: str, mib: int) -> subprocess.Popen[str]:
+    """sha256 of a file read in 4 MiB pieces, 0.1 s apart: a read that lasts long enough for a fault to land in it."""
+    pieces = mib // 4
+    script = (
+        f"for i in $(seq 0 {pieces - 1}); do dd if={path} bs=4M skip=$i count=1 status=none; sleep 0.1; done"
+        " | sha256sum | cut -d' ' -f1"
+    )
+    env = os.environ | {"CONTAINERS_CONF": str(CONF)}
+    cmd = ["podman", "exec", f"aisite-{SITE}-{node}", "sh", "-c", script]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_ceph_runs_on_the_storage_nodes_and_every_gpu_node_reads_the_data_sets(
+    up: subprocess.CompletedProcess[str], plan: Plan
+) -> None:
+    assert up.returncode == 0, up.stderr
+    c = ceph_plan(plan)
+    took = wait_ceph_settled(plan, 180)
+    print(f"Ceph settled {took:.0f} s into this test: {len(c.monitors)} monitors, {len(c.osds)} OSDs")
+    fs = ceph_json(plan, "fs", "status", c.filesystem)
+    assert [m["state"] for m in fs["mdsmap"]].count("active") == 1 and {m["name"] for m in fs["mdsmap"]} == set(c.mds)
+    sha = write_data_set(plan, "probe.bin", 16)
+    assert c.gpu_client is not None
+    (_, mountpoint), *_ = c.gpu_client.mounts
+    for gpu in plan.by_role("gpu"):
+        mounts = json.loads(node_sh(plan, gpu.name, f"findmnt -J -o TARGET,FSTYPE,OPTIONS {mountpoint}"))
+        (m,) = mounts["filesystems"]
+        assert m["fstype"].startswith("fuse.ceph") and "ro" in m["options"].split(","), (gpu.name, m)
+        wait_visible(plan, gpu.name, f"{mountpoint}/probe.bin")
+        assert node_sh(plan, gpu.name, f"sha256sum {mountpoint}/probe.bin").split()[0] == sha, gpu.name
+        # Read-only: the data sets are written by their owners, never from a GPU node.
+        said = node_sh(plan, gpu.name, f"touch {mountpoint}/x 2>&1 && echo written || true")
+        assert "Read-only file system" in said or "Permission denied" in said, (gpu.name, said)
+
+
+def test_an_s3_object_put_from_the_controller_reaches_its_erasure_coded_class(
+    up: subprocess.CompletedProcess[str], plan: Plan
+) -> None:
+    """The tenant's bucket, from this machine: an object under the lifecycle rule's prefix moves to the rule's
+    class (its EC pool) a lifecycle day after it was written (10 s in the lab), one elsewhere stays; both read
+    back as written."""
+    assert up.returncode == 0, up.stderr
+    c = ceph_plan(plan)
+    tenant = c.tenants[0]
+    prefix, _, target = c.s3_lifecycle[0]
+    pools = dict(c.s3_classes)
+    user = json.loads(node_sh(plan, c.monitors[0], f"radosgw-admin user info --uid {tenant.s3_user}"))
+    key = user["keys"][0]  # held in this process only, never printed
+    endpoint = c.s3_endpoint.removeprefix("http://")
+    s3 = Minio(endpoint, key["access_key"], key["secret_key"], secure=False, region="default")
+    first = c.monitors[0]
+    before = set(node_sh(plan, first, f"rados -p {pools[target]} ls").split())
+    body = os.urandom(8 << 20)
+    stamp = f"itest-{int(time.time())}"
+    names = {f"{prefix}{stamp}": target, f"hot/{stamp}": "STANDARD"}
+    start = time.monotonic()
+    for name in names:
+        s3.put_object(tenant.s3_bucket, name, io.BytesIO(body), len(body))
+
+    def storage_class(name: str) -> str:
+        return str(s3.stat_object(tenant.s3_bucket, name).metadata.get("x-amz-storage-class", "STANDARD"))
+
+    took = wait_for(f"{prefix}{stamp} in {target}", lambda: storage_class(f"{prefix}{stamp}") == target, 240)
+    print(f"lifecycle moved {prefix}{stamp} to {target} ({pools[target]}) {took:.0f} s after the put")
+    assert {n: storage_class(n) for n in names} == names
+    for name in names:
+        got = s3.get_object(tenant.s3_bucket, name)
+        try:
+            assert hashlib.sha256(got.read()).digest() == hashlib.sha256(body).digest(), name
+        finally:
+            got.close()
+            got.release_conn()
+    assert set(node_sh(plan, first, f"rados -p {pools[target]} ls").split()) - before, "the EC pool holds it"
+    assert time.monotonic() - start >= 10, "a lifecycle day is 10 s: nothing moves sooner"
+
+
+def test_an_osd_killed_during_a_read_loses_no_byte_and_the_cluster_recovers(
+    up: subprocess.CompletedProcess[str], plan: Plan
+) -> None:
+    """A GPU node reads a data-set file (EC 2+1) while the last storage node's OSD is killed: the read completes
+    with the file's checksum, Ceph reports the OSD down and the data degraded, and with the OSD started again the
+    cluster recovers (the time printed)."""
+    assert up.returncode == 0, up.stderr
+    c = ceph_plan(plan)
+    wait_ceph_settled(plan, 120)
+    osd = c.osds[-1]
+    sha = write_data_set(plan, "osd-loss.bin", 128)
+    gpu = plan.by_role("gpu")[0].name
+    assert c.gpu_client is not None
+    (_, mountpoint), *_ = c.gpu_client.mounts
+    wait_visible(plan, gpu, f"{mountpoint}/osd-loss.bin")
+    reader = paced_read(plan, gpu, f"{mountpoint}/osd-loss.bin", 128)
+    unit = f"ceph-osd@{osd.id}"
+    try:
+        time.sleep(1)
+        node_sh(plan, osd.host, f"systemctl kill -s KILL {unit}; systemctl stop {unit}")
+        killed = time.monotonic()
+        down = wait_ceph_reports(plan, {"OSD_DOWN", "PG_DEGRADED"})
+        out, err = reader.communicate(timeout=300)
+        assert reader.returncode == 0, err
+        assert out.strip() == sha, "every byte read back as written"
+        print(
+            f"osd.{osd.id} killed: reported down and degraded after {down:.0f} s; the read ended after"
+            f" {time.monotonic() - killed:.0f} s with the file's checksum"
+        )
+    finally:
+        node_sh(plan, osd.host, f"systemctl start {unit}")
+    recovered = wait_ceph_settled(plan, 300)
+    print(f"osd.{osd.id} started again: recovered (every PG active+clean) in {recovered:.0f} s")
+
+
+def test_a_storage_node_lost_during_a_read_loses_no_byte_and_the_cluster_recovers(
+    up: subprocess.CompletedProcess[str], plan: Plan
+) -> None:
+    """The last storage node (a monitor, an OSD, an RGW) loses power during a read: the monitors keep quorum, the
+    read completes with the file's checksum, and powered on again the node rejoins and the cluster recovers.
+    The lab's IPMI emulator keeps a node's power in a file, so the container is killed and started as power would."""
+    assert up.returncode == 0, up.stderr
+    c = ceph_plan(plan)
+    wait_ceph_settled(plan, 120)
+    lost = c.monitors[-1]
+    assert lost not in {c.monitors[0], *(e.server for e in plan.exports)}, "the node lost serves nothing else"
+    sha = write_data_set(plan, "node-loss.bin", 128)
+    gpu = plan.by_role("gpu")[1].name  # not the OSD test's reader: nothing of this file is in its caches
+    assert c.gpu_client is not None
+    (_, mountpoint), *_ = c.gpu_client.mounts
+    wait_visible(plan, gpu, f"{mountpoint}/node-loss.bin")
+    reader = paced_read(plan, gpu, f"{mountpoint}/node-loss.bin", 128)
+    try:
+        time.sleep(1)
+        podman("kill", f"aisite-{SITE}-{lost}")
+        off = time.monotonic()
+        down = wait_ceph_reports(plan, {"OSD_DOWN", "MON_DOWN", "PG_DEGRADED"})
+        out, err = reader.communicate(timeout=300)
+        assert reader.returncode == 0, err
+        assert out.strip() == sha, "every byte read back as written"
+        status = ceph_json(plan, "status")
+        assert sorted(status["quorum_names"]) == sorted(m for m in c.monitors if m != lost), status["quorum_names"]
+        print(
+            f"{lost} lost: reported down and degraded after {down:.0f} s, quorum kept; the read ended after"
+            f" {time.monotonic() - off:.0f} s with the file's checksum"
+        )
+    finally:
+        podman("start", f"aisite-{SITE}-{lost}")
+    recovered = wait_ceph_settled(plan, 300)
+    print(f"{lost} powered on again: rejoined and recovered (every PG active+clean) in {recovered:.0f} s")
 
 
 def test_bench_runs_ddp_and_iperf3_over_the_rails_and_reports_them(
@@ -1719,6 +1953,9 @@ def without_vms(data: dict[str, Any]) -> dict[str, Any]:
     site = data["config"]["aisite:site"]
     site["gpu_nodes"] = [g for g in site["gpu_nodes"] if "install" not in g]
     site.pop("provisioning", None)
+    # A node cannot pull Ceph's cluster-wide steps (validate refuses it): the storage nodes keep the cluster the
+    # push deploy made.
+    site["storage_nodes"].pop("ceph", None)
     return data
 
 
