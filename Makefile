@@ -1,5 +1,5 @@
 # The README's two commands: `make lab` and `make test`. Each sets itself up first.
-.PHONY: setup lab test bench bench-lab bench-lab-cold bench-fabric bench-deploy bench-reconcile bench-scale bench-provision manifests clean
+.PHONY: setup lab test bench bench-lab bench-lab-cold bench-fabric bench-deploy bench-reconcile bench-scale bench-provision bench-storage manifests clean
 
 setup:
 	@bash scripts/setup.sh
@@ -38,6 +38,11 @@ bench-fabric: setup
 # Deploy timings on a lab of its own: cold, 5 no-change passes, a one-host change with --limit (table + JSON).
 bench-deploy: setup
 	@.venv/bin/python benchmarks/deploy_bench.py
+
+# The running lab's storage (after `make lab`): S3 put/get from the controller, CephFS and NFS sequential reads for
+# 1, 2 and all GPU nodes, and how many emulated ResNet-50 accelerators one node keeps 90 % busy (table + JSON).
+bench-storage: setup
+	@.venv/bin/python benchmarks/storage_bench.py
 
 # Provisioning timings on a lab of its own: power on to SSH of the lab's VM, per step (TCG; `--kvm` to try KVM).
 bench-provision: setup
