@@ -138,7 +138,9 @@ def _run_container(topo: LabTopology, c: LabContainer, tags: dict[str, str]) -> 
 def _spec(c: LabContainer) -> str:
     """A digest of how a container is started (networks, addresses, capabilities, sysctls, volumes, devices): a
     change recreates it."""
-    return hashlib.sha256(repr((c.attachments, c.caps, c.sysctls, c.volumes, c.devices)).encode()).hexdigest()[:12]
+    # Devices only where there are some: a running lab's other containers keep their digest (and are not recreated).
+    spec = (c.attachments, c.caps, c.sysctls, c.volumes) + ((c.devices,) if c.devices else ())
+    return hashlib.sha256(repr(spec).encode()).hexdigest()[:12]
 
 
 # A systemd container holds inotify instances of root's (systemd, journald, logind...): past the kernel's limit the
