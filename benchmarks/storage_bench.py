@@ -56,7 +56,7 @@ BATCH = 64
 COMPUTE_S = 0.103
 BUSY_TARGET = 0.90
 
-console = Console(stderr=True)
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
 
 
 def podman(*args: str, check: bool = True) -> str:
@@ -90,7 +90,7 @@ def admin(plan: Plan, c: CephPlan, command: str) -> str:
         plan,
         c.monitors[0],
         f"set -e; mkdir -p {ADMIN_MOUNT}; ceph-fuse --client_fs={c.filesystem} {ADMIN_MOUNT} >/dev/null 2>&1;"
-        f" trap 'umount {ADMIN_MOUNT}' EXIT; {command}",
+        f" trap 'cd /; umount {ADMIN_MOUNT}' EXIT; {command}",
     )
 
 
@@ -203,7 +203,7 @@ def main() -> None:
     ap.add_argument("--object-mib", type=int, default=16)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--batches", type=int, default=20, help="batches per emulated accelerator")
-    ap.add_argument("--max-accelerators", type=int, default=16)
+    ap.add_argument("--max-accelerators", type=int, default=8)
     args = ap.parse_args()
     plan = build_plan(load_site(resolve_stack(SITE)))
     c = plan.ceph
@@ -298,6 +298,10 @@ def main() -> None:
     print(json.dumps(results, indent=2))
 
 
+def _per(per: dict[str, float]) -> str:
+    return ", ".join(f"{node} {v}" for node, v in per.items())
+
+
 def report(results: dict[str, Any], mib: int) -> None:
     s3 = results["s3"]
     console.print(
@@ -318,10 +322,10 @@ def report(results: dict[str, Any], mib: int) -> None:
     for ceph, nfs in zip(results["cephfs_read"], results["nfs_read"], strict=True):
         t.add_row(
             str(ceph["clients"]),
-            json.dumps(ceph["per_client_mib_s"]),
+            _per(ceph["per_client_mib_s"]),
             str(ceph["aggregate_mib_s"]),
             str(ceph["ratio_to_one"]),
-            json.dumps(nfs["per_client_mib_s"]),
+            _per(nfs["per_client_mib_s"]),
             str(nfs["aggregate_mib_s"]),
             str(nfs["ratio_to_one"]),
         )
