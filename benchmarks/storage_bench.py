@@ -208,7 +208,7 @@ def main() -> None:
     plan = build_plan(load_site(resolve_stack(SITE)))
     c = plan.ceph
     if c is None or c.gpu_client is None:
-        sys.exit("the lab stack declares no Ceph data sets")
+        sys.exit("the lab has no Ceph: uncomment storage_nodes.ceph in stacks/Pulumi.lab.yaml and run `make lab` first")
     first = f"aisite-{SITE}-{c.monitors[0]}"
     if podman("container", "inspect", "-f", "{{.State.Running}}", first, check=False).strip() != "true":
         sys.exit(f"{first} is not running: run `make lab` first (this bench measures the running lab)")

@@ -776,13 +776,15 @@ def check_hosts_baseline(plan: Plan) -> None:
 
 
 # ------------------------------------------------------------------ Ceph: a real cluster on the storage nodes
-# The lab's three storage nodes run the plan's Ceph cluster (a monitor and an OSD each; the data sets on an EC 2+1
-# pool); the GPU nodes mount the data sets read-only with ceph-fuse; RGW answers S3 on the storage network.
+# With the lab stack's Ceph block uncommented (left out by default for CI time), the three storage nodes run the
+# plan's Ceph cluster (a monitor and an OSD each; the data sets on an EC 2+1 pool), the GPU nodes mount the data
+# sets read-only with ceph-fuse and RGW answers S3 on the storage network. Without it these tests say so and skip.
 CEPH_ADMIN_MOUNT = "/mnt/aisite-itest"
 
 
 def ceph_plan(plan: Plan) -> CephPlan:
-    assert plan.ceph is not None, "the lab's stack declares storage_nodes.ceph"
+    if plan.ceph is None:
+        pytest.skip("the lab's stack leaves storage_nodes.ceph commented out (CI time): uncomment it to rehearse Ceph")
     return plan.ceph
 
 
@@ -966,43 +968,6 @@ def test_an_osd_killed_during_a_read_loses_no_byte_and_the_cluster_recovers(
         node_sh(plan, osd.host, f"systemctl start {unit}")
     recovered = wait_ceph_settled(plan, 300)
     print(f"osd.{osd.id} started again: recovered (every PG active+clean) in {recovered:.0f} s")
-
-
-def test_a_storage_node_lost_during_a_read_loses_no_byte_and_the_cluster_recovers(
-    up: subprocess.CompletedProcess[str], plan: Plan
-) -> None:
-    """The last storage node (a monitor, an OSD, an RGW) loses power during a read: the monitors keep quorum, the
-    read completes with the file's checksum, and powered on again the node rejoins and the cluster recovers.
-    The lab's IPMI emulator keeps a node's power in a file, so the container is killed and started as power would."""
-    assert up.returncode == 0, up.stderr
-    c = ceph_plan(plan)
-    wait_ceph_settled(plan, 120)
-    lost = c.monitors[-1]
-    assert lost not in {c.monitors[0], *(e.server for e in plan.exports)}, "the node lost serves nothing else"
-    sha = write_data_set(plan, "node-loss.bin", 128)
-    gpu = plan.by_role("gpu")[1].name  # not the OSD test's reader: nothing of this file is in its caches
-    assert c.gpu_client is not None
-    (_, mountpoint), *_ = c.gpu_client.mounts
-    wait_visible(plan, gpu, f"{mountpoint}/node-loss.bin")
-    reader = paced_read(plan, gpu, f"{mountpoint}/node-loss.bin", 128)
-    try:
-        time.sleep(1)
-        podman("kill", f"aisite-{SITE}-{lost}")
-        off = time.monotonic()
-        down = wait_ceph_reports(plan, {"OSD_DOWN", "MON_DOWN", "PG_DEGRADED"})
-        out, err = reader.communicate(timeout=300)
-        assert reader.returncode == 0, err
-        assert out.strip() == sha, "every byte read back as written"
-        status = ceph_json(plan, "status")
-        assert sorted(status["quorum_names"]) == sorted(m for m in c.monitors if m != lost), status["quorum_names"]
-        print(
-            f"{lost} lost: reported down and degraded after {down:.0f} s, quorum kept; the read ended after"
-            f" {time.monotonic() - off:.0f} s with the file's checksum"
-        )
-    finally:
-        podman("start", f"aisite-{SITE}-{lost}")
-    recovered = wait_ceph_settled(plan, 300)
-    print(f"{lost} powered on again: rejoined and recovered (every PG active+clean) in {recovered:.0f} s")
 
 
 def test_bench_runs_ddp_and_iperf3_over_the_rails_and_reports_them(
@@ -2068,6 +2033,45 @@ def test_a_site_that_stops_pulling_stops_every_nodes_timer(
     r = run_cli("deploy", str(stack_file), "--layer", "pull", "--json", env=BMC_ENV)
     assert r.returncode == 0, r.stdout + r.stderr
     assert set(timers().values()) == {"disabled"}
+
+
+# Last before `down`: a storage container killed and started again is one the lab did not start, so nothing after
+# it should read its state as the deploy left it.
+def test_a_storage_node_lost_during_a_read_loses_no_byte_and_the_cluster_recovers(
+    up: subprocess.CompletedProcess[str], plan: Plan
+) -> None:
+    """The last storage node (a monitor, an OSD, an RGW) loses power during a read: the monitors keep quorum, the
+    read completes with the file's checksum, and powered on again the node rejoins and the cluster recovers.
+    The lab's IPMI emulator keeps a node's power in a file, so the container is killed and started as power would."""
+    assert up.returncode == 0, up.stderr
+    c = ceph_plan(plan)
+    wait_ceph_settled(plan, 120)
+    lost = c.monitors[-1]
+    assert lost not in {c.monitors[0], *(e.server for e in plan.exports)}, "the node lost serves nothing else"
+    sha = write_data_set(plan, "node-loss.bin", 128)
+    gpu = plan.by_role("gpu")[1].name  # not the OSD test's reader: nothing of this file is in its caches
+    assert c.gpu_client is not None
+    (_, mountpoint), *_ = c.gpu_client.mounts
+    wait_visible(plan, gpu, f"{mountpoint}/node-loss.bin")
+    reader = paced_read(plan, gpu, f"{mountpoint}/node-loss.bin", 128)
+    try:
+        time.sleep(1)
+        podman("kill", f"aisite-{SITE}-{lost}")
+        off = time.monotonic()
+        down = wait_ceph_reports(plan, {"OSD_DOWN", "MON_DOWN", "PG_DEGRADED"})
+        out, err = reader.communicate(timeout=300)
+        assert reader.returncode == 0, err
+        assert out.strip() == sha, "every byte read back as written"
+        status = ceph_json(plan, "status")
+        assert sorted(status["quorum_names"]) == sorted(m for m in c.monitors if m != lost), status["quorum_names"]
+        print(
+            f"{lost} lost: reported down and degraded after {down:.0f} s, quorum kept; the read ended after"
+            f" {time.monotonic() - off:.0f} s with the file's checksum"
+        )
+    finally:
+        podman("start", f"aisite-{SITE}-{lost}")
+    recovered = wait_ceph_settled(plan, 300)
+    print(f"{lost} powered on again: rejoined and recovered (every PG active+clean) in {recovered:.0f} s")
 
 
 def test_down_leaves_nothing(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:

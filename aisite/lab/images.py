@@ -20,24 +20,7 @@ MIRROR = os.environ.get("AISITE_LAB_MIRROR", "http://deb.debian.org/debian")
 SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "systemd", "systemd-sysv", "iproute2", "openssh-server", "sudo", "iputils-ping")
 LAYERS = {
-    # Ceph's daemons, ceph-fuse and botocore (roles/ceph's ceph_packages) baked in: three storage nodes fetching
-    # them each at deploy would triple the download.
-    "node": (
-        "ca-certificates",
-        "procps",
-        "kmod",
-        "lldpd",
-        "iperf3",
-        "ceph-common",
-        "ceph-mon",
-        "ceph-mgr",
-        "ceph-osd",
-        "ceph-mds",
-        "radosgw",
-        "ceph-fuse",
-        "attr",
-        "python3-botocore",
-    ),
+    "node": ("ca-certificates", "procps", "kmod", "lldpd", "iperf3"),
     "frr": ("frr", "frr-pythontools", "procps", "lldpd"),
     "bmc": ("openipmi", "ipmitool", "openssl", "python3-venv"),
     # A node installed by `aisite provision`: QEMU (with SeaBIOS and iPXE's NIC ROMs) and its BMC, ipmi_sim.
