@@ -102,10 +102,11 @@ def test_ceph_fuse_mounts_get_dev_fuse_and_nothing_else_does(lab: dict[str, Any]
     }
     plan = build_plan(parse_site(lab, "lab"))
     assert plan.ceph is not None and plan.ceph.gpu_client is not None
-    with_fuse = {c.host for c in lab_topology(plan).containers if c.devices}
-    vms = {v.node for v in lab_topology(plan).vms}
+    topo = lab_topology(plan)
+    with_fuse = {c.host for c in topo.containers if c.devices}
+    vms = {v.node for v in topo.vms}
     assert with_fuse == {plan.ceph.monitors[0]} | ({n.name for n in plan.by_role("gpu")} - vms)
-    assert all(c.devices == ("/dev/fuse",) for c in lab_topology(plan).containers if c.devices)
+    assert all(c.devices == ("/dev/fuse",) for c in topo.containers if c.devices)
     del lab["storage_nodes"]["ceph"]
     assert not any(c.devices for c in lab_topology(build_plan(parse_site(lab, "lab"))).containers)
 
