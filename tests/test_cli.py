@@ -106,6 +106,7 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
         "inventory.yml",
         "manifests/acceptance.yaml",
         "manifests/admission.yaml",
+        "manifests/charts/ceph-csi-cephfs.values.yaml",
         "manifests/charts/csi-driver-nfs.values.yaml",
         "manifests/charts/gpu-operator.values.yaml",
         "manifests/charts/index.yaml",
