@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from aisite.bench.lab import data_problem
 from aisite.bench.report import judge, plot
 from aisite.bench.results import CollectError, Result, collect
 from aisite.loader import load_site
 from aisite.payloads import tools
-from aisite.payloads.resnet import LAYERS, ResNet
+from aisite.payloads.resnet import LAYERS, ResNet, sample_bytes, write_samples
 from aisite.plan import build_plan
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 TINY = ["--batch-size", "2", "--image-size", "32", "--warmup", "1", "--steps", "2", "--threads", "1"]
 
@@ -84,6 +85,37 @@ def test_resnet_payload_runs_ddp_across_processes_with_gloo() -> None:
     (r,) = collect(outs[0])
     assert r.world_size == 2 and r.backend == "gloo" and len(r.per_process) == 2 and r.nodes == 2
     assert r.value == pytest.approx(sum(r.per_process), rel=1e-3)
+
+
+def test_resnet_payload_reads_its_data_set_each_step_and_ranks_share_it(tmp_path: Path) -> None:
+    """With --data each step reads a batch of the data set's files (warm-up steps too), rank r every world-th file
+    from its r-th: the report gives each process's bytes, which the files' sizes account for exactly."""
+    data = tmp_path / "set"
+    assert write_samples(data, 6, 32) == 6 * sample_bytes(32)
+    (r,) = collect(finish(payload("resnet.py", "--workload", "w", "--data", str(data), *TINY)))
+    reads = 2 * (1 + 2)  # batch 2 on each of 1 warm-up and 2 timed steps
+    assert r.params["data"]["dir"] == str(data) and r.params["data"]["files"] == 6
+    assert r.params["data"]["bytes_read"] == [reads * sample_bytes(32)]
+    port = str(listen_port())
+    base = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1"}
+    procs = [
+        payload("resnet.py", "--workload", "ddp", "--data", str(data), *TINY, env=base | {"RANK": str(i)})
+        for i in range(2)
+    ]
+    (r,) = collect(finish(procs[0]))
+    finish(procs[1])
+    assert r.params["data"]["bytes_read"] == [reads * sample_bytes(32)] * 2
+    assert (r.params["data"]["files"], len(r.params["data"]["read_seconds"])) == (6, 2)
+
+
+def test_resnet_payload_refuses_a_data_set_of_another_image_size(tmp_path: Path) -> None:
+    write_samples(tmp_path / "set", 2, 64)
+    p = payload("resnet.py", "--workload", "w", "--data", str(tmp_path / "set"), *TINY)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode != 0 and out == ""
+    assert f"{sample_bytes(64)} bytes, a 32-pixel sample has {sample_bytes(32)}" in err
+    p = payload("resnet.py", "--workload", "w", "--data", str(tmp_path), *TINY)
+    assert p.communicate(timeout=300)[1].strip().endswith(f"--data {tmp_path}: no *.sample file for rank 0 of 1")
 
 
 def test_collector_refuses_a_line_that_breaks_the_schema() -> None:
@@ -220,3 +252,25 @@ def test_a_result_is_saved_as_one_file_of_the_results_folder(tmp_path: Path, mon
     for name in ("unit0/rail1", "a/../../x"):
         path = results.save("lab", r.model_copy(update={"workload": name}))
         assert path.parent == tmp_path / "results" and "/" not in path.name and ".." not in path.name
+
+
+def test_a_lab_bench_reads_data_only_under_the_gpu_nodes_ceph_mounts() -> None:
+    """`bench run --data` takes a plain path under one of the GPU nodes' data-set mounts, and says why not
+    otherwise (exit 2, before it touches the lab)."""
+    lab = build_plan(load_site("lab"))
+    assert lab.ceph is not None and lab.ceph.gpu_client is not None
+    (_, mount), *_ = lab.ceph.gpu_client.mounts
+    assert data_problem(lab, f"{mount}/imagenet-shards") is None
+    for bad, why in [
+        (mount, "under none of"),
+        ("/etc/shadow", "under none of"),
+        (f"{mount}/../../etc", "not a plain absolute path"),
+        (f"{mount}/a b", "not a plain absolute path"),
+        (f"{mount}/x/", "not a plain absolute path"),
+        ("relative/x", "not a plain absolute path"),
+    ]:
+        assert why in (data_problem(lab, bad) or ""), bad
+    r = run_cli("bench", "run", "lab", "resnet50-train", "--data", "/etc")
+    assert r.returncode == 2 and r.stderr.startswith("--data: /etc is under none of the GPU nodes' data-set mounts")
+    no_ceph = build_plan(load_site("dc1"))
+    assert "mount no Ceph data set" in (data_problem(no_ceph, "/mnt/ceph/x") or "")

@@ -776,15 +776,13 @@ def check_hosts_baseline(plan: Plan) -> None:
 
 
 # ------------------------------------------------------------------ Ceph: a real cluster on the storage nodes
-# With the lab stack's Ceph block uncommented (left out by default for CI time), the three storage nodes run the
-# plan's Ceph cluster (a monitor and an OSD each; the data sets on an EC 2+1 pool), the GPU nodes mount the data
-# sets read-only with ceph-fuse and RGW answers S3 on the storage network. Without it these tests say so and skip.
+# The lab's three storage nodes run the plan's Ceph cluster (a monitor and an OSD each; the data sets on an EC 2+1
+# pool); the GPU nodes mount the data sets read-only with ceph-fuse; RGW answers S3 on the storage network.
 CEPH_ADMIN_MOUNT = "/mnt/aisite-itest"
 
 
 def ceph_plan(plan: Plan) -> CephPlan:
-    if plan.ceph is None:
-        pytest.skip("the lab's stack leaves storage_nodes.ceph commented out (CI time): uncomment it to rehearse Ceph")
+    assert plan.ceph is not None, "the lab's stack declares storage_nodes.ceph"
     return plan.ceph
 
 
@@ -852,6 +850,26 @@ def write_data_set(plan: Plan, name: str, mib: int) -> str:
     got_pool, sha = out.split()[0], out.split()[1]
     assert got_pool == pool, out
     return sha
+
+
+def write_samples_to_ceph(plan: Plan, name: str, count: int, image_size: int) -> tuple[str, int, int]:
+    """A data set of `count` random samples of the ResNet payload's format (a label byte, then the image's bytes)
+    in the first data-set directory, written through an admin ceph-fuse mount on the first monitor; where the GPU
+    nodes mount it, the count and each sample's bytes."""
+    c = ceph_plan(plan)
+    assert c.gpu_client is not None
+    (directory, _), *_ = c.fs_layouts
+    mounted = dict(c.gpu_client.mounts)[directory]
+    size = 1 + 3 * image_size * image_size
+    target = f"{CEPH_ADMIN_MOUNT}{directory}/{name}"
+    node_sh(
+        plan,
+        c.monitors[0],
+        f"set -e; mkdir -p {CEPH_ADMIN_MOUNT}; ceph-fuse --client_fs={c.filesystem} {CEPH_ADMIN_MOUNT} >/dev/null 2>&1;"
+        f" trap 'umount {CEPH_ADMIN_MOUNT}' EXIT; mkdir -p {target};"
+        f" for i in $(seq 0 {count - 1}); do head -c {size} /dev/urandom > {target}/$(printf %06d $i).sample; done",
+    )
+    return f"{mounted}/{name}", count, size
 
 
 def wait_visible(plan: Plan, node: str, path: str) -> None:
@@ -973,18 +991,30 @@ def test_an_osd_killed_during_a_read_loses_no_byte_and_the_cluster_recovers(
 def test_bench_runs_ddp_and_iperf3_over_the_rails_and_reports_them(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
 ) -> None:
-    """The ResNet payload as DDP across both GPU nodes (gloo on their rails) and iperf3 across rails, for real; the
-    switches' counters show where the traffic went; the report judges what the site asks and plots the series."""
+    """The ResNet payload as DDP across both GPU nodes (gloo on their rails), reading its data set from CephFS
+    through each node's ceph-fuse mount, and iperf3 across rails, for real; the switches' counters show where the
+    traffic went; the report judges what the site asks and plots the series."""
     results = ROOT / ".aisite" / SITE / "results"
     shutil.rmtree(results, ignore_errors=True)
-    r = run_cli("bench", "run", str(stack_file), "resnet50-train", "--steps", "2", "--json", env=BMC_ENV)
+    data, count, size = write_samples_to_ceph(plan, "resnet-samples", 24, image_size=64)
+    gpus = plan.by_role("gpu")
+    for gpu in gpus:
+        wait_visible(plan, gpu.name, f"{data}/{count - 1:06d}.sample")
+    r = run_cli(
+        "bench", "run", str(stack_file), "resnet50-train", "--steps", "2", "--data", data, "--json", env=BMC_ENV
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     runs = {d["world_size"]: d for d in json.loads(r.stdout)}
-    gpus = plan.by_role("gpu")
     assert sorted(runs) == [1, 2, 2 * len(gpus[0].rails)]
-    for size, d in runs.items():
-        assert d["value"] > 0 and len(d["per_process"]) == size and d["params"]["lab"] is True
-        assert d["backend"] == ("gloo" if size > 1 else None) and d["device"]["type"] == "cpu"
+    w = next(w for w in plan.workloads if w.name == "resnet50-train")
+    for n, d in runs.items():
+        assert d["value"] > 0 and len(d["per_process"]) == n and d["params"]["lab"] is True
+        assert d["backend"] == ("gloo" if n > 1 else None) and d["device"]["type"] == "cpu"
+        # Every process read a batch of the data set's files at each step (1 warm-up, 2 timed), from the mount.
+        read = d["params"]["data"]
+        assert (read["dir"], read["files"]) == (data, count), read
+        assert read["bytes_read"] == [(1 + 2) * (w.batch_size or 0) * size] * n, read
+    print("data set read per step from CephFS:", {n: d["params"]["data"]["read_seconds"] for n, d in runs.items()})
     # One process per node, each on rail 0: the gradients crossed rail 0's leaf, and the spines stayed quiet
     # (rail-aligned traffic within a scalable unit never leaves its leaf).
     two = runs[2]

@@ -10,11 +10,13 @@ and kept with the result.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from aisite.bench.results import Result, collect
 from aisite.lab.netns import NetnsError, in_netns, iperf3, pid
@@ -25,6 +27,7 @@ from aisite.plan import FABRIC_ROLES, Node, Plan, Rail, WorkloadPlan
 
 Say = Callable[[str], None]
 LAB_KINDS = ("resnet50-train", "resnet50-infer", "resnet152-train", "resnet152-infer", "iperf3")
+DATA_PATH = re.compile(r"(/[A-Za-z0-9._-]{1,255}){1,32}")
 
 
 class BenchError(Exception):
@@ -39,6 +42,22 @@ class Options:
     batch_size: int = 4
     seconds: int = 3  # iperf3
     timeout: float = 600.0
+    # A data-set directory on the GPU nodes (under one of their Ceph mounts) the ResNet payload reads each step.
+    data: str | None = None
+
+
+def data_problem(plan: Plan, path: str) -> str | None:
+    """Why `path` is no data set the lab's GPU nodes can read (None when it is): the payloads run from the
+    controller and read it through each node's own ceph-fuse mount, so it lies under one of those mounts."""
+    mounts = [m for _, m in plan.ceph.gpu_client.mounts] if plan.ceph and plan.ceph.gpu_client else []
+    if not mounts:
+        return f"{plan.site}'s GPU nodes mount no Ceph data set (storage_nodes.ceph with a file system and layouts)"
+    clean = PurePosixPath(path)
+    if not clean.is_absolute() or ".." in clean.parts or str(clean) != path or not DATA_PATH.fullmatch(path):
+        return f"{path!r} is not a plain absolute path (letters, digits, '._-' between slashes)"
+    if not any(clean.is_relative_to(m) and clean != PurePosixPath(m) for m in mounts):
+        return f"{path} is under none of the GPU nodes' data-set mounts ({', '.join(mounts)})"
+    return None
 
 
 def fabric_bytes(plan: Plan) -> dict[str, int]:
@@ -79,10 +98,19 @@ def placements(nodes: list[Node]) -> list[list[tuple[Node, Rail]]]:
 
 
 def launch(
-    plan: Plan, ranks: list[tuple[Node, Rail]], module: str, args: list[str], *, timeout: float, what: str, port: int
+    plan: Plan,
+    ranks: list[tuple[Node, Rail]],
+    module: str,
+    args: list[str],
+    *,
+    timeout: float,
+    what: str,
+    port: int,
+    node_args: Callable[[Node], list[str]] = lambda _: [],
 ) -> list[str]:
-    """Run `python -m module args` once per rank, each in its node's network namespace with the torch.distributed
-    environment (rank 0's rail address is the rendezvous; gloo leaves on each rank's rail); their stdouts."""
+    """Run `python -m module args` (and the rank's node's `node_args`) once per rank, each in its node's network
+    namespace with the torch.distributed environment (rank 0's rail address is the rendezvous; gloo leaves on each
+    rank's rail); their stdouts."""
     master = ranks[0][1].address
     procs = []
     local: dict[str, int] = {}
@@ -113,6 +141,7 @@ def launch(
             "-m",
             module,
             *args,
+            *node_args(node),
         ]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
     outputs = []
@@ -154,14 +183,29 @@ def _resnet(plan: Plan, w: WorkloadPlan, ranks: list[tuple[Node, Rail]], opts: O
         "--threads",
         "1",
     ]
+
+    def node_args(node: Node) -> list[str]:
+        # The process runs on the controller, in the node's network namespace only: it reads the data set through
+        # the node's own ceph-fuse mount, in the node's mount namespace (/proc/PID/root).
+        return ["--data", f"/proc/{pid(plan, node.name)}/root{opts.data}"] if opts.data else []
+
     outputs = launch(
-        plan, ranks, "aisite.payloads.resnet", args, timeout=opts.timeout, what=w.name, port=29500 + len(ranks)
+        plan,
+        ranks,
+        "aisite.payloads.resnet",
+        args,
+        timeout=opts.timeout,
+        what=w.name,
+        port=29500 + len(ranks),
+        node_args=node_args,
     )
     found = collect(outputs[0], f"{w.name} rank 0")
     if len(found) != 1:
         raise BenchError(f"{w.name}: rank 0 printed {len(found)} results, expected one")
     result = found[0]
     result.params["placement"] = [f"{n.name}:{r.interface}:{r.address}" for n, r in ranks]
+    if opts.data and isinstance(data := result.params.get("data"), dict):
+        data["dir"] = opts.data  # as the nodes mount it, not the controller's way in
     return result
 
 
@@ -200,6 +244,10 @@ def run_workload(plan: Plan, name: str, opts: Options, say: Say) -> list[Result]
         raise BenchError(
             f"{plan.site} is not a lab stack: on a site the workloads run as jobs (manifests/{plan.site}/workloads)"
         )
+    if opts.data and (problem := data_problem(plan, opts.data)):
+        raise BenchError(f"--data: {problem}")
+    if opts.data and w.kind == "iperf3":
+        raise BenchError(f"--data: {w.name} is iperf3, which reads no data set")
     if w.kind not in LAB_KINDS:
         raise BenchError(
             f"{w.name}: {w.kind} does not run on the lab (it runs: {', '.join(LAB_KINDS)}); "
@@ -222,4 +270,4 @@ def run_workload(plan: Plan, name: str, opts: Options, say: Say) -> list[Result]
     return results
 
 
-__all__ = ["LAB_KINDS", "BenchError", "LabError", "Options", "run_workload"]
+__all__ = ["LAB_KINDS", "BenchError", "LabError", "Options", "data_problem", "run_workload"]

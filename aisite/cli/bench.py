@@ -13,7 +13,7 @@ from rich.table import Table
 from aisite.bench import lab as benchlab
 from aisite.bench.report import as_json, judge, plot
 from aisite.bench.results import load, save
-from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, load_plan, out
+from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, load_plan, out
 from aisite.lab.podman import LabError
 from aisite.paths import results_dir
 
@@ -27,11 +27,21 @@ def bench_run(  # noqa: PLR0917 - Typer passes every option positionally
     steps: Annotated[int, typer.Option(min=1, help="Timed steps per process (ResNet).")] = 3,
     image_size: Annotated[int, typer.Option(min=32, help="Synthetic image side in pixels (ResNet).")] = 64,
     seconds: Annotated[int, typer.Option(min=1, help="Seconds per iperf3 run.")] = 3,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            help="A data-set directory under the GPU nodes' Ceph mounts (files of resnet.py's sample format) that "
+            "the ResNet payload reads each step, instead of synthetic data."
+        ),
+    ] = None,
     as_json_: JsonOpt = False,
 ) -> None:
     """Run a workload on the site's lab (no Kubernetes there) and store its results under .aisite/SITE/results/."""
     plan = load_plan(stack, as_json_)
-    opts = benchlab.Options(steps=steps, image_size=image_size, seconds=seconds)
+    if data is not None and (problem := benchlab.data_problem(plan, data)):
+        print(f"--data: {problem}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    opts = benchlab.Options(steps=steps, image_size=image_size, seconds=seconds, data=data)
     with err.status(f"bench {workload} on {plan.site}") as status:
 
         def say(message: str) -> None:

@@ -1,5 +1,6 @@
-"""ResNet-50 / ResNet-152 training or inference throughput on synthetic data, one process per GPU (or per CPU
-slot), DDP across processes and nodes; prints one result line (result.py's schema) from rank 0.
+"""ResNet-50 / ResNet-152 training or inference throughput on synthetic data or a data set's files (`--data`), one
+process per GPU (or per CPU slot), DDP across processes and nodes; prints one result line (result.py's schema) from
+rank 0.
 
     python3 resnet.py --model resnet50 --mode train --batch-size 256          # one GPU
     torchrun --nnodes 2 --nproc-per-node 8 ... resnet.py --mode train         # DDP, env:// rendezvous
@@ -15,8 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,6 +34,55 @@ except ImportError:
     from result import Timer, emit, now, result  # type: ignore[import-not-found,no-redef]
 
 LAYERS = {"resnet50": (3, 4, 6, 3), "resnet152": (3, 8, 36, 3)}
+# A data set's sample: one file, a label byte then the image's 3 x side x side bytes (channels first).
+SAMPLE_SUFFIX = ".sample"
+
+
+def sample_bytes(image_size: int) -> int:
+    return 1 + 3 * image_size * image_size
+
+
+def write_samples(directory: Path, count: int, image_size: int, seed: int = 0) -> int:
+    """A data set of `count` random samples in `directory` (made if missing), as `--data` reads it; its bytes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    size = sample_bytes(image_size)
+    for i in range(count):
+        (directory / f"{i:06d}{SAMPLE_SUFFIX}").write_bytes(rng.randbytes(size))
+    return count * size
+
+
+class Samples:
+    """A rank's share of a data set (every world-th file from its rank's), read a batch of files per step: the time
+    and bytes the reads took are kept for the report."""
+
+    def __init__(self, directory: str, image_size: int, rank: int, world: int) -> None:
+        every = sorted(p for p in Path(directory).iterdir() if p.name.endswith(SAMPLE_SUFFIX))
+        self.files = every[rank::world]
+        if not self.files:
+            raise SystemExit(f"--data {directory}: no *{SAMPLE_SUFFIX} file for rank {rank} of {world}")
+        self.total = len(every)
+        self.image_size = image_size
+        self.size = sample_bytes(image_size)
+        self.next = 0
+        self.bytes = 0
+        self.seconds = 0.0
+
+    def batch(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        start = time.perf_counter()
+        raw = bytearray()
+        for _ in range(n):
+            path = self.files[self.next % len(self.files)]
+            self.next += 1
+            data = path.read_bytes()
+            if len(data) != self.size:
+                raise SystemExit(f"{path}: {len(data)} bytes, a {self.image_size}-pixel sample has {self.size}")
+            raw += data
+        self.seconds += time.perf_counter() - start
+        self.bytes += len(raw)
+        rows = torch.frombuffer(raw, dtype=torch.uint8).view(n, self.size)
+        images = rows[:, 1:].reshape(n, 3, self.image_size, self.image_size).float().div_(255.0)
+        return images, rows[:, 0].long()
 
 
 class Bottleneck(nn.Module):
@@ -131,6 +184,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--threads", type=int, default=0, help="CPU threads per process (0: torch's default)")
     p.add_argument("--nodes", type=int, default=0, help="for the report (default: WORLD_SIZE / LOCAL_WORLD_SIZE)")
+    p.add_argument(
+        "--data", default=None, help=f"a directory of *{SAMPLE_SUFFIX} files read each step (default: synthetic data)"
+    )
     return p.parse_args(argv)
 
 
@@ -143,17 +199,32 @@ def amp_dtype(args: argparse.Namespace, device: torch.device) -> torch.dtype | N
 
 
 def step_fn(
-    model: nn.Module, args: argparse.Namespace, device: torch.device, dtype: torch.dtype | None
+    model: nn.Module,
+    args: argparse.Namespace,
+    device: torch.device,
+    dtype: torch.dtype | None,
+    samples: Samples | None = None,
 ) -> Callable[[], Any]:
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
-    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device).to(memory_format=fmt)
-    labels = torch.randint(0, 1000, (args.batch_size,), device=device)
+    fixed = (
+        torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device).to(memory_format=fmt),
+        torch.randint(0, 1000, (args.batch_size,), device=device),
+    )
+
+    def batch() -> tuple[torch.Tensor, torch.Tensor]:
+        """The data set's next batch where there is one, else the same synthetic batch (made on the device once)."""
+        if samples is None:
+            return fixed
+        images, labels = samples.batch(args.batch_size)
+        return images.to(device).contiguous(memory_format=fmt), labels.to(device)
+
     autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
     if args.mode == "infer":
         model.eval()
 
         @torch.inference_mode()
         def infer() -> Any:
+            images, _ = batch()
             with autocast:
                 return model(images)
 
@@ -164,6 +235,7 @@ def step_fn(
     loss_fn = nn.CrossEntropyLoss()
 
     def train() -> Any:
+        images, labels = batch()
         opt.zero_grad(set_to_none=True)
         with autocast:
             loss = loss_fn(model(images), labels)
@@ -203,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.compile:
         model = torch.compile(model)  # type: ignore[assignment]
     dtype = amp_dtype(args, device)
-    step = step_fn(model, args, device, dtype)
+    samples = Samples(args.data, args.image_size, rank, world) if args.data else None
+    step = step_fn(model, args, device, dtype, samples)
 
     def sync() -> None:
         if cuda:
@@ -219,11 +292,14 @@ def main(argv: list[str] | None = None) -> int:
             step()
         sync()
     mine = args.batch_size * args.steps / t.seconds
+    read = (samples.bytes, samples.seconds) if samples else (0, 0.0)
     rates: list[float] = [mine]
+    reads: list[tuple[int, float]] = [read]
     if world > 1:
         gathered: list[Any] = [None] * world
-        dist.all_gather_object(gathered, mine)
-        rates = [float(r) for r in gathered]
+        dist.all_gather_object(gathered, (mine, read))
+        rates = [float(r) for r, _ in gathered]
+        reads = [(int(b), float(s)) for _, (b, s) in gathered]
     if rank == 0:
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1")))
         nodes = args.nodes or max(1, world // max(1, local_world))
@@ -252,6 +328,15 @@ def main(argv: list[str] | None = None) -> int:
                     "channels_last": bool(args.channels_last),
                     "compile": args.compile,
                     "threads": torch.get_num_threads(),
+                    # Warm-up steps read too: bytes and seconds of every step's reads, per process.
+                    "data": {
+                        "dir": args.data,
+                        "files": samples.total,
+                        "bytes_read": [b for b, _ in reads],
+                        "read_seconds": [round(s, 3) for _, s in reads],
+                    }
+                    if samples
+                    else "synthetic",
                 },
                 started=started,
                 seconds=t.seconds,
