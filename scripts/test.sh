@@ -10,11 +10,32 @@ step "ruff";          ruff check .; ruff format --check .
 step "mypy (strict)"; mypy
 step "yamllint";      yamllint -s .
 step "ansible-lint";  ANSIBLE_CONFIG="$PWD/ansible.cfg" ansible-lint --profile production --offline -q playbooks roles
+# Molecule runs beside pytest, one scenario at a time: pytest's lab worker mostly waits on the lab and its other
+# worker runs out of files long before, so the two together take about as long as pytest alone (a fresh-clone CI
+# run: molecule then pytest took 1,358 + 2,576 s). Each scenario's verdict is printed as it ends; the whole
+# molecule log after pytest.
+mol_pid=""
+mol_log="$(mktemp)"
+trap 'rm -f "$mol_log"' EXIT
 if [ "$(id -u)" -eq 0 ]; then
-  step "molecule";    bash scripts/molecule.sh
+  step "molecule, beside pytest (${AISITE_MOLECULE_JOBS:-1} scenario at a time)"
+  ( set -o pipefail
+    AISITE_MOLECULE_JOBS="${AISITE_MOLECULE_JOBS:-1}" bash scripts/molecule.sh 2>&1 | tee "$mol_log" \
+      | grep --line-buffered '^== molecule' ) &
+  mol_pid=$!
 else
   echo; echo "== molecule: skipped: it needs root for podman (run as root, as CI does)"
 fi
 # loadfile: a test file stays on one worker (the lab integration tests share one lab, in order).
-step "pytest";        pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
-echo; echo "== done (at ${SECONDS} s)"
+step "pytest"
+pytest_rc=0
+pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=25 "$@" || pytest_rc=$?
+mol_rc=0
+if [ -n "$mol_pid" ]; then
+  echo; echo "== pytest ended with ${pytest_rc} (at ${SECONDS} s); waiting for molecule"
+  wait "$mol_pid" || mol_rc=$?
+  step "molecule's whole log (it ended with ${mol_rc})"
+  cat "$mol_log"
+fi
+echo; echo "== done (at ${SECONDS} s): pytest ${pytest_rc}, molecule ${mol_rc}"
+[ "$pytest_rc" -eq 0 ] && [ "$mol_rc" -eq 0 ]
