@@ -116,6 +116,8 @@ def test_resnet_payload_refuses_a_data_set_of_another_image_size(tmp_path: Path)
     assert f"{sample_bytes(64)} bytes, a 32-pixel sample has {sample_bytes(32)}" in err
     p = payload("resnet.py", "--workload", "w", "--data", str(tmp_path), *TINY)
     assert p.communicate(timeout=300)[1].strip().endswith(f"--data {tmp_path}: no *.sample file for rank 0 of 1")
+    p = payload("resnet.py", "--workload", "w", "--data", str(tmp_path / "none"), *TINY)
+    assert p.communicate(timeout=300)[1].strip().endswith(f"--data {tmp_path / 'none'}: No such file or directory")
 
 
 def test_collector_refuses_a_line_that_breaks_the_schema() -> None:

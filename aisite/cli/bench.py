@@ -25,7 +25,9 @@ def bench_run(  # noqa: PLR0917 - Typer passes every option positionally
     stack: StackArg,
     workload: Annotated[str, typer.Argument(help="A workload's name under site.workloads.")],
     steps: Annotated[int, typer.Option(min=1, help="Timed steps per process (ResNet).")] = 3,
-    image_size: Annotated[int, typer.Option(min=32, help="Synthetic image side in pixels (ResNet).")] = 64,
+    image_size: Annotated[
+        int, typer.Option(min=32, help="Image side in pixels (ResNet; with --data, the samples').")
+    ] = 64,
     seconds: Annotated[int, typer.Option(min=1, help="Seconds per iperf3 run.")] = 3,
     data: Annotated[
         str | None,

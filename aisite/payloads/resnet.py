@@ -57,7 +57,10 @@ class Samples:
     and bytes the reads took are kept for the report."""
 
     def __init__(self, directory: str, image_size: int, rank: int, world: int) -> None:
-        every = sorted(p for p in Path(directory).iterdir() if p.name.endswith(SAMPLE_SUFFIX))
+        try:
+            every = sorted(p for p in Path(directory).iterdir() if p.name.endswith(SAMPLE_SUFFIX))
+        except OSError as exc:
+            raise SystemExit(f"--data {directory}: {exc.strerror}") from None
         self.files = every[rank::world]
         if not self.files:
             raise SystemExit(f"--data {directory}: no *{SAMPLE_SUFFIX} file for rank {rank} of {world}")
