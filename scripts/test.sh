@@ -11,8 +11,8 @@ step "mypy (strict)"; mypy
 step "yamllint";      yamllint -s .
 step "ansible-lint";  ANSIBLE_CONFIG="$PWD/ansible.cfg" ansible-lint --profile production --offline -q playbooks roles
 # Molecule runs beside pytest, one scenario at a time: pytest's lab worker mostly waits on the lab and its other
-# worker runs out of files long before, so the two together take about as long as pytest alone (a fresh-clone CI
-# run: molecule then pytest took 1,358 + 2,576 s). Each scenario's verdict is printed as it ends; the whole
+# worker runs out of files long before (a fresh-clone CI run here: molecule then pytest took 1,358 + 2,576 s, side
+# by side 3,396 s, the lab file slowed by the load). Each scenario's verdict is printed as it ends; the whole
 # molecule log after pytest.
 mol_pid=""
 mol_log="$(mktemp)"
