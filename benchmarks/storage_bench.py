@@ -39,6 +39,7 @@ from minio import Minio  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from aisite.lab.ceph import with_admin_mount  # noqa: E402
 from aisite.lab.podman import CONF  # noqa: E402
 from aisite.lab.topology import vm_nodes  # noqa: E402
 from aisite.loader import load_site, resolve_stack  # noqa: E402
@@ -86,12 +87,7 @@ def sh(plan: Plan, node: str, command: str) -> str:
 
 def admin(plan: Plan, c: CephPlan, command: str) -> str:
     """A command on the first monitor with the file system mounted (admin key) at ADMIN_MOUNT."""
-    return sh(
-        plan,
-        c.monitors[0],
-        f"set -e; mkdir -p {ADMIN_MOUNT}; ceph-fuse --client_fs={c.filesystem} {ADMIN_MOUNT} >/dev/null 2>&1;"
-        f" trap 'cd /; umount {ADMIN_MOUNT}' EXIT; {command}",
-    )
+    return sh(plan, c.monitors[0], with_admin_mount(c.filesystem, ADMIN_MOUNT, command))
 
 
 def mount_uncached(plan: Plan, c: CephPlan, node: str) -> None:
@@ -208,7 +204,7 @@ def main() -> None:
     plan = build_plan(load_site(resolve_stack(SITE)))
     c = plan.ceph
     if c is None or c.gpu_client is None:
-        sys.exit("the lab has no Ceph: uncomment storage_nodes.ceph in stacks/Pulumi.lab.yaml and run `make lab` first")
+        sys.exit("the lab stack declares no Ceph data sets (storage_nodes.ceph with a file system and layouts)")
     first = f"aisite-{SITE}-{c.monitors[0]}"
     if podman("container", "inspect", "-f", "{{.State.Running}}", first, check=False).strip() != "true":
         sys.exit(f"{first} is not running: run `make lab` first (this bench measures the running lab)")

@@ -38,10 +38,12 @@ from aisite import oob
 from aisite.components.bmc import BmcStateProvider
 from aisite.lab import faults, images, lab, mirror
 from aisite.lab.bmc import system_uuid
+from aisite.lab.ceph import with_admin_mount
 from aisite.lab.podman import CONF
 from aisite.lab.topology import lab_mac, lab_topology, vm_nodes
 from aisite.loader import load_site, resolve_stack
 from aisite.paths import lab_ssh_dir, members_file, provision_dir, pull_wheels_dir
+from aisite.payloads.resnet import SAMPLE_SUFFIX, sample_bytes
 from aisite.plan import FABRIC_ROLES, Node, Plan, Switch, build_plan
 from aisite.plan.ceph import CephPlan
 from aisite.reconcile import state as reconcile_state
@@ -843,9 +845,12 @@ def write_data_set(plan: Plan, name: str, mib: int) -> str:
     out = node_sh(
         plan,
         c.monitors[0],
-        f"set -e; mkdir -p {CEPH_ADMIN_MOUNT}; ceph-fuse --client_fs={c.filesystem} {CEPH_ADMIN_MOUNT} >/dev/null 2>&1;"
-        f" trap 'umount {CEPH_ADMIN_MOUNT}' EXIT; head -c {mib}M /dev/urandom > {path};"
-        f" getfattr --only-values -n ceph.file.layout.pool {path}; echo; sha256sum {path}",
+        with_admin_mount(
+            c.filesystem,
+            CEPH_ADMIN_MOUNT,
+            f"head -c {mib}M /dev/urandom > {path};"
+            f" getfattr --only-values -n ceph.file.layout.pool {path}; echo; sha256sum {path}",
+        ),
     )
     got_pool, sha = out.split()[0], out.split()[1]
     assert got_pool == pool, out
@@ -860,14 +865,17 @@ def write_samples_to_ceph(plan: Plan, name: str, count: int, image_size: int) ->
     assert c.gpu_client is not None
     (directory, _), *_ = c.fs_layouts
     mounted = dict(c.gpu_client.mounts)[directory]
-    size = 1 + 3 * image_size * image_size
+    size = sample_bytes(image_size)
     target = f"{CEPH_ADMIN_MOUNT}{directory}/{name}"
     node_sh(
         plan,
         c.monitors[0],
-        f"set -e; mkdir -p {CEPH_ADMIN_MOUNT}; ceph-fuse --client_fs={c.filesystem} {CEPH_ADMIN_MOUNT} >/dev/null 2>&1;"
-        f" trap 'umount {CEPH_ADMIN_MOUNT}' EXIT; mkdir -p {target};"
-        f" for i in $(seq 0 {count - 1}); do head -c {size} /dev/urandom > {target}/$(printf %06d $i).sample; done",
+        with_admin_mount(
+            c.filesystem,
+            CEPH_ADMIN_MOUNT,
+            f"mkdir -p {target}; for i in $(seq 0 {count - 1});"
+            f" do head -c {size} /dev/urandom > {target}/$(printf %06d $i){SAMPLE_SUFFIX}; done",
+        ),
     )
     return f"{mounted}/{name}", count, size
 

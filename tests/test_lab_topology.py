@@ -93,13 +93,6 @@ def test_declared_macs_are_the_lab_containers(lab: dict[str, Any]) -> None:
 def test_ceph_fuse_mounts_get_dev_fuse_and_nothing_else_does(lab: dict[str, Any]) -> None:
     """/dev/fuse goes to the containers that mount CephFS (the first monitor lays it out, the GPU nodes read the
     data sets), and a lab without Ceph passes no device at all."""
-    lab["storage_nodes"]["ceph"] = {
-        "pools": [
-            {"name": "meta", "application": "cephfs"},
-            {"name": "data", "application": "cephfs"},
-        ],
-        "filesystem": {"metadata_pool": "meta", "data_pool": "data", "layouts": {"/datasets": "data"}},
-    }
     plan = build_plan(parse_site(lab, "lab"))
     assert plan.ceph is not None and plan.ceph.gpu_client is not None
     topo = lab_topology(plan)
