@@ -14,11 +14,13 @@ class GpuType:
     name: str
     product: str
     arch: str
-    memory_gib: int
+    memory_gib: int  # 0 where no vendor document found here gives it
     # Highest driver branch that still supports the architecture (None: no known ceiling).
     max_driver_branch: int | None
     max_cuda_major: int | None
     default_driver_branch: int
+    # Lowest driver branch that supports it (None: every branch the catalog's drivers carry).
+    min_driver_branch: int | None = None
 
 
 # Volta (V100) is supported only up to the R580 branch and CUDA 12 (DESIGN.md: GPU generations).
@@ -33,6 +35,16 @@ GPU_TYPES: dict[str, GpuType] = {
         GpuType("l40s", "L40S", "ada", 48, None, None, 590),
         GpuType("h100", "H100-SXM5-80GB", "hopper", 80, None, None, 590),
         GpuType("h200", "H200-SXM5-141GB", "hopper", 141, None, None, 590),
+        # Blackwell. DGX B200 User Guide, Introduction (Component Descriptions): "8 x NVIDIA B200 GPUs that provide
+        # 1,440 GB total GPU memory". The lowest branch: CUDA 12.8 is the first with Blackwell (sm_100) and needs
+        # driver >= 570.26 (CUDA 12.8 release notes, Table 3). DGX GB300 Release 1.0.6 (release notes, Host
+        # Software Components) is tested with GPU driver and IMEX 580.126.20: the default branch for all four. No
+        # vendor figure of B300's, GB200's or GB300's memory per GPU was found in the documents read (only totals
+        # per rack in third-party articles, which disagree): 0.
+        GpuType("b200", "NVIDIA B200", "blackwell", 180, None, None, 580, 570),
+        GpuType("b300", "NVIDIA B300", "blackwell", 0, None, None, 580, 570),
+        GpuType("gb200", "NVIDIA GB200", "blackwell", 0, None, None, 580, 570),
+        GpuType("gb300", "NVIDIA GB300", "blackwell", 0, None, None, 580, 570),
     )
 }
 
@@ -77,6 +89,17 @@ class ServerModel:
     # The storage and in-band management ports, by label (their names are not in the documents cited).
     other_ports: tuple[NicPort, ...] = ()
     source: str = ""
+    # Rack-scale systems (NVL72): compute trays and NVLink switch trays in one rack, whose GPUs share one NVLink
+    # domain; 0 for a server whose NVLink domain is its own GPUs.
+    rack_trays: int = 0
+    rack_switch_trays: int = 0
+    # The host CPUs' architecture as Debian names it: Grace (Arm Neoverse V2) trays are arm64.
+    cpu_arch: str = "amd64"
+
+    @property
+    def nvlink_domain(self) -> int:
+        """GPUs that reach each other over NVLink: the rack's for a rack-scale system, else the server's."""
+        return self.gpus * self.rack_trays if self.rack_trays else self.gpus
 
 
 # DGX H100/H200 User Guide (NVIDIA, Nov 2024), 1.2.3 Network Modules, Table 6: port, ConnectX, network module/CPU,
@@ -108,6 +131,56 @@ _DGX_H100_PORTS = tuple(
 )
 _DGX_H100_OTHER = tuple(NicPort(f"slot{s}-port{p}") for s in (1, 2) for p in (1, 2))
 
+# DGX B200: "4 x OSFP ports for 8 x NVIDIA ConnectX-7 Single Port Cards", InfiniBand (default) up to 400Gbps or
+# 400GbE; storage and in-band management on "2 x NVIDIA BlueField-3 DPU Dual Port Cards"; "2 x 5th generation NVLink
+# switches" (DGX B200 User Guide, Introduction, Component Descriptions). The guide pages read here give no port map
+# (labels, netdevs, RDMA devices): a site declares gpu_nodes[].ports from `ibdev2netdev` on one system.
+_DGX_B200_SOURCE = "NVIDIA DGX B200 User Guide, Introduction to NVIDIA DGX B200 Systems (Component Descriptions)"
+# DGX B300: eight ConnectX-8 SuperNICs at 800GbE. The DGX B300 User Guide's front-panel figure (eight 800GbE ports,
+# the ConnectX-8s on the GPU tray) was read only as vengineer.hatenablog.com (2025-12-06) describes it; ConnectX-8's
+# 800Gb/s line rate: NVIDIA DOCA 2.9.0 for ConnectX-8, Changes and New Features. No port map was found.
+_DGX_B300_SOURCE = (
+    "NVIDIA DGX B300 User Guide (front panel, as vengineer.hatenablog.com 2025-12-06 reads it); NVIDIA DOCA "
+    "2.9.0_CX8 Changes and New Features (ConnectX-8 at 800Gb/s)"
+)
+# GB200 NVL72 (the 72x1 configuration): "18x 1RU Compute trays (4 GPUs per compute tray)" and "9x 1RU NVL72 NVLink
+# Switch trays" in one rack, one NVLink domain of 72 GPUs (NVIDIA Multi-Node NVLink Systems tuning guide,
+# Understanding Your Grace-Blackwell Systems). Its compute tray's ports (NVIDIA Mission Control North-South
+# Networking GB200 Deployment Guide 2.3.0, Compute Tray Network Ports, GB200 Compute Tray): the four ConnectX-7
+# OSFP compute ports Left Bay P3 mlx5_0, Left Bay P4 mlx5_1, Right Bay P3 mlx5_4, Right Bay P4 mlx5_5, and the
+# BlueField-3 ports Left Bay BF3 P1 mlx5_2, P2 mlx5_3, Right Bay BF3 P1 mlx5_6 (the table's last row, Right Bay
+# BF3 P2, was not legible in the copy read). Its "PCIe Bus" column prints 00:03:00.0, 02:03:00.0, 10:03:00.0,
+# 12:03:00.0 (BlueField-3: 06:03:00.0/.1, 16:03:00.0): a Grace tray's PCI domains, written with two digits, which is
+# not a whole PCI address; aisite leaves `pci` to the site (lspci -D on a tray) rather than widen what it read.
+# Nor does the table say which GPU is nearest to which port. ConnectX-7: up to 400GbE (ConnectX-7 user manual).
+_GB200_SOURCE = (
+    "NVIDIA Multi-Node NVLink Systems tuning guide (72x1 configuration); NVIDIA Mission Control North-South "
+    "Networking GB200 Deployment Guide 2.3.0, Compute Tray Network Ports"
+)
+_GB200_PORTS = tuple(
+    NicPort(label, "", rdma)
+    for label, rdma in (
+        ("LeftBay-OSFP-P3", "mlx5_0"),
+        ("LeftBay-OSFP-P4", "mlx5_1"),
+        ("RightBay-OSFP-P3", "mlx5_4"),
+        ("RightBay-OSFP-P4", "mlx5_5"),
+    )
+)
+_GB200_OTHER = (
+    NicPort("LeftBay-BF3-P1", "", "mlx5_2"),
+    NicPort("LeftBay-BF3-P2", "", "mlx5_3"),
+    NicPort("RightBay-BF3-P1", "", "mlx5_6"),
+    NicPort("RightBay-BF3-P2"),
+)
+# GB300 NVL72: "9 NVSwitch trays for full non-blocking P2P connectivity of all 72 Blackwell Ultra GPUs"; a compute
+# tray has "4 Blackwell Ultra GPUs and 2 Grace CPUs" and "2 Mezzanine Network Boards with 2 ConnectX-8 silicon chips
+# in each, for a total of 4 ConnectX-8" (NVIDIA Enterprise Reference Architecture, NVL72 AI Factory, System Hardware
+# & Components); 18 trays fill the 72 GPUs. No port map of the GB300 tray was found.
+_GB300_SOURCE = (
+    "NVIDIA Enterprise Reference Architecture NVL72 AI Factory, System Hardware & Components; NVIDIA DOCA 2.9.0_CX8 "
+    "(ConnectX-8 at 800Gb/s)"
+)
+
 SERVER_MODELS: dict[str, ServerModel] = {
     m.name: m
     for m in (
@@ -119,8 +192,42 @@ SERVER_MODELS: dict[str, ServerModel] = {
         ServerModel(
             "dgx-h200", "h200", 8, True, 8, 400, "ConnectX-7", _DGX_H100_PORTS, _DGX_H100_OTHER, _DGX_H100_SOURCE
         ),
+        ServerModel("dgx-b200", "b200", 8, True, 8, 400, "ConnectX-7", source=_DGX_B200_SOURCE),
+        ServerModel("dgx-b300", "b300", 8, True, 8, 800, "ConnectX-8", source=_DGX_B300_SOURCE),
+        ServerModel(
+            "gb200-nvl72",
+            "gb200",
+            4,
+            True,
+            4,
+            400,
+            "ConnectX-7",
+            _GB200_PORTS,
+            _GB200_OTHER,
+            _GB200_SOURCE,
+            rack_trays=18,
+            rack_switch_trays=9,
+            cpu_arch="arm64",
+        ),
+        ServerModel(
+            "gb300-nvl72",
+            "gb300",
+            4,
+            True,
+            4,
+            800,
+            "ConnectX-8",
+            source=_GB300_SOURCE,
+            rack_trays=18,
+            rack_switch_trays=9,
+            cpu_arch="arm64",
+        ),
     )
 }
+
+# NVIDIA's CUDA repositories name a directory per architecture (…/repos/debian12/x86_64/, and sbsa for Arm
+# servers: …/repos/ubuntu2404/sbsa/): the driver packages of one architecture are not installable on the other.
+CUDA_REPO_ARCH = {"amd64": "x86_64", "arm64": "sbsa"}
 
 GENERIC_MODEL = "generic"
 KNOWN_MODELS = (*SERVER_MODELS, GENERIC_MODEL)
@@ -212,6 +319,8 @@ NCCL_BUSBW_GBPS: dict[str, AcceptanceFigure] = {
     "a100": AcceptanceFigure(228.0, "GB/s", f"{AZURE_NHC} README, check_nccl_allreduce, ND96asr_v4 (8x A100)"),
     "h100": AcceptanceFigure(460.0, "GB/s", f"{AZURE_NHC} README, check_nccl_allreduce, ND96isr_H100_v5 (8x H100)"),
     "h200": AcceptanceFigure(431.0, "GB/s", f"{AZURE_NHC}, ND H200 v5 (8x H200), as issue 27 quotes it"),
+    # No all_reduce figure for B200, B300, GB200 or GB300 (one server, or an NVL72 rack's 72 GPUs) was found in a
+    # vendor or health-check document read here: none is derived; a site sets acceptance.nccl_busbw_gbps.
 }
 # perftest ib_write_bw per port, by the port's speed in Gb/s.
 IB_WRITE_BW_GBPS: dict[int, AcceptanceFigure] = {
@@ -219,6 +328,7 @@ IB_WRITE_BW_GBPS: dict[int, AcceptanceFigure] = {
     400: AcceptanceFigure(
         375.0, "Gb/s", f"{AZURE_NHC}, ND H100 v5 (NDR 400G), as issue 27 quotes it (the README's table: 380)"
     ),
+    # 800G (ConnectX-8): no published ib_write_bw figure was found; none is derived (acceptance.ib_write_bw_gbps).
 }
 # DCGM diagnostics run level per acceptance level (dcgmi diag -r): 1 takes seconds, 2 about 2 min, 3 about 15 min.
 DCGM_LEVELS = {"quick": 1, "full": 3}

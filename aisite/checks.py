@@ -10,7 +10,14 @@ import math
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network
 
-from aisite.catalog import ACCESS_SWITCH_MODELS, GENERIC_MODEL, GPU_TYPES, SERVER_MODELS, SWITCH_MODELS
+from aisite.catalog import (
+    ACCESS_SWITCH_MODELS,
+    CUDA_REPO_ARCH,
+    GENERIC_MODEL,
+    GPU_TYPES,
+    SERVER_MODELS,
+    SWITCH_MODELS,
+)
 from aisite.errors import Problem
 from aisite.fields import DNS_LABEL, secret_env
 from aisite.model import (
@@ -24,18 +31,21 @@ from aisite.model import (
     SwitchGroupBase,
     compute_ports,
     group_hardware,
+    group_racks,
 )
 from aisite.plan import FabricLayout, fabric_capacity, fabric_layout, group_rails, rail_block_prefix
 from aisite.plan.ceph import ceph_problems
 from aisite.plan.fabric import switch_port
 from aisite.plan.kubernetes import (
     CNI_MANIFESTS,
+    DRA_MIN_VERSION,
     PINNED,
     SUPPORTED_MINORS,
     gpu_inventory,
     job_operator,
     minor,
     tenant_flavors,
+    version_tuple,
 )
 
 PRIVATE_ASN_RANGES = ((64512, 65534), (4200000000, 4294967294))
@@ -198,6 +208,7 @@ _GENERIC_ONLY = ("gpu_type", "gpus", "nics", "nic_speed_gbps", "nvswitch")
 
 def _check_gpu_groups(site: Site, out: list[Problem]) -> None:
     seen: dict[str, int] = {}
+    racks: dict[str, str] = {}  # rack name -> the group path that has it: a rack name is one place
     for i, group in enumerate(site.gpu_nodes):
         path = f"site.gpu_nodes[{i}]"
         if group.name in seen:
@@ -220,6 +231,67 @@ def _check_gpu_groups(site: Site, out: list[Problem]) -> None:
             out.append(Problem(f"{path}.interfaces.rails", f"{len(group.interfaces.rails)} names for {rails} rails"))
         if gpu_type:
             _check_driver(site, path, group, gpu_type, out)
+        _check_racks(path, group, out)
+        _check_cpu_arch(site, path, group, out)
+        for name, _, _ in group_racks(group):
+            if racks.setdefault(name, path) != path:
+                out.append(Problem(f"{path}.racks", f"rack {name!r} is already a rack of {racks[name]}"))
+
+
+def _check_cpu_arch(site: Site, path: str, group: GpuGroup, out: list[Problem]) -> None:
+    """The driver repository serves the group's CPU architecture (a Grace tray cannot install x86_64 packages)."""
+    model = SERVER_MODELS.get(group.model)
+    if model is None:
+        return
+    if model.cpu_arch != "amd64" and group.install is not None:
+        out.append(
+            Problem(
+                f"{path}.install",
+                f"aisite builds amd64 install images only; {group.model} trays are {model.cpu_arch}: install them "
+                "with the vendor's image and leave install out",
+            )
+        )
+    repo = site.nvidia.repository.rstrip("/").rsplit("/", 1)[-1]
+    want = CUDA_REPO_ARCH[model.cpu_arch]
+    if repo in CUDA_REPO_ARCH.values() and repo != want:
+        out.append(
+            Problem(
+                "site.nvidia.repository",
+                f"serves {repo} packages, but {path} ({group.model}) has {model.cpu_arch} CPUs: use the "
+                f"repository's {want}/ directory (one architecture's GPU nodes a site, for now)",
+            )
+        )
+
+
+def _check_racks(path: str, group: GpuGroup, out: list[Problem]) -> None:
+    """A rack-scale group's trays fill its racks: whole racks unless a rack says it holds fewer, never more trays
+    than a rack has, every node in a rack; racks only on rack-scale models."""
+    model = SERVER_MODELS.get(group.model)
+    full = model.rack_trays if model else 0
+    if not full:
+        if group.racks is not None:
+            out.append(Problem(f"{path}.racks", f"{group.model} is not a rack-scale system (NVL72): it has no racks"))
+        return
+    if group.racks is None:
+        if group.size % full:
+            out.append(
+                Problem(
+                    f"{path}.count",
+                    f"{group.size} trays do not fill whole {group.model} racks of {full} trays; declare racks "
+                    f"(a partial one with its trays) to place {group.size % full} trays in a smaller NVLink domain",
+                )
+            )
+        return
+    seen: dict[str, int] = {}
+    for j, rack in enumerate(group.racks):
+        if rack.trays is not None and rack.trays > full:
+            out.append(Problem(f"{path}.racks[{j}].trays", f"{rack.trays} trays; a {group.model} rack has {full}"))
+        if rack.name in seen:
+            out.append(Problem(f"{path}.racks[{j}].name", f"{rack.name!r} is already racks[{seen[rack.name]}]"))
+        seen.setdefault(rack.name, j)
+    trays = sum(t for _, _, t in group_racks(group))
+    if trays != group.size:
+        out.append(Problem(f"{path}.racks", f"the racks hold {trays} trays; the group has {group.size} nodes"))
 
 
 def _check_ports(path: str, group: GpuGroup, nics: int, out: list[Problem]) -> None:
@@ -262,6 +334,14 @@ def _check_driver(site: Site, path: str, group: GpuGroup, gpu_type: str, out: li
         branch, where = site.nvidia.driver_branch, "site.nvidia.driver_branch"
     else:
         return
+    if info.min_driver_branch is not None and branch < info.min_driver_branch:
+        out.append(
+            Problem(
+                where,
+                f"R{branch} does not support {info.arch.capitalize()} ({gpu_type}, {path} {group.model}); "
+                f"the first branch with {info.arch.capitalize()} support is R{info.min_driver_branch}",
+            )
+        )
     if info.max_driver_branch is not None and branch > info.max_driver_branch:
         out.append(
             Problem(
@@ -907,9 +987,47 @@ def _check_kubernetes(site: Site, out: list[Problem]) -> None:
         )
     if "network-operator" in k.addons:
         _check_pod_rails(site, out)
+    _check_dra(site, out)
     for i, r in enumerate(k.containerd.registries):
         if not r.mirrors and not r.ca:
             out.append(Problem(f"site.kubernetes.containerd.registries[{i}]", f"{r.host}: give mirrors, a ca, or both"))
+
+
+def _check_dra(site: Site, out: list[Problem]) -> None:
+    """GPU allocation through DRA needs NVIDIA's DRA driver, which aisite installs beside the GPU Operator (its Node
+    Feature Discovery labels the nodes the driver's kubelet plugin runs on); racks get it there too, for their
+    ComputeDomains (without the GPU Operator a rack's IMEX runs from the hosts' configuration alone). The driver
+    needs a Kubernetes that serves resource.k8s.io/v1."""
+    k = site.kubernetes
+    dra = k.gpu_allocation == "dra"
+    racks = [f"site.gpu_nodes[{i}]" for i, g in enumerate(site.gpu_nodes) if group_racks(g)]
+    operator = "gpu-operator" in k.addons
+    if dra and not operator:
+        out.append(
+            Problem(
+                "site.kubernetes.gpu_allocation",
+                "dra needs NVIDIA's DRA driver, which aisite installs beside the gpu-operator addon (its Node "
+                "Feature Discovery labels the GPU nodes the driver runs on): add gpu-operator to the addons",
+            )
+        )
+    why = "gpu_allocation: dra" if dra else f"the racks of {racks[0]} (their ComputeDomains)" if racks else ""
+    if why and (dra or operator) and version_tuple(k.version) < DRA_MIN_VERSION:
+        floor = ".".join(map(str, DRA_MIN_VERSION))
+        out.append(
+            Problem(
+                "site.kubernetes.version",
+                f"{k.version}: {why} needs Dynamic Resource Allocation's resource.k8s.io/v1, which aisite's version "
+                f"set asks of Kubernetes {floor} or later",
+            )
+        )
+    if k.gpu_allocation == "dra" and k.mig_strategy == "mixed":
+        out.append(
+            Problem(
+                "site.kubernetes.mig_strategy",
+                "mixed names a resource per MIG profile for the device plugin; with gpu_allocation: dra, jobs claim "
+                "whole GPUs (gpu.nvidia.com): use single or none",
+            )
+        )
 
 
 def _check_quotas(site: Site, out: list[Problem]) -> None:
@@ -1098,5 +1216,17 @@ def _check_workloads(site: Site, out: list[Problem], tenants: set[str]) -> None:
             out.append(
                 Problem(
                     f"{path}.kind", f"{w.kind} runs as a job of the {wanted} addon: add it to site.kubernetes.addons"
+                )
+            )
+        racks = any(group_racks(g) and group_hardware(g)[0] == gtype for g in site.gpu_nodes)
+        claims = w.gpus_per_node and (site.kubernetes.gpu_allocation == "dra" or (racks and w.nodes > 1))
+        if wanted == "training-operator" and claims:
+            out.append(
+                Problem(
+                    f"{path}.kind",
+                    f"{w.kind} runs as a TrainJob, whose pods cannot carry resource claims (the trainer 2.3.0's "
+                    "runtimePatches have no resourceClaims), and here they claim "
+                    + ("GPUs through DRA" if site.kubernetes.gpu_allocation == "dra" else "a ComputeDomain's channel")
+                    + ": leave training-operator out of the addons to run it as an MPIJob",
                 )
             )

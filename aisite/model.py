@@ -231,6 +231,15 @@ class PortSpec(Strict):
     gpu: Annotated[int, Field(ge=0, le=63)] | None = None
 
 
+class Rack(Strict):
+    """A rack of a rack-scale group (NVL72): its compute trays share one NVLink domain and one IMEX domain."""
+
+    name: Name
+    # Compute trays in it, the group's nodes in order; None: a whole rack (the model's trays). A partial rack is a
+    # smaller NVLink domain of its own: a job asking for a whole rack's GPUs is never placed on it.
+    trays: Annotated[int, Field(ge=1, le=72)] | None = None
+
+
 class GpuGroup(NodeGroup):
     name: Name
     model: Annotated[str, AfterValidator(_model)]
@@ -243,6 +252,8 @@ class GpuGroup(NodeGroup):
     nvswitch: bool | None = None
     rails: Annotated[int, Field(ge=0, le=32)] | None = None
     driver_branch: Annotated[int, Field(ge=400, le=999)] | None = None
+    # Rack-scale models only: the racks its nodes fill, in order; None: whole racks named <group>-rack<NN>.
+    racks: Annotated[list[Rack], Field(max_length=10_000)] | None = None
 
 
 class Disk(Strict):
@@ -593,6 +604,10 @@ class Kubernetes(Strict):
     gpu_overcommit: bool = False
     # The GPU Operator's MIG strategy (single: whole-GPU resource names even with MIG; mixed: one per profile).
     mig_strategy: Literal["none", "single", "mixed"] = "single"
+    # How pods get GPUs: the GPU Operator's device plugin (the nvidia.com/gpu resource), or Dynamic Resource
+    # Allocation through NVIDIA's DRA driver (a ResourceClaim of its gpu.nvidia.com DeviceClass per pod). Racks
+    # (NVL72) get the DRA driver's ComputeDomains either way.
+    gpu_allocation: Literal["device-plugin", "dra"] = "device-plugin"
     # Chart name -> Helm repository (a mirror for air-gapped sites); unnamed charts use their upstream repository.
     chart_repositories: dict[DnsLabel, Url] = {}
     # Registry the benchmark and training jobs' images are pulled from (a mirror for air-gapped sites); None: each
@@ -854,3 +869,22 @@ def group_hardware(group: GpuGroup) -> tuple[str, int, int, int, bool]:
         )
     m = SERVER_MODELS[group.model]
     return m.gpu_type, m.gpus, m.compute_nics, m.nic_speed_gbps, m.nvswitch
+
+
+def group_racks(group: GpuGroup) -> list[tuple[str, int, int]]:
+    """(rack name, its first node's index in the group, trays in it) for a rack-scale group, in order; [] for a
+    model without racks. Without `racks`, whole racks of the model's trays (a last, partial one holds the rest:
+    the checks refuse it unless declared)."""
+    model = SERVER_MODELS.get(group.model)
+    if model is None or not model.rack_trays:
+        return []
+    full = model.rack_trays
+    if group.racks is None:
+        count = -(-group.size // full)
+        return [(f"{group.name}-rack{r + 1:02d}", r * full, min(full, group.size - r * full)) for r in range(count)]
+    out, first = [], 0
+    for rack in group.racks:
+        trays = rack.trays if rack.trays is not None else full
+        out.append((rack.name, first, trays))
+        first += trays
+    return out

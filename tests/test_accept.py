@@ -131,7 +131,7 @@ def test_the_report_is_json_and_the_heat_map_a_png(lab: Plan, tmp_path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------- on a site
-STACKS_WITH_RAILS = ["lab", "lab3", "dc1", "h100pod"]
+STACKS_WITH_RAILS = ["lab", "lab3", "dc1", "h100pod", "gb200"]
 
 
 @pytest.mark.parametrize("stack", STACKS_WITH_RAILS)
@@ -157,11 +157,13 @@ def test_every_job_a_site_acceptance_submits_validates(stack: str) -> None:
         assert o["metadata"]["namespace"] == "aisite-acceptance" and len(o["metadata"]["name"]) <= 63
         if o["kind"] == "Job":  # a measurement reads the host and the fabric, not the API: no token
             assert o["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
-        if o["kind"] == "MPIJob":
+        if o["kind"] in ("MPIJob", "ComputeDomain"):
             jsonschema.Draft7Validator(schemas[(o["apiVersion"], o["kind"])]).validate(o)
         else:
             kubernetes_validate.validate(o, plan.kubernetes.version, strict=True)
-    assert kinds == {"Job", "MPIJob"}
+    # A DRA site's measurements claim their GPUs (templates first); a rack's all_reduce shares a ComputeDomain.
+    claims = {"ResourceClaimTemplate", "ComputeDomain"} if plan.racks else set()
+    assert kinds == {"Job", "MPIJob"} | claims
     assert len({o["metadata"]["name"] for o in objects}) == len(objects), "names collide"
 
 
@@ -176,7 +178,7 @@ class FakeCluster:
         from tests.test_bench import IB, NCCL
 
         self.runs.append(result_pod)
-        o = objects[0]
+        o = objects[-1]  # the measurement (a DRA site's claim templates come before it)
         if o["kind"] == "MPIJob":
             worker = o["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
             nodes = worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
@@ -217,6 +219,32 @@ def test_a_site_acceptance_names_the_bad_rail_from_the_jobs_answers() -> None:
     assert [c for c in report.checks if c.stage == "bisect"], "the failing unit group was bisected"
     assert {c.verdict for c in report.checks if c.metric == "dcgm-diag"} == {"pass"}
     assert "link: a site's switches are not endpoints; each rail is judged by its pairs" in report.skipped
+
+
+def test_a_racks_trays_are_one_all_reduce_group_over_their_nvlink_domain() -> None:
+    """GB200 NVL72: each rack's 18 trays (72 GPUs) all_reduce together through a ComputeDomain, their GPUs claimed
+    under DRA; no rail is named and no published figure judges it (the catalog has none for GB200), only the site's
+    own racks against each other. A rack's failure names its trays, not a rail."""
+    from aisite.accept.site import SiteRunner
+
+    plan = build_plan(load_site("gb200"))
+    runner = SiteRunner(plan, Options(), FakeCluster("nobody", 0, "mlx5_0"))
+    acc = Acceptance(plan, Options(), runner, lambda _: None)
+    racks = [(name, ranks) for scope, name, ranks in acc.groups() if scope == "rack"]
+    assert [name for name, _ in racks] == ["rack-a08", "rack-a09", "rack-a10", "rack-a11"]
+    assert all(len(ranks) == 18 for _, ranks in racks)
+    template, domain, job = runner.allreduce_objects("rack-a09", racks[1][1], "rack")
+    assert (template["kind"], domain["kind"]) == ("ResourceClaimTemplate", "ComputeDomain")
+    assert job["spec"]["slotsPerWorker"] == 4 and job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 18
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert [c["name"] for c in worker["resourceClaims"]] == ["gpus", "imex-channel"]
+    assert "NCCL_IB_HCA" not in {e["name"] for e in worker["containers"][0]["env"]}
+    assert "-np" in (cmd := job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"])
+    assert cmd[cmd.index("-np") + 1] == "72"
+    report = acc.run()
+    checks = [c for c in report.checks if c.metric == "allreduce-rack-busbw"]
+    assert len(checks) == 4 and all(c.verdict == "pass" and c.rail is None for c in checks)
+    assert all(c.expected == ">= 50% of the median (480 GB/s)" for c in checks), checks[0].expected
 
 
 class Hiccup(FakeCluster):

@@ -52,12 +52,15 @@ def test_two_tier_plans_are_byte_identical(stack: str) -> None:
     # acceptance thresholds, the health check settings, the leaf-block label (topology-aware placement), the
     # rails' speed, the NIC behind each rail (catalog) and the pods' network on it, a cable's chassis label, the
     # switches' front panel and host ports' far ends, the access switches' configuration, the disruption budget,
-    # the etcd backups' settings, the certificates' renewal and the nodes' firmware baselines.
+    # the etcd backups' settings, the certificates' renewal, the nodes' firmware baselines, and racks (NVL72: none
+    # here) with the GPU allocation.
     if doc["provisioning"] is None:
         del doc["provisioning"]
     del doc["acceptance"], doc["health"], doc["maintenance"], doc["kubernetes"]["etcd_backup"], doc["ceph"]
     del doc["kubernetes"]["certificate_renew_days"]
+    assert doc.pop("racks") == [] and doc["kubernetes"].pop("gpu_allocation") == "device-plugin"
     for node in doc["nodes"]:
+        assert node.pop("rack") is None
         node["labels"].pop("aisite.io/leaf-block", None)
         del node["firmware"]  # the group's firmware baseline (none here)
         del node["nics"]  # the rail NICs' firmware settings (LINK_TYPE ETH where the PCI function is known)

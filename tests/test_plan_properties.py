@@ -17,17 +17,28 @@ from aisite.loader import parse_site
 from aisite.plan import Plan, build_plan, fabric_layout
 
 MODELS = [*SERVER_MODELS, "generic"]
+# One CPU architecture's GPU nodes a site (the driver repository serves one): Grace trays (arm64) or the rest.
+ARCH_MODELS = {
+    arch: [m for m in MODELS if m == "generic" or SERVER_MODELS[m].cpu_arch == arch] for arch in ("amd64", "arm64")
+}
+CUDA_REPOS = {"amd64": "x86_64", "arm64": "sbsa"}
 
 
 @st.composite
-def gpu_group(draw: st.DrawFn, index: int) -> dict[str, Any]:
-    model = draw(st.sampled_from(MODELS))
+def gpu_group(draw: st.DrawFn, index: int, arch: str = "amd64") -> dict[str, Any]:
+    model = draw(st.sampled_from(ARCH_MODELS[arch]))
     group: dict[str, Any] = {
         "name": f"g{index}",
         "model": model,
         "count": draw(st.integers(0, 24)),
         "name_pattern": f"g{index}n{{n:03d}}",
     }
+    full = SERVER_MODELS[model].rack_trays if model in SERVER_MODELS else 0
+    if full:  # a rack-scale model: whole racks, the rest in a partial one (its trays declared)
+        count = group["count"]
+        group["racks"] = [
+            {"name": f"g{index}r{r}", "trays": min(full, count - r * full)} for r in range(-(-count // full))
+        ]
     if model == "generic":
         gpu_type = draw(st.sampled_from(sorted(t for t in GPU_TYPES if t != "v100")))
         group |= {"gpu_type": gpu_type, "gpus": draw(st.integers(1, 8)), "nics": draw(st.integers(0, 8))}
@@ -39,7 +50,8 @@ def gpu_group(draw: st.DrawFn, index: int) -> dict[str, Any]:
 
 @st.composite
 def sites(draw: st.DrawFn) -> dict[str, Any]:
-    groups = [draw(gpu_group(i)) for i in range(draw(st.integers(1, 3)))]
+    arch = draw(st.sampled_from(sorted(ARCH_MODELS)))
+    groups = [draw(gpu_group(i, arch)) for i in range(draw(st.integers(1, 3)))]
     su = draw(st.integers(1, 16))
     cp = draw(st.sampled_from([1, 3, 5]))
     storage = draw(st.integers(0, 4))
@@ -66,6 +78,9 @@ def sites(draw: st.DrawFn) -> dict[str, Any]:
         "oob": {"credentials": "b", "protocol": draw(st.sampled_from(["redfish", "ipmi"]))},
         "control_plane": {"count": cp, "vip": "10.0.4.10"},
         "gpu_nodes": groups,
+        "nvidia": {
+            "repository": f"https://developer.download.nvidia.com/compute/cuda/repos/debian12/{CUDA_REPOS[arch]}/"
+        },
         "storage_nodes": {"count": storage},
         "switches": {
             "leaves": {

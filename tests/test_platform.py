@@ -42,6 +42,7 @@ CUSTOM_GROUPS = (
     "k8s.cni.cncf.io",
     "kubeflow.org",
     "trainer.kubeflow.org",
+    "resource.nvidia.com",
 )
 
 
@@ -240,30 +241,40 @@ def test_placement_follows_the_fabric_the_plan_cabled(plan: Plan) -> None:
             peers.setdefault(n.labels["aisite.io/scalable-unit"], set()).add(n.labels["aisite.io/pod"])
     assert all(len(p) == 1 for p in peers.values())
     kueue = objects(plan)["kueue.yaml"]
-    topologies = [o for o in kueue if o["kind"] == "Topology"]
-    levels = [lv["nodeLabel"] for t in topologies for lv in t["spec"]["levels"]]
-    if topologies:
+    # The fabric's Topology (pod, unit, host), and rack-scale types' (the same, then rack and NVLink clique).
+    topologies = {
+        o["metadata"]["name"]: [lv["nodeLabel"] for lv in o["spec"]["levels"]] for o in kueue if o["kind"] == "Topology"
+    }
+    fabric = [
+        k for k in ("aisite.io/pod", "aisite.io/scalable-unit") if any(k in n.labels for n in plan.by_role("gpu"))
+    ]
+    for name, levels in topologies.items():
         assert levels[-1] == HOSTNAME and len(set(levels)) == len(levels)
-        assert levels[:-1] == [k for k in ("aisite.io/pod", "aisite.io/scalable-unit") if k in levels]
+        racks = ["aisite.io/rack", "nvidia.com/gpu.clique"] if name == "nvlink" else []
+        assert levels[:-1] == fabric + racks, name
     for f in (o for o in kueue if o["kind"] == "ResourceFlavor"):
         gtype = f["spec"]["nodeLabels"]["aisite.io/gpu-type"]
         nodes = [n for n in plan.by_role("gpu") if n.gpu and n.gpu.type == gtype]
-        complete = all(k in n.labels for n in nodes for k in levels[:-1]) and bool(levels)
+        rack_scale = any(n.rack for n in nodes)
+        planned = fabric + (["aisite.io/rack"] if rack_scale else [])  # the clique is the node's to label
+        complete = bool(fabric or rack_scale) and all(k in n.labels for n in nodes for k in planned)
         assert ("topologyName" in f["spec"]) == complete, f["metadata"]["name"]
         if complete:
-            assert f["spec"]["topologyName"] == topologies[0]["metadata"]["name"]
+            assert f["spec"]["topologyName"] == ("nvlink" if rack_scale else "fabric")
     aware = {f["spec"]["nodeLabels"]["aisite.io/gpu-type"] for f in kueue if "topologyName" in f.get("spec", {})}
     for w in plan.workloads:
         for o in workload_objects(plan, w):
             for tmpl in _podsets(o):
                 ann = tmpl.get("metadata", {}).get("annotations", {})
+                # GPUs from the device plugin, or claimed (DRA, a ComputeDomain's channel).
                 gpus = "nvidia.com/gpu" in json.dumps(tmpl["spec"].get("containers", []))
+                gpus = gpus or bool(tmpl["spec"].get("resourceClaims"))
                 request = {k: v for k, v in ann.items() if k in (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY)}
                 if not (gpus or o["kind"] == "TrainJob") or w.gpu_type not in aware:
                     assert not request, (w.name, request)
                     continue
                 ((key, level),) = request.items()
-                assert level in levels[:-1]
+                assert level in {lv for levels in topologies.values() for lv in levels[:-1]}
                 pinned = tmpl["spec"].get("nodeSelector", {}).get("aisite.io/scalable-unit")
                 assert key == REQUIRED_TOPOLOGY or pinned is None, w.name
 
@@ -426,7 +437,9 @@ def test_jobs_are_sized_from_the_plan_with_the_fabric_settings(plan: Plan) -> No
         f"workloads/{t}.yaml" for t in {w.tenant for w in plan.workloads}
     }
     for w in plan.workloads:
-        (job,) = [o for o in rendered[f"workloads/{w.name}.yaml"] if o["kind"] != "Service"]
+        # The job (its claim templates and ComputeDomain before it, where it claims: test_dra.py).
+        claims = ("Service", "ResourceClaimTemplate", "ComputeDomain")
+        (job,) = [o for o in rendered[f"workloads/{w.name}.yaml"] if o["kind"] not in claims]
         assert job["metadata"]["namespace"] == w.namespace
         assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "jobs"
         text = json.dumps(job)
@@ -450,7 +463,8 @@ def test_jobs_are_sized_from_the_plan_with_the_fabric_settings(plan: Plan) -> No
         else:
             pod = job["spec"]["template"]
             limits = pod["spec"]["containers"][0]["resources"]["limits"]
-        assert limits.get("nvidia.com/gpu") == (str(w.gpus_per_node) if w.gpus_per_node else None)
+        dra = plan.kubernetes.gpu_allocation == "dra"  # GPUs claimed, not requested
+        assert limits.get("nvidia.com/gpu") == (str(w.gpus_per_node) if w.gpus_per_node and not dra else None)
         assert {k: v for k, v in limits.items() if k.startswith("rdma/")} == {f"rdma/rail{r}": "1" for r in rails}
         networks = pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")
         assert networks == [f"aisite-rail{r}" for r in rails]

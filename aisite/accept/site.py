@@ -8,7 +8,9 @@ and returns the log that carries the figure.
   with the RoCE GID and traffic class of the plan, server on one node, client on the other (the nccl-tests
   image, as the site's ib-write-bw workload);
 - all_reduce: nccl-tests' all_reduce_perf under mpirun in an MPIJob (MPI Operator), its NCCL_IB_HCA narrowed to
-  the group's rail (a node alone: its NVLinks).
+  the group's rail (a node alone: its NVLinks; a rack of NVL72 trays: its NVLink domain, through a ComputeDomain).
+
+GPUs are asked for as the site's jobs ask (platform/gpus.py): the device plugin's limit, or under DRA a claim.
 
 No Kubernetes API server runs here: the jobs are validated offline (kubernetes-validate, the MPIJob CRD) and the
 stages exercised with a Cluster that answers with recorded tool output (tests/test_accept.py)."""
@@ -21,13 +23,14 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from aisite.accept.report import Check
-from aisite.accept.stages import MeasureError, Options
+from aisite.accept.stages import NVLINK_SCOPES, MeasureError, Options
 from aisite.health import parse
 from aisite.health.judge import Expected, Facts, judge
 from aisite.health.site import from_status
 from aisite.payloads import tools
 from aisite.plan import GPU_TAINT, Node, Plan, Rail
-from aisite.platform.common import GPU_RESOURCE, labels, obj
+from aisite.platform.common import labels, obj
+from aisite.platform.gpus import GpuRequest, gpu_request
 from aisite.platform.jobs import pinned_image
 
 MARK = "=====aisite-accept====="
@@ -99,7 +102,13 @@ class SiteRunner:
             spec={"backoffLimit": 0, "ttlSecondsAfterFinished": 3600, "template": pod},
         )
 
-    def node_job(self, n: Node) -> dict[str, Any]:
+    def _gpus(self, count: int, name: str, domain: str | None = None) -> GpuRequest:
+        """A measurement's GPUs (a limit, or under DRA a claim whose template comes first) and its ComputeDomain."""
+        lbls = labels(self.plan, role="acceptance")
+        return gpu_request(self.plan, count, name[:58], self.namespace, lbls, domain=domain)
+
+    def node_objects(self, n: Node) -> list[dict[str, Any]]:
+        """The node's check: [its GPUs' claim template (DRA)..., the Job]."""
         level = self.a.dcgm_levels[self.opts.level]
         check = (
             f"nsenter -t 1 -m -u -n -i -- python3 /opt/aisite/health/node.py --expected "
@@ -113,16 +122,21 @@ class SiteRunner:
             "securityContext": {"privileged": True},
             "volumeMounts": [{"name": "host", "mountPath": "/host", "readOnly": True}],
         }
-        if n.gpu:
-            container["resources"] = {"limits": {GPU_RESOURCE: str(n.gpu.count)}}
+        name = _name("accept-node", n.name)
+        gpus = self._gpus(n.gpu.count if n.gpu else 0, name)
+        if gpus.limits:
+            container["resources"] = {"limits": gpus.limits}
+        if gpus.claims:
+            container["resources"] = {"claims": gpus.container_claims}
         pod = self._pod(
             n.name,
             [container],
             hostPID=True,
             hostNetwork=True,
             volumes=[{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}],
+            **({"resourceClaims": gpus.claims} if gpus.claims else {}),
         )
-        return self._job(_name("accept-node", n.name), pod)
+        return [*gpus.objects, self._job(name, pod)]
 
     def pair_jobs(self, a: Node, ra: Rail, b: Node, rb: Rail) -> list[dict[str, Any]]:
         roce, port = self.plan.roce, 18515 + ra.index
@@ -152,17 +166,22 @@ class SiteRunner:
         client = self._job(f"{name}-c"[:63], self._pod(a.name, [c("client", client_cmd)], hostNetwork=True))
         return [server, client]
 
-    def allreduce_job(self, name: str, ranks: Sequence[tuple[Node, Rail]], scope: str) -> dict[str, Any]:
+    def allreduce_objects(self, name: str, ranks: Sequence[tuple[Node, Rail]], scope: str) -> list[dict[str, Any]]:
+        """The group's all_reduce: [claim templates and (a rack) its ComputeDomain..., the MPIJob]. Over rails one
+        GPU a node; a node, or a rack's trays, every GPU over NVLink (a rack's pods through the ComputeDomain's IMEX
+        channel: NCCL's multi-node NVLink, GB200 from NCCL 2.25.2, NVIDIA's multi-node tuning guide)."""
         nodes = list(dict.fromkeys(n.name for n, _ in ranks))
         gpus = ranks[0][0].gpu.count if ranks[0][0].gpu else 1
-        per_node = gpus if scope == "node" else 1
+        per_node = gpus if scope in NVLINK_SCOPES else 1
+        job_name = _name("accept", name)
+        request = self._gpus(per_node, job_name, f"{job_name[:56]}-domain" if scope == "rack" else None)
         image = pinned_image(self.plan, "nccl-tests")
         env = [
             {"name": "NCCL_IB_TC", "value": str(self.plan.roce.traffic_class)},
             {"name": "NCCL_IB_GID_INDEX", "value": str(self.plan.roce.nccl_ib_gid_index)},
         ]
         devices = sorted({r.rdma for _, r in ranks})
-        if scope != "node" and "" not in devices:  # one rail: its device alone (one name on every node of a model)
+        if scope not in NVLINK_SCOPES and "" not in devices:  # one rail: its device alone (one name on every node)
             env.append({"name": "NCCL_IB_HCA", "value": "=" + ",".join(devices)})
         size = f"{int(self.opts.mbytes * 2**20)}"
         mpirun = ["mpirun", "--allow-run-as-root", "-np", str(len(nodes) * per_node), "--bind-to", "none"]
@@ -176,10 +195,13 @@ class SiteRunner:
                     "image": image,
                     "command": ["/usr/sbin/sshd", "-De"],
                     "env": env,
-                    "resources": {"limits": {GPU_RESOURCE: str(per_node)}},
+                    "resources": {"limits": request.limits} if request.limits else {},
                 }
             ],
         )
+        if request.claims:
+            worker["spec"]["containers"][0]["resources"]["claims"] = request.container_claims
+            worker["spec"]["resourceClaims"] = request.claims
         del worker["spec"]["nodeSelector"]
         del worker["spec"]["restartPolicy"]
         worker["spec"]["affinity"] = {
@@ -201,10 +223,15 @@ class SiteRunner:
         }
         worker["metadata"]["labels"] = worker["metadata"]["labels"] | {"aisite.io/accept-group": _name(name)}
         launcher = {"spec": {"containers": [{"name": "launcher", "image": image, "command": mpirun, "env": env}]}}
+        return [*request.objects, self._mpijob(job_name, launcher, worker, per_node, len(nodes))]
+
+    def _mpijob(
+        self, name: str, launcher: dict[str, Any], worker: dict[str, Any], per_node: int, nodes: int
+    ) -> dict[str, Any]:
         return obj(
             "kubeflow.org/v2beta1",
             "MPIJob",
-            _name("accept", name),
+            name,
             labels(self.plan, role="acceptance"),
             self.namespace,
             spec={
@@ -213,7 +240,7 @@ class SiteRunner:
                 "mpiImplementation": "OpenMPI",
                 "mpiReplicaSpecs": {
                     "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher},
-                    "Worker": {"replicas": len(nodes), "restartPolicy": "Never", "template": worker},
+                    "Worker": {"replicas": nodes, "restartPolicy": "Never", "template": worker},
                 },
             },
         )
@@ -224,8 +251,8 @@ class SiteRunner:
         return self.cluster.run(objects, result_pod, self.opts.timeout)
 
     def node(self, n: Node) -> list[Check]:
-        job = self.node_job(n)
-        text = self._run([job], job["metadata"]["name"])
+        objects = self.node_objects(n)
+        text = self._run(objects, objects[-1]["metadata"]["name"])
         status_text, _, diag_text = text.partition(MARK)
         try:
             status = json.loads(status_text[status_text.find("{") :])
@@ -286,8 +313,8 @@ class SiteRunner:
             raise MeasureError(f"ib_write_bw {a.name} -> {b.name} rail {ra.index}: {exc}") from None
 
     def allreduce(self, name: str, ranks: Sequence[tuple[Node, Rail]], scope: str) -> float:
-        job = self.allreduce_job(name, ranks, scope)
-        text = self._run([job], f"{job['metadata']['name']}-launcher")
+        objects = self.allreduce_objects(name, ranks, scope)
+        text = self._run(objects, f"{objects[-1]['metadata']['name']}-launcher")
         try:
             return float(tools.nccl(text)["value"])
         except tools.NoFigureError as exc:
@@ -333,10 +360,10 @@ def first_pass(plan: Plan, opts: Options) -> list[dict[str, Any]]:
 
     runner = SiteRunner(plan, opts, _Unreachable())
     acc = Acceptance(plan, opts, runner, lambda _: None)
-    out = [runner.node_job(n) for n in acc.nodes]
+    out = [o for n in acc.nodes for o in runner.node_objects(n)]
     for a, b, r in acc.pair_plan():
         out += runner.pair_jobs(a, a.rails[r], b, b.rails[r])
-    out += [runner.allreduce_job(name, ranks, scope) for scope, name, ranks in acc.groups()]
+    out += [o for scope, name, ranks in acc.groups() for o in runner.allreduce_objects(name, ranks, scope)]
     return out
 
 

@@ -21,6 +21,8 @@ from aisite.plan import Node, Plan, Rail
 
 Say = Callable[[str], None]
 FULL_MATRIX = 8  # nodes up to which every ordered pair is measured on every rail
+# Groups whose all_reduce runs over NVLink rather than the rails: one node's GPUs, a rack's trays (NVL72).
+NVLINK_SCOPES = ("node", "rack")
 
 
 class MeasureError(Exception):
@@ -68,8 +70,8 @@ def bandwidth_ceiling(n: Node, rail: int | None) -> float | None:
 
 def busbw_ceiling(scope: str, ranks: Sequence[tuple[Node, Rail]]) -> float | None:
     """The most an all_reduce's bus bandwidth can be (GB/s): over rails, the slowest rank's rail line rate; within
-    a node, None (its NVLink bandwidth is not in the catalog), so only finiteness holds it."""
-    if scope == "node" or not ranks:
+    a node or a rack's NVLink domain, None (NVLink bandwidth is not in the catalog), so only finiteness holds it."""
+    if scope in NVLINK_SCOPES or not ranks:
         return None
     speeds = [r.speed_gbps for _, r in ranks]
     return min(speeds) / 8 if min(speeds) > 0 else None
@@ -275,11 +277,19 @@ class Acceptance:
     # ----------------------------------------------------------------------------------------------- groups
     def groups(self) -> list[tuple[str, str, list[tuple[Node, Rail]]]]:
         """(scope, name, ranks) of every all_reduce group: each node (on a lab a rank per rail, on a site its
-        GPUs over NVLink), each unit per rail, all units per rail."""
+        GPUs over NVLink), each rack of trays (NVL72: every GPU of the rack over its NVLink domain), each unit per
+        rail, all units per rail."""
         groups: list[tuple[str, str, list[tuple[Node, Rail]]]] = []
         for n in self.nodes:
             if len(n.rails) > 1 or not self.runner.lab:
                 groups.append(("node", n.name, [(n, r) for r in n.rails]))
+        racks: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            if n.rack:
+                racks.setdefault(n.rack, []).append(n)
+        for rack, trays in racks.items():
+            if len(trays) > 1:
+                groups.append(("rack", f"rack-{rack}", [(t, t.rails[0]) for t in trays]))
         units: dict[int, list[Node]] = {}
         for n in self.nodes:
             units.setdefault(n.scalable_unit or 0, []).append(n)
@@ -314,7 +324,7 @@ class Acceptance:
                 "",
                 "pass",
                 members=tuple(n.name for n, _ in ranks),
-                rail=ranks[0][1].index if scope != "node" else None,
+                rail=ranks[0][1].index if scope not in NVLINK_SCOPES else None,
                 node=ranks[0][0].name if scope == "node" else None,
             )
             c.value = self._allreduce(name, ranks, scope, c)

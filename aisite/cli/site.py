@@ -16,7 +16,7 @@ from aisite.cautions import site_warnings
 from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, load_plan, load_site_plan, out
 from aisite.deploy import run_playbook
 from aisite.loader import resolve_stack
-from aisite.plan import FabricCapacity, Plan, fabric_capacity, fabric_layout
+from aisite.plan import FabricCapacity, Plan, RackPlan, fabric_capacity, fabric_layout
 from aisite.plan.ceph import MAX_PG_PER_OSD, CephPlan
 from aisite.platform.images import site_images
 from aisite.render.bundle import OutputError, bundle, check_output, render_into
@@ -115,8 +115,21 @@ def plan(stack: StackArg, as_json: JsonOpt = False) -> None:
     capacity = fabric_capacity(site, fabric_layout(site))
     if capacity:
         out.print(_fabric_line(capacity))
+    if p.racks:
+        _print_racks(p.racks)
     if p.ceph:
         _print_ceph(p.ceph)
+
+
+def _print_racks(racks: tuple[RackPlan, ...]) -> None:
+    table = Table(title="Racks (one NVLink and IMEX domain each)")
+    for col in ("rack", "group", "model", "trays", "GPUs", "NVLink switch trays", "IMEX peers"):
+        table.add_column(col, no_wrap=col != "IMEX peers")
+    for r in racks:
+        trays = f"{r.trays[0]}..{r.trays[-1]} ({len(r.trays)}{'' if r.full else ', partial'})"
+        peers = f"{r.imex_peers[0]}..{r.imex_peers[-1]}" if r.imex_peers else "-"
+        table.add_row(r.name, r.group, r.model, trays, str(r.gpus), str(r.switch_trays), peers)
+    out.print(table)
 
 
 def _print_ceph(c: CephPlan) -> None:

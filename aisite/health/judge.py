@@ -54,6 +54,7 @@ class Expected:
     max_clock_offset_s: float = 0.5
     min_certificate_days: int = 30
     driver_branch: int = 0  # the NVIDIA driver branch the plan installs (580: 580.x is loaded); 0: not judged
+    rack: str = ""  # a rack-scale tray's rack (NVL72): its GPUs must be in one NVLink clique; "" none
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +139,9 @@ class NodeHealth:
     problems: list[Problem] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    # A rack-scale tray's NVLink clique, "<ClusterUUID>.<CliqueId>", where all its GPUs agree: the site compares
+    # the trays of a rack (health/site.py); "" otherwise.
+    clique: str = ""
 
     @property
     def healthy(self) -> bool:
@@ -343,6 +347,35 @@ def _driver(facts: Facts, expected: Expected, h: NodeHealth, gpu: bool) -> None:
             h.problems.append(Problem("gpu-fabric", g.bus_id, f"fabric registration failed: {g.fabric_status}"))
         elif g.fabric_health not in (None, "Healthy"):
             h.problems.append(Problem("gpu-fabric", g.bus_id, f"fabric health {g.fabric_health}"))
+    if expected.rack:
+        _clique(facts.memory, h)
+
+
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def _clique(gpus: list[GpuMemoryState], h: NodeHealth) -> None:
+    """A rack-scale tray's GPUs registered in one NVLink domain: a cluster UUID that is not all zeros and a clique ID
+    that is not 0 (a GPU "Completed" with status Insufficient Resources, CliqueId 0 and a zero ClusterUUID is out of
+    the domain: Azure/azhpc-images#506), the same for every GPU of the tray."""
+    seen = set()
+    for g in gpus:
+        if g.fabric_state != "Completed" or g.fabric_status not in (None, "Success"):
+            continue  # said above
+        if g.fabric_cluster in (None, ZERO_UUID) or not g.fabric_clique:
+            h.problems.append(
+                Problem(
+                    "gpu-fabric",
+                    g.bus_id,
+                    f"in no NVLink domain (ClusterUUID {g.fabric_cluster or 'none'}, CliqueId {g.fabric_clique})",
+                )
+            )
+            continue
+        seen.add(f"{g.fabric_cluster}.{g.fabric_clique}")
+    if len(seen) > 1:
+        h.problems.append(Problem("gpu-fabric", "node", f"its GPUs are in {len(seen)} NVLink cliques: {sorted(seen)}"))
+    elif seen and not any(p.check == "gpu-fabric" for p in h.problems):
+        h.clique = seen.pop()
 
 
 def _nvlink(facts: Facts, expected: Expected, h: NodeHealth) -> None:

@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         rdma=tuple(str(r.get("rdma", "")) for r in doc["rails"]),
         min_certificate_days=int(doc.get("min_certificate_days", 30)),
         driver_branch=int(doc.get("driver_branch", 0)),
+        rack=str(doc.get("rack", "")),
     )
     now = time.time()
     counters_file = a.out / "counters.json"  # the RDMA ports' and GPUs' counters at this check

@@ -79,6 +79,13 @@ class GpuMemoryState:
     fabric_state: str | None = None
     fabric_status: str | None = None
     fabric_health: str | None = None
+    # The NVLink domain it registered in (multi-node NVLink, NVL72): the cluster's UUID and the clique's ID, as
+    # `nvidia-smi -q` prints them (kubernetes-sigs/dra-driver-nvidia-gpu#626, Azure/azhpc-images#506).
+    fabric_cluster: str | None = None
+    fabric_clique: int | None = None
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def _value(text: str) -> int | bool | str | None:
@@ -167,6 +174,11 @@ def _assign(g: GpuMemoryState, where: tuple[str, ...], key: str, value: int | bo
         count = value.removesuffix(" us").strip()
         if count.isdigit():
             g.clock_event_us[key] = int(count)
+    elif section == "Fabric" and not sub and key == "ClusterUUID":
+        uuid = str(value).lower() if value is not None else ""
+        g.fabric_cluster = uuid if _UUID.fullmatch(uuid) else None
+    elif section == "Fabric" and not sub and key == "CliqueId":
+        g.fabric_clique = value if isinstance(value, int) and not isinstance(value, bool) and value < 2**32 else None
     elif section == "Fabric" and key in ("State", "Status", "Summary") and sub in ("", "Health"):
         text = str(value)[:40] if value is not None else None
         if sub == "Health":

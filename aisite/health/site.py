@@ -50,6 +50,7 @@ class _Status(BaseModel):
     problems: list[_Problem] = Field(max_length=1000)
     checked: list[str] = Field(default=[], max_length=64)
     skipped: list[str] = Field(default=[], max_length=64)
+    clique: str = Field(default="", pattern=r"^([0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\.[0-9]{1,10})?$")
 
 
 def unreadable(node: str, why: str) -> NodeHealth:
@@ -71,7 +72,29 @@ def from_status(node: str, doc: Any) -> NodeHealth:
     if unknown:
         return unreadable(node, f"unknown check {unknown[0]!r}")
     problems = [Problem(p.check, clean(p.subject, 120), clean(p.message, 300)) for p in st.problems]
-    return NodeHealth(node, problems, [clean(c, 120) for c in st.checked], [clean(c, 300) for c in st.skipped])
+    checked, skipped = [clean(c, 120) for c in st.checked], [clean(c, 300) for c in st.skipped]
+    return NodeHealth(node, problems, checked, skipped, st.clique)
+
+
+def rack_cliques(plan: Plan, results: dict[str, NodeHealth]) -> None:
+    """Each rack's trays in one NVLink clique: a tray whose clique is not the one most of its rack reports is in
+    another NVLink partition (its GPUs cannot reach the rack's over NVLink), a gpu-fabric problem of its own. A tie
+    names no tray: the rack's fabric, not a tray, is then in question, and each tray's own check says the rest."""
+    for rack in plan.racks:
+        cliques = {t: results[t].clique for t in rack.trays if t in results and results[t].clique}
+        counts: dict[str, int] = {}
+        for c in cliques.values():
+            counts[c] = counts.get(c, 0) + 1
+        if len(counts) < 2:
+            continue
+        ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+        if ranked[0][1] == ranked[1][1]:
+            continue
+        main = ranked[0][0]
+        for tray, clique in cliques.items():
+            if clique != main:
+                message = f"in NVLink clique {clique}; {ranked[0][1]} of rack {rack.name}'s trays are in {main}"
+                results[tray].problems.append(Problem("gpu-fabric", f"rack {rack.name}", message))
 
 
 _RECORD_TYPES = {f.name: type(f.default) for f in fields(NodeRecord)}
@@ -147,6 +170,7 @@ def run_pass(
     nodes = [n.name for n in plan.nodes]
     # A node that answered with no status at all (None) has not checked yet; anything else is parsed.
     results = {n: from_status(n, records[n]) for n in nodes if records.get(n) is not None}
+    rack_cliques(plan, results)
     missing = [n for n in nodes if n not in results]
     h = plan.health
     limit = cap(len(nodes), h.max_quarantined_fraction, h.max_quarantined)

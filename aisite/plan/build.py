@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from aisite.catalog import GPU_TYPES, NIC_ETH, NIC_LINK_TYPE, NIC_NUM_OF_VFS, NIC_SRIOV_EN, NicPort
+from aisite.catalog import GPU_TYPES, NIC_ETH, NIC_LINK_TYPE, NIC_NUM_OF_VFS, NIC_SRIOV_EN, SERVER_MODELS, NicPort
 from aisite.model import (
     AccessSwitchGroup,
     Firmware,
@@ -18,6 +18,7 @@ from aisite.model import (
     SwitchSpec,
     compute_ports,
     group_hardware,
+    group_racks,
 )
 from aisite.plan.acceptance import acceptance_plan
 from aisite.plan.ceph import ceph_plan
@@ -60,6 +61,7 @@ from aisite.plan.types import (
     Node,
     NodeTaint,
     Plan,
+    RackPlan,
     Rail,
     Switch,
 )
@@ -179,6 +181,15 @@ class _Builder:
         self.neighbors: dict[str, list[BgpNeighbor]] = {}
         self.cables: list[Cable] = []
         self.gpu_position = 0  # position among GPU nodes on the fabric: fixes scalable unit and leaf port
+        self.racks: dict[str, list[str]] = {}  # GPU group -> the rack of each of its nodes
+
+    def rack_of(self, group: GpuGroup, index: int) -> str | None:
+        """The rack the group's node `index` is in; None for a model without racks (or a node past them, which the
+        checks refuse)."""
+        if group.name not in self.racks:
+            self.racks[group.name] = [name for name, _, trays in group_racks(group) for _ in range(trays)]
+        racks = self.racks[group.name]
+        return racks[index] if index < len(racks) else None
 
     # -- nodes
     def node_refs(self) -> Iterator[_NodeRef]:
@@ -319,6 +330,7 @@ class _Builder:
         taints: list[NodeTaint] = []
         gpu: Gpu | None = None
         su: int | None = None
+        rack: str | None = None
         rails: tuple[Rail, ...] = ()
         model = {"control-plane": "hci", "storage": "storage"}.get(ref.role, "")
         if ref.role == "control-plane":
@@ -337,6 +349,9 @@ class _Builder:
                 f"{LABEL_PREFIX}/driver-branch": str(branch),
             }
             taints.append(GPU_TAINT)
+            rack = self.rack_of(group, ref.index)
+            if rack is not None:
+                labels[f"{LABEL_PREFIX}/rack"] = rack
             su, rails = self.rails(ref, group, speed)
             if su is not None:
                 labels |= self.placement_labels(su)
@@ -361,6 +376,7 @@ class _Builder:
             taints=tuple(taints),
             firmware=_firmware(group.firmware),
             nics=_nics(rails, group.firmware),
+            rack=rack,
         )
 
     # -- switches
@@ -558,6 +574,7 @@ def build_plan(site: Site) -> Plan:
         health=HealthPlan(**site.health.model_dump()),
         maintenance=maintenance_plan(site, nodes),
         ceph=ceph_plan(site, nodes, b.cables, tenants),
+        racks=rack_plans(site, nodes),
         secrets={
             name: {
                 "username": s.username,
@@ -573,6 +590,31 @@ def build_plan(site: Site) -> Plan:
         exports=exports(site, nodes),
         gitops=gitops_plan(site, nodes),
     )
+
+
+def rack_plans(site: Site, nodes: tuple[Node, ...]) -> tuple[RackPlan, ...]:
+    by_name = {n.name: n for n in nodes}
+    out = []
+    for group in site.gpu_nodes:
+        model = SERVER_MODELS.get(group.model)
+        if model is None or not model.rack_trays:
+            continue
+        names = group.node_names()
+        for rack, first, trays in group_racks(group):
+            members = tuple(names[first : first + trays])
+            out.append(
+                RackPlan(
+                    name=rack,
+                    group=group.name,
+                    model=group.model,
+                    trays=members,
+                    full=trays == model.rack_trays,
+                    gpus=trays * model.gpus,
+                    switch_trays=model.rack_switch_trays,
+                    imex_peers=tuple(by_name[m].management.address for m in members if m in by_name),
+                )
+            )
+    return tuple(out)
 
 
 def gitops_plan(site: Site, nodes: tuple[Node, ...]) -> GitopsPlan | None:

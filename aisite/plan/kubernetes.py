@@ -28,8 +28,19 @@ SUPPORTED_MINORS = (33, 35)
 PINNED = f"kubeadm v1beta4, Calico {CALICO_VERSION}, kube-vip {KUBE_VIP_IMAGE.rsplit(':', 1)[1]}"
 
 
+# Dynamic Resource Allocation: resource.k8s.io/v1 (DeviceClass, ResourceClaim, ResourceClaimTemplate) is served
+# from Kubernetes 1.34, where DRA went GA; the site's version set asks 1.34.2 or later (issue 39's matrix), above
+# the DRA driver chart's own floor (nvidia-dra-driver-gpu 25.12.0, Chart.yaml kubeVersion ">=1.32.0-0", which
+# falls back to v1beta1/2 there). The driver branch: Blackwell's floor (aisite.catalog) covers the racks.
+DRA_MIN_VERSION = (1, 34, 2)
+
+
 def minor(version: str) -> int:
     return int(version.split(".")[1])
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
 
 
 def package_repository(version: str) -> str:
@@ -66,6 +77,7 @@ def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
         registries=registries(site),
         nvidia_default_runtime=k.containerd.nvidia_default_runtime,
         mig_strategy=k.mig_strategy,
+        gpu_allocation=k.gpu_allocation,
         rail_pod_addresses=site.fabric.rail_pod_addresses,
         gpu_types=tuple(gpu_inventory(site)),
         scalable_unit=site.fabric.scalable_unit,

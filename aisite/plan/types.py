@@ -131,6 +131,23 @@ class Node:
     taints: tuple[NodeTaint, ...]
     firmware: FirmwareBaseline | None = None
     nics: tuple[NicConfig, ...] = ()
+    rack: str | None = None  # a rack-scale system's rack (its NVLink and IMEX domain)
+
+
+@dataclass(frozen=True, slots=True)
+class RackPlan:
+    """A rack of a rack-scale group (NVL72): its compute trays share one NVLink domain, and the driver's IMEX
+    daemons on them one IMEX domain, each daemon reaching its peers at their management addresses (the list
+    /etc/nvidia-imex/nodes_config.cfg holds, the same on every tray of the rack)."""
+
+    name: str
+    group: str
+    model: str
+    trays: tuple[str, ...]  # its compute trays' node names, in order
+    full: bool  # every tray the model's rack has: a partial rack is a smaller NVLink domain
+    gpus: int  # its NVLink domain: trays x GPUs a tray
+    switch_trays: int  # the model's NVLink switch trays a rack (their NVOS and fabric manager are not aisite's)
+    imex_peers: tuple[str, ...]  # the trays' management addresses, in the trays' order
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +350,7 @@ class KubernetesPlan:
     registries: tuple[RegistryPlan, ...]
     nvidia_default_runtime: bool
     mig_strategy: str = "single"
+    gpu_allocation: str = "device-plugin"  # device-plugin | dra
     # Pods' rail interfaces: addresses per GPU node in each leaf block, and GPU nodes per scalable unit.
     rail_pod_addresses: int = 0
     gpu_types: tuple[str, ...] = ()  # the site's GPU types, in the order its groups declare them
@@ -527,6 +545,7 @@ class Plan:
     health: HealthPlan | None = None
     maintenance: MaintenancePlan | None = None
     ceph: CephPlan | None = None  # the storage nodes' Ceph cluster, where the site has one
+    racks: tuple[RackPlan, ...] = ()  # rack-scale systems' racks (NVL72), in the groups' order
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from aisite.plan import Plan
+from aisite.plan import GPU_TAINT, Plan
 from aisite.platform.admission import TENANT_NAMESPACES
-from aisite.platform.common import labels, obj, pod_security_labels
+from aisite.platform.common import GPU_RESOURCE, labels, obj, pod_security_labels
 from aisite.platform.monitoring import dcgm_metrics_csv
 
 # ceph-csi's charts (each released under its own name, in a namespace of that name): the CSI driver each installs and
@@ -32,6 +32,7 @@ UPSTREAM = {
     "kubeflow-trainer": "oci://ghcr.io/kubeflow/charts",
     "ceph-csi-rbd": "https://ceph.github.io/csi-charts",
     "ceph-csi-cephfs": "https://ceph.github.io/csi-charts",
+    "nvidia-dra-driver-gpu": "https://helm.ngc.nvidia.com/nvidia",
 }
 VERSIONS = {
     # One GPU Operator for every generation: the part that drops Volta is the driver, and the driver stays with the
@@ -44,7 +45,27 @@ VERSIONS = {
     "kubeflow-trainer": "2.3.0",
     "ceph-csi-rbd": "3.12.2",
     "ceph-csi-cephfs": "3.12.2",
+    # NVIDIA's own release (nvcr.io image, NVIDIA's Helm repository), the one beside GPU Operator 26.3; the
+    # project's later home (kubernetes-sigs, dra-driver-nvidia-gpu 0.4.0, registry.k8s.io) is a rename to follow.
+    "nvidia-dra-driver-gpu": "25.12.0",
 }
+DRA_DRIVER = "nvidia-dra-driver-gpu"
+# The DeviceClasses the DRA driver's chart makes (templates/deviceclass-*.yaml): whole GPUs, and a ComputeDomain's
+# IMEX channel.
+GPU_DEVICE_CLASS = "gpu.nvidia.com"
+CHANNEL_DEVICE_CLASS = "compute-domain-default-channel.nvidia.com"
+# What Kueue counts a claim of each as (its Configuration's resources.deviceClassMappings: every DeviceClass a job's
+# ResourceClaimTemplates name must be mapped, or Kueue refuses the job, kueue 0.19.2 pkg/dra/claims.go): GPUs as the
+# quota's own resource, so a tenant's quota reads the same under either allocation.
+CHANNEL_RESOURCE = "aisite.io/imex-channel"
+
+
+def uses_dra_driver(plan: Plan) -> bool:
+    """NVIDIA's DRA driver is installed (beside the GPU Operator) for DRA's GPU allocation and racks' ComputeDomains."""
+    k = plan.kubernetes
+    return "gpu-operator" in k.addons and (k.gpu_allocation == "dra" or bool(plan.racks))
+
+
 # Job kinds Kueue manages: batch Jobs and bare pods always; MPI Operator v2's MPIJob and the Kubeflow trainer's
 # TrainJob where the site installs their operator (an integration whose CRD is absent makes Kueue wait for it).
 KUEUE_FRAMEWORKS = ("batch/job", "pod")
@@ -119,7 +140,8 @@ def _gpu_operator(plan: Plan, monitoring: bool) -> dict[str, Any]:
         # containerd's nvidia runtime; the operator runs the rest on top of them.
         "driver": {"enabled": False},
         "toolkit": {"enabled": False},
-        "devicePlugin": {"enabled": True},
+        # Under DRA the DRA driver allocates the GPUs: the two on one node would hand out the same GPUs.
+        "devicePlugin": {"enabled": plan.kubernetes.gpu_allocation != "dra"},
         "gfd": {"enabled": True},
         "mig": {"strategy": "single" if mig == "none" else mig},
         "migManager": {"enabled": mig != "none"},
@@ -132,12 +154,42 @@ def _gpu_operator(plan: Plan, monitoring: bool) -> dict[str, Any]:
     }
 
 
+def _dra_driver(plan: Plan) -> dict[str, Any]:
+    dra = plan.kubernetes.gpu_allocation == "dra"
+    # Its kubelet plugin runs on the GPU nodes, which carry the GPU taint.
+    toleration = {"key": GPU_TAINT.key, "operator": "Exists", "effect": GPU_TAINT.effect}
+    values: dict[str, Any] = {
+        # The site's version set serves resource.k8s.io/v1 (checks: Kubernetes 1.34.2 or later).
+        "resourceApiVersion": "resource.k8s.io/v1",
+        # GPUs only under gpu_allocation: dra (the chart refuses them beside the device plugin unless overridden,
+        # and the GPU Operator's is off then); ComputeDomains where the site has racks.
+        "resources": {"gpus": {"enabled": dra}, "computeDomains": {"enabled": bool(plan.racks)}},
+        "kubeletPlugin": {"tolerations": [toleration]},
+    }
+    if dra:
+        values["gpuResourcesEnabledOverride"] = True
+    return values
+
+
 def _volume(size_gi: int, storage_class: str | None) -> dict[str, Any]:
     """A persistent volume claim template for the Prometheus operator (None: the cluster's default class)."""
     spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{size_gi}Gi"}}}
     if storage_class:
         spec["storageClassName"] = storage_class
     return {"volumeClaimTemplate": {"spec": spec}}
+
+
+def _device_class_mappings(plan: Plan) -> dict[str, Any]:
+    """Kueue's DRA accounting (KueueDRAIntegration, beta and on since kueue 0.18): GPUs claimed under DRA count as
+    nvidia.com/gpu, a ComputeDomain's channel as aisite.io/imex-channel."""
+    if not uses_dra_driver(plan):
+        return {}
+    mappings = []
+    if plan.kubernetes.gpu_allocation == "dra":
+        mappings.append({"name": GPU_RESOURCE, "deviceClassNames": [GPU_DEVICE_CLASS]})
+    if plan.racks:
+        mappings.append({"name": CHANNEL_RESOURCE, "deviceClassNames": [CHANNEL_DEVICE_CLASS]})
+    return {"deviceClassMappings": mappings}
 
 
 def kueue_frameworks(addons: tuple[str, ...] | list[str]) -> list[str]:
@@ -160,7 +212,7 @@ def _kueue(plan: Plan, monitoring: bool) -> dict[str, Any]:
         # running past the tenant's quota and the flavors' placement.
         "manageJobsWithoutQueueName": True,
         "integrations": {"frameworks": kueue_frameworks(plan.kubernetes.addons)},
-        "resources": {"excludeResourcePrefixes": list(KUEUE_IGNORED)},
+        "resources": {"excludeResourcePrefixes": list(KUEUE_IGNORED)} | _device_class_mappings(plan),
     }
     return {
         "enablePrometheus": monitoring,
@@ -243,6 +295,9 @@ def charts(plan: Plan) -> list[Chart]:
                 level="privileged",
             )
         )
+    if uses_dra_driver(plan):
+        # privileged: its kubelet plugin prepares devices on the host, and the ComputeDomains' IMEX daemons it starts.
+        out.append(chart(DRA_DRIVER, DRA_DRIVER, DRA_DRIVER, _dra_driver(plan), ("ComputeDomain",), level="privileged"))
     if "network-operator" in addons:
         # One Node Feature Discovery per cluster: the GPU Operator's when both are installed.
         values = {"nfd": {"enabled": "gpu-operator" not in addons}, "sriovNetworkOperator": {"enabled": False}}

@@ -43,6 +43,7 @@ CHART_IMAGES: dict[str, tuple[str, ...]] = {
         "nvcr.io/nvidia/mellanox/network-operator-init-container:network-operator-v26.4.1",
     ),
     "kueue": ("registry.k8s.io/kueue/kueue:v0.19.2",),
+    "nvidia-dra-driver-gpu": ("nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0",),
     "kube-prometheus-stack": (
         "ghcr.io/jkroepke/kube-webhook-certgen:1.8.7",
         "quay.io/prometheus-operator/prometheus-config-reloader:v0.93.1",

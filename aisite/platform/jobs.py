@@ -6,7 +6,10 @@
 - ib-write-bw, iperf3: an Indexed Job of two pods (index 0 serves, index 1 measures) behind a headless Service.
 - fio: a Job with one pod per node against the datasets claim.
 
-Every pod asks for its GPUs and one RDMA device per rail, joins the tenant's rail networks of its scalable unit,
+Every pod asks for its GPUs (the device plugin's nvidia.com/gpu, or under `gpu_allocation: dra` a ResourceClaim from
+the workload's ResourceClaimTemplate of the DRA driver's gpu.nvidia.com class) and one RDMA device per rail; a
+multi-node job on rack-scale trays (NVL72) gets a ComputeDomain of its own and each pod a claim on its IMEX channel,
+and Kueue keeps it in one NVLink clique of a rack when it fits; joins the tenant's rail networks of its scalable unit,
 carries the NCCL settings the fabric needs (the plan's traffic class and GID index: 106 and 3 by default), a sized
 /dev/shm, the datasets claim and the payloads (a ConfigMap of aisite/payloads), and is queued in the tenant's
 Kueue LocalQueue. Every payload prints one result line (aisite/payloads/result.py), which `aisite bench report`
@@ -20,12 +23,16 @@ from typing import Any
 
 from aisite.payloads import command_args
 from aisite.plan import LABEL_PREFIX, Plan, TenantPlan, WorkloadPlan
+from aisite.platform.charts import uses_dra_driver
 from aisite.platform.common import GPU_RESOURCE, labels, obj
+from aisite.platform.gpus import GpuRequest, gpu_request
 from aisite.platform.kueue import (
+    CLIQUE_LEVEL,
     LOCAL_QUEUE,
     PREFERRED_TOPOLOGY,
     REQUIRED_TOPOLOGY,
     UNIT_LEVEL,
+    rack_scale,
     topology_aware,
     topology_levels,
 )
@@ -109,22 +116,51 @@ def nccl_env(plan: Plan) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
+def compute_domain(plan: Plan, w: WorkloadPlan) -> str | None:
+    """The job's ComputeDomain: a job of several trays of a rack-scale type shares NVLink memory across its pods
+    through IMEX channels, which the DRA driver's ComputeDomain gives them (and runs the IMEX daemons for); None."""
+    if not (w.gpus_per_node and w.nodes > 1 and uses_dra_driver(plan) and rack_scale(plan, w.gpu_type)):
+        return None
+    return f"{w.name}-domain"
+
+
+def gpus(plan: Plan, w: WorkloadPlan) -> GpuRequest:
+    """The job's GPUs a pod (and its ComputeDomain's channel), as platform/gpus.py asks for them."""
+    lbls = labels(plan, tenant=w.tenant, workload=w.name)
+    return gpu_request(plan, w.gpus_per_node, w.name, w.namespace, lbls, domain=compute_domain(plan, w))
+
+
 def _resources(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
-    limits = {rail_resource(r): "1" for r in _rails(plan)}
-    if w.gpus_per_node:
-        limits[GPU_RESOURCE] = str(w.gpus_per_node)
-    return {"limits": limits, "requests": dict(limits)} if limits else {}
+    request = gpus(plan, w)
+    limits = {rail_resource(r): "1" for r in _rails(plan)} | request.limits
+    out: dict[str, Any] = {"limits": limits, "requests": dict(limits)} if limits else {}
+    if request.claims:
+        out["claims"] = request.container_claims
+    return out
+
+
+def _rack(plan: Plan, w: WorkloadPlan) -> bool:
+    """Whether a rack of the job's GPU type holds it: enough trays with enough GPUs each."""
+    sizes: dict[str, int] = {}
+    for n in plan.by_role("gpu"):
+        if n.rack and n.gpu and n.gpu.type == w.gpu_type and n.gpu.count >= w.gpus_per_node:
+            sizes[n.rack] = sizes.get(n.rack, 0) + 1
+    return any(size >= w.nodes for size in sizes.values())
 
 
 def topology_request(plan: Plan, w: WorkloadPlan) -> dict[str, str]:
-    """Kueue's placement of the job's pods where its flavor is topology-aware: all within one scalable unit when
-    the site has a unit that fits the job (NCCL's rings then stay under one block of leaves), else as few units
-    (pods, in three tiers) as Kueue can find."""
+    """Kueue's placement of the job's pods where its flavor is topology-aware: on rack-scale trays, within one NVLink
+    clique (inside one rack) when a rack holds the job; else all within one scalable unit when the site has a unit
+    that fits the job (NCCL's rings then stay under one block of leaves), else as few units (pods, in three tiers)
+    as Kueue can find."""
     if not w.gpus_per_node or "kueue" not in plan.kubernetes.addons or not topology_aware(plan, w.gpu_type):
         return {}
+    racks = rack_scale(plan, w.gpu_type)
+    if racks and _rack(plan, w):
+        return {REQUIRED_TOPOLOGY: CLIQUE_LEVEL}
     if _scalable_unit(plan, w) is not None:
         return {REQUIRED_TOPOLOGY: UNIT_LEVEL}
-    return {PREFERRED_TOPOLOGY: topology_levels(plan)[0]}
+    return {PREFERRED_TOPOLOGY: topology_levels(plan, racks)[0]}
 
 
 def _pod_meta(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
@@ -196,9 +232,12 @@ def pod_security_context(t: TenantPlan) -> dict[str, Any]:
 
 def _pod(plan: Plan, w: WorkloadPlan, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
     vols, _ = _volumes(plan, w)
+    # The claims its containers name (a launcher, which names none, claims nothing).
+    claims = gpus(plan, w).claims if any("claims" in c.get("resources", {}) for c in containers) else []
     return {
         "metadata": _pod_meta(plan, w),
         "spec": {"containers": containers, "volumes": vols, "securityContext": pod_security_context(_tenant(plan, w))}
+        | ({"resourceClaims": claims} if claims else {})
         | _placement(plan, w)
         | spec,
     }
@@ -462,13 +501,14 @@ def tenant_support(plan: Plan, t: TenantPlan) -> list[dict[str, Any]]:
 
 
 def workload_objects(plan: Plan, w: WorkloadPlan) -> list[dict[str, Any]]:
+    claims = gpus(plan, w).objects
     if w.operator == "mpi-operator":
-        return [mpi_job(plan, w)]
+        return [*claims, mpi_job(plan, w)]
     if w.operator == "training-operator":
-        return [train_job(plan, w)]
+        return [*claims, train_job(plan, w)]
     if w.kind in ("ib-write-bw", "iperf3"):
-        return pair_job(plan, w)
-    return [fio_job(plan, w)]
+        return [*claims, *pair_job(plan, w)]
+    return [*claims, fio_job(plan, w)]
 
 
 def jobs(plan: Plan) -> dict[str, list[dict[str, Any]]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from aisite.plan import Plan, TenantPlan
+from aisite.platform.charts import GPU_DEVICE_CLASS, uses_dra_driver
 from aisite.platform.common import GPU_RESOURCE, labels, obj, pod_security_labels
 
 
@@ -28,8 +29,16 @@ def quota(plan: Plan, t: TenantPlan) -> dict[str, Any]:
         "v1",
         "ResourceQuota",
         "gpu-quota",
-        spec={"hard": {f"requests.{GPU_RESOURCE}": str(t.gpu_quota)}},
+        spec={"hard": {f"requests.{GPU_RESOURCE}": str(t.gpu_quota)} | _dra_quota(plan, t)},
     )
+
+
+def _dra_quota(plan: Plan, t: TenantPlan) -> dict[str, str]:
+    """Under DRA the pods claim GPUs instead of requesting nvidia.com/gpu: Kubernetes quotas a namespace's claims per
+    DeviceClass as <class>.deviceclass.resource.k8s.io/devices (Kubernetes docs, Resource Quotas: quota for DRA)."""
+    if plan.kubernetes.gpu_allocation != "dra" or not uses_dra_driver(plan):
+        return {}
+    return {f"{GPU_DEVICE_CLASS}.deviceclass.resource.k8s.io/devices": str(t.gpu_quota)}
 
 
 def limit_range(plan: Plan, t: TenantPlan) -> dict[str, Any]:

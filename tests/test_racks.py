@@ -1,0 +1,198 @@
+"""Blackwell and NVL72 in the catalog, racks in the model and plan, and the IMEX peers the nodes get from them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aisite.catalog import GPU_TYPES, SERVER_MODELS
+from aisite.loader import load_site, parse_site
+from aisite.plan import build_plan
+from aisite.render.inventory import NODE_GROUPS, inventory
+from tests.conftest import assert_reported, site_problems, stack_data
+
+
+def gb200() -> dict[str, Any]:
+    return stack_data("gb200")
+
+
+def test_the_new_models_have_their_sources_and_rack_facts() -> None:
+    for name in ("dgx-b200", "dgx-b300", "gb200-nvl72", "gb300-nvl72"):
+        model = SERVER_MODELS[name]
+        assert model.source, name
+        assert GPU_TYPES[model.gpu_type].arch == "blackwell"
+        assert GPU_TYPES[model.gpu_type].min_driver_branch == 570
+    tray = SERVER_MODELS["gb200-nvl72"]
+    assert (tray.gpus, tray.rack_trays, tray.rack_switch_trays, tray.nvlink_domain) == (4, 18, 9, 72)
+    assert [p.rdma for p in tray.compute_ports] == ["mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5"]
+    assert tray.cpu_arch == "arm64" and SERVER_MODELS["gb300-nvl72"].cpu_arch == "arm64"
+    assert SERVER_MODELS["dgx-b300"].nic_speed_gbps == 800 and SERVER_MODELS["dgx-b300"].nvlink_domain == 8
+    assert GPU_TYPES["b200"].memory_gib == 180  # 1,440 GB over 8 GPUs (DGX B200 User Guide)
+
+
+def test_the_gb200_site_plans_four_whole_racks_with_their_imex_peers() -> None:
+    plan = build_plan(load_site("gb200"))
+    assert [r.name for r in plan.racks] == ["a08", "a09", "a10", "a11"]
+    by_name = {n.name: n for n in plan.nodes}
+    for i, rack in enumerate(plan.racks):
+        assert rack.full and rack.gpus == 72 and rack.switch_trays == 9
+        assert rack.trays == tuple(f"gb{n:03d}" for n in range(18 * i + 1, 18 * i + 19))
+        assert rack.imex_peers == tuple(by_name[t].management.address for t in rack.trays)
+        for tray in rack.trays:
+            assert by_name[tray].rack == rack.name and by_name[tray].labels["aisite.io/rack"] == rack.name
+    # Every tray is in one rack, and nothing else is.
+    assert sorted(t for r in plan.racks for t in r.trays) == sorted(n.name for n in plan.by_role("gpu"))
+    assert all(n.rack is None for n in plan.nodes if n.role != "gpu")
+    # The rack's workload asks for one NVLink domain: 18 trays of 4 GPUs.
+    rack_job = next(w for w in plan.workloads if w.name == "nccl-allreduce-rack")
+    assert rack_job.nodes * rack_job.gpus_per_node == plan.racks[0].gpus
+    # Each tray's four ConnectX-7 ports are its rails, in the guide's order, at 400G.
+    rails = by_name["gb001"].rails
+    assert [(r.port, r.rdma, r.speed_gbps) for r in rails] == [
+        ("LeftBay-OSFP-P3", "mlx5_0", 400),
+        ("LeftBay-OSFP-P4", "mlx5_1", 400),
+        ("RightBay-OSFP-P3", "mlx5_4", 400),
+        ("RightBay-OSFP-P4", "mlx5_5", 400),
+    ]
+
+
+def test_each_tray_gets_its_own_racks_imex_peers_and_other_nodes_none() -> None:
+    plan = build_plan(load_site("gb200"))
+    hosts = inventory(plan)["all"]["children"][NODE_GROUPS["gpu"]]["hosts"]
+    assert hosts["gb019"]["aisite_imex_peers"] == list(plan.racks[1].imex_peers)
+    assert hosts["gb018"]["aisite_imex_peers"] == list(plan.racks[0].imex_peers)
+    h100 = inventory(build_plan(load_site("h100pod")))["all"]["children"][NODE_GROUPS["gpu"]]["hosts"]
+    assert not any("aisite_imex_peers" in v for v in h100.values())
+
+
+def test_a_partial_rack_is_declared_and_planned_as_a_smaller_domain() -> None:
+    data = gb200()
+    group = data["gpu_nodes"][0]
+    group["count"] = 38
+    group["racks"] = [{"name": "a08"}, {"name": "a09"}, {"name": "a10", "trays": 2}]
+    for tenant, quota in zip(data["kubernetes"]["tenants"], (100, 52), strict=True):
+        tenant["gpu_quota"] = quota  # the stack's were for four racks
+    plan = build_plan(parse_site(data))
+    last = plan.racks[-1]
+    assert (last.name, last.full, last.gpus, last.trays) == ("a10", False, 8, ("gb037", "gb038"))
+
+
+def test_trays_that_do_not_fill_racks_and_other_rack_mistakes_are_all_reported() -> None:
+    data = gb200()
+    data["gpu_nodes"][0]["count"] = 20
+    del data["gpu_nodes"][0]["racks"]
+    data["gpu_nodes"][0]["driver_branch"] = 560
+    data["gpu_nodes"][0]["install"] = {}
+    data["nvidia"]["repository"] = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+    data["gpu_nodes"].append(
+        {"name": "h100", "model": "dgx-h100", "count": 2, "name_pattern": "h{n:02d}", "racks": [{"name": "r1"}]}
+    )
+    found = site_problems(data)
+    want = {
+        "site.gpu_nodes[0].count": "20 trays do not fill whole gb200-nvl72 racks of 18",
+        "site.gpu_nodes[0].driver_branch": "the first branch with Blackwell support is R570",
+        "site.gpu_nodes[0].install": "amd64 install images only",
+        "site.nvidia.repository": "sbsa/",
+        "site.gpu_nodes[1].racks": "dgx-h100 is not a rack-scale system",
+    }
+    assert_reported(found, want)
+
+
+def test_racks_must_hold_the_groups_trays_each_once_within_a_rack() -> None:
+    data = gb200()
+    group = data["gpu_nodes"][0]
+    group["racks"] = [{"name": "a08"}, {"name": "a08"}, {"name": "a10", "trays": 19}, {"name": "a11", "trays": 1}]
+    found = site_problems(data)
+    assert any(p.startswith("site.gpu_nodes[0].racks[1].name: ") and "already racks[0]" in p for p in found), found
+    assert any(p.startswith("site.gpu_nodes[0].racks[2].trays: ") and "has 18" in p for p in found), found
+    assert any(p.startswith("site.gpu_nodes[0].racks: ") and "hold 56 trays" in p for p in found), found
+
+
+def test_dgx_b300_sites_run_800g_rails() -> None:
+    data = stack_data("h100pod")
+    data["gpu_nodes"][0]["model"] = "dgx-b300"
+    # No document read here maps the B300's ports: the site declares them (from ibdev2netdev on one system).
+    data["gpu_nodes"][0]["ports"] = [{"label": f"cx8-{i}", "rdma": f"mlx5_{i}", "gpu": i} for i in range(8)]
+    for tier in ("leaves", "spines"):
+        data["switches"][tier] |= {"ports": 64, "speed_gbps": 800}
+    plan = build_plan(parse_site(data))
+    gpu = plan.by_role("gpu")
+    assert {r.speed_gbps for n in gpu for r in n.rails} == {800}
+    assert {n.gpu.type for n in gpu if n.gpu} == {"b300"} and not plan.racks
+    assert {c.speed_gbps for c in plan.cables if c.kind == "rail"} == {800}
+
+
+# ------------------------------------------------------------------------------ NVLink domains in the health check
+# The Fabric section as drivers print it on multi-node NVLink trays: a healthy registration with its clique
+# (kubernetes-sigs/dra-driver-nvidia-gpu#626: State Completed, Status Success, CliqueId 2, ClusterUUID
+# dc6e40c4-...), and one out of the domain (Azure/azhpc-images#506: Status Insufficient Resources, CliqueId 0, a zero
+# ClusterUUID), edited into the real H200's `nvidia-smi -q` (R580), whose Fabric section has the same keys.
+CLUSTER = "dc6e40c4-d722-4357-9ba6-5291dd461278"
+DRA_626 = (
+    ("State", "Completed", "Fabric"),
+    ("Status", "Success", "Fabric"),
+    ("CliqueId", "2", "Fabric"),
+    ("ClusterUUID", CLUSTER, "Fabric"),
+)
+
+
+def tray(*edits: tuple[str, str, str], rack: str = "a08") -> Any:
+    from aisite.health import parse
+    from aisite.health.judge import Expected, Facts, judge
+    from tests.test_health import _edited_h200
+
+    return judge(Facts(memory=parse.smi_query(_edited_h200(*edits))), Expected("gb001", 1, True, (), rack=rack))
+
+
+def test_a_trays_gpus_must_be_in_one_nvlink_domain() -> None:
+    ok = tray(*DRA_626)
+    assert ok.healthy and ok.clique == f"{CLUSTER}.2"
+    # Registered but in no domain (the figures of Azure's case, with Success so the domain check is what speaks).
+    zero = tray(
+        *DRA_626[:2], ("CliqueId", "0", "Fabric"), ("ClusterUUID", "00000000-0000-0000-0000-000000000000", "Fabric")
+    )
+    assert [(p.check, p.message) for p in zero.problems] == [
+        ("gpu-fabric", "in no NVLink domain (ClusterUUID 00000000-0000-0000-0000-000000000000, CliqueId 0)")
+    ]
+    assert zero.clique == ""
+    # Azure's case as printed: its status already says it, once.
+    azure = tray(*DRA_626[:1], ("Status", "Insufficient Resources", "Fabric"), ("CliqueId", "0", "Fabric"))
+    assert [p.message for p in azure.problems] == ["fabric registration failed: Insufficient Resources"]
+    # A DGX (no rack) is not asked for a clique.
+    assert tray(*DRA_626, rack="").clique == ""
+
+
+def test_two_cliques_on_one_tray_are_a_problem() -> None:
+    from aisite.health.judge import Expected, Facts, judge
+    from aisite.health.parse import GpuMemoryState
+
+    gpus = [
+        GpuMemoryState(f"0000:0{i}:00.0", fabric_state="Completed", fabric_status="Success", fabric_cluster=CLUSTER)
+        for i in range(4)
+    ]
+    for i, g in enumerate(gpus):
+        g.fabric_clique = 2 if i < 3 else 7
+    h = judge(Facts(memory=gpus), Expected("gb001", 4, True, (), rack="a08"))
+    assert [(p.subject, p.message) for p in h.problems] == [
+        ("node", f"its GPUs are in 2 NVLink cliques: ['{CLUSTER}.2', '{CLUSTER}.7']")
+    ]
+
+
+def test_the_site_names_a_tray_in_another_clique_than_its_rack() -> None:
+    from aisite.health.judge import NodeHealth
+    from aisite.health.site import from_status, rack_cliques
+
+    plan = build_plan(load_site("gb200"))
+    rack = plan.racks[0]
+    results = {t: NodeHealth(t, clique=f"{CLUSTER}.2") for t in rack.trays}
+    results[rack.trays[5]].clique = f"{CLUSTER}.9"
+    rack_cliques(plan, results)
+    bad = {n: [p.message for p in h.problems] for n, h in results.items() if h.problems}
+    assert bad == {rack.trays[5]: [f"in NVLink clique {CLUSTER}.9; 17 of rack a08's trays are in {CLUSTER}.2"]}
+    # A rack split evenly names no tray.
+    even = {t: NodeHealth(t, clique=f"{CLUSTER}.{2 if i % 2 else 3}") for i, t in enumerate(rack.trays)}
+    rack_cliques(plan, even)
+    assert not any(h.problems for h in even.values())
+    # The clique is a node's word: anything but "<uuid>.<id>" makes its whole status unreadable.
+    status = {"node": "gb001", "problems": [], "clique": "$(reboot).2"}
+    assert from_status("gb001", status).problems[0].check == "status"
+    assert from_status("gb001", status | {"clique": f"{CLUSTER}.2"}).clique == f"{CLUSTER}.2"
