@@ -28,6 +28,12 @@ def test_the_check_finds_the_missing_rail_and_says_what_it_skipped(host):
     assert "filesystem" in status["checked"]
 
 
+def test_a_trays_rack_reaches_the_check_and_no_gpu_reports_no_clique(host):
+    expected = json.loads(host.file("/etc/aisite/health/expected.json").content_string)
+    assert expected["rack"] == "a08" and expected["gpus"] == 0
+    assert _status(host)["clique"] == ""
+
+
 def test_the_metrics_are_there_for_node_exporter(host):
     _status(host)
     prom = host.file("/var/lib/node_exporter/textfile_collector/aisite_health.prom").content_string

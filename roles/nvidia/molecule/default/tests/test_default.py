@@ -28,3 +28,10 @@ def test_peermem_loaded_at_boot(host):
 def test_no_driver_installed_without_a_gpu(host):
     assert not host.package("cuda-drivers-580").is_installed
     assert not host.file("/usr/share/keyrings/aisite-nvidia.asc").exists
+
+
+def test_imex_peers_of_the_rack_written_package_not_installed(host):
+    cfg = host.file("/etc/nvidia-imex/nodes_config.cfg")
+    assert cfg.content_string == "10.30.2.5\n10.30.2.6\n10.30.2.7\n"
+    assert cfg.mode == 0o644
+    assert not host.package("nvidia-imex-580").is_installed
