@@ -35,6 +35,24 @@ def pulling(stack_text: str, layers: str) -> str:
     return ceph.sub("", stack_text.replace(line, f"{line}      pull_layers: {layers}\n"))
 
 
+def site_problems(data: dict[str, Any]) -> list[str]:
+    """Every problem a site mapping is refused with, as `path: message` lines (it must be refused)."""
+    from aisite.errors import SiteError
+    from aisite.loader import parse_site
+
+    with pytest.raises(SiteError) as exc:
+        parse_site(data, "test")
+    found = [str(p) for p in exc.value.problems]
+    assert len(found) == len(set(found)), f"a problem reported twice: {found}"
+    return found
+
+
+def assert_reported(found: list[str], want: dict[str, str]) -> None:
+    """Each path of `want` has a problem whose message holds its words."""
+    for path, words in want.items():
+        assert any(p.startswith(f"{path}: ") and words in p for p in found), (path, found)
+
+
 def stack_data(stack: str) -> dict[str, Any]:
     return copy.deepcopy(read_site_config(resolve_stack(stack)))
 

@@ -8,20 +8,13 @@ from typing import Any
 import pytest
 import yaml
 
-from aisite.errors import SiteError
 from aisite.examples import dgx_h100_site
 from aisite.loader import load_site, parse_site
 from aisite.model import Site
 from aisite.plan import build_plan, fabric_bfd
-from tests.conftest import STACKS, run_cli, stack_data
+from tests.conftest import STACKS, run_cli, site_problems, stack_data
 
-
-def problems(data: dict[str, Any]) -> list[str]:
-    with pytest.raises(SiteError) as exc:
-        parse_site(data, "test")
-    found = [str(p) for p in exc.value.problems]
-    assert len(found) == len(set(found)), f"a problem reported twice: {found}"
-    return found
+problems = site_problems
 
 
 def has(found: list[str], path: str, *words: str) -> bool:
