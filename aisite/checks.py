@@ -996,8 +996,9 @@ def _check_kubernetes(site: Site, out: list[Problem]) -> None:
 def _check_dra(site: Site, out: list[Problem]) -> None:
     """GPU allocation through DRA needs NVIDIA's DRA driver, which aisite installs beside the GPU Operator (its Node
     Feature Discovery labels the nodes the driver's kubelet plugin runs on); racks get it there too, for their
-    ComputeDomains (without the GPU Operator a rack's IMEX runs from the hosts' configuration alone). The driver
-    needs a Kubernetes that serves resource.k8s.io/v1."""
+    ComputeDomains. Without the GPU Operator a rack gets no ComputeDomains: the hosts keep the IMEX peers
+    (nodes_config.cfg) and the package, its service masked, for a site that runs IMEX itself. The driver needs a
+    Kubernetes that serves resource.k8s.io/v1."""
     k = site.kubernetes
     dra = k.gpu_allocation == "dra"
     racks = [f"site.gpu_nodes[{i}]" for i, g in enumerate(site.gpu_nodes) if group_racks(g)]

@@ -107,6 +107,21 @@ def test_racks_must_hold_the_groups_trays_each_once_within_a_rack() -> None:
     assert any(p.startswith("site.gpu_nodes[0].racks: ") and "hold 56 trays" in p for p in found), found
 
 
+def test_dgx_b200_sites_run_400g_rails_and_declare_their_ports() -> None:
+    """The DGX B200's eight ConnectX-7 run at 400G; no document read here maps its ports, so the rails carry no
+    RDMA device until the site declares them (and ib-write-bw, which needs them, is refused until it does)."""
+    data = stack_data("h100pod")
+    data["gpu_nodes"][0]["model"] = "dgx-b200"
+    found = site_problems(data)
+    assert_reported(found, {"site.workloads[3].kind": "declare its ports with each rdma"})
+    data["gpu_nodes"][0]["ports"] = [{"label": f"osfp{i}", "rdma": f"mlx5_{i}"} for i in range(8)]
+    plan = build_plan(parse_site(data))
+    gpu = plan.by_role("gpu")
+    assert {n.gpu.type for n in gpu if n.gpu} == {"b200"} and {n.gpu.driver_branch for n in gpu if n.gpu} == {580}
+    assert {r.speed_gbps for n in gpu for r in n.rails} == {400}
+    assert [r.rdma for r in gpu[0].rails] == [f"mlx5_{i}" for i in range(8)]
+
+
 def test_dgx_b300_sites_run_800g_rails() -> None:
     data = stack_data("h100pod")
     data["gpu_nodes"][0]["model"] = "dgx-b300"
