@@ -66,6 +66,16 @@ def uses_dra_driver(plan: Plan) -> bool:
     return "gpu-operator" in k.addons and (k.gpu_allocation == "dra" or bool(plan.racks))
 
 
+def dra_gpus(plan: Plan) -> bool:
+    """Whether pods claim their GPUs through the DRA driver (gpu_allocation: dra) rather than the device plugin."""
+    return plan.kubernetes.gpu_allocation == "dra" and uses_dra_driver(plan)
+
+
+def compute_domains(plan: Plan) -> bool:
+    """Whether the DRA driver serves ComputeDomains (the site has racks), whose channels jobs then claim."""
+    return uses_dra_driver(plan) and bool(plan.racks)
+
+
 # Job kinds Kueue manages: batch Jobs and bare pods always; MPI Operator v2's MPIJob and the Kubeflow trainer's
 # TrainJob where the site installs their operator (an integration whose CRD is absent makes Kueue wait for it).
 KUEUE_FRAMEWORKS = ("batch/job", "pod")
@@ -155,7 +165,7 @@ def _gpu_operator(plan: Plan, monitoring: bool) -> dict[str, Any]:
 
 
 def _dra_driver(plan: Plan) -> dict[str, Any]:
-    dra = plan.kubernetes.gpu_allocation == "dra"
+    dra = dra_gpus(plan)
     # Its kubelet plugin runs on the GPU nodes, which carry the GPU taint.
     toleration = {"key": GPU_TAINT.key, "operator": "Exists", "effect": GPU_TAINT.effect}
     values: dict[str, Any] = {
@@ -163,7 +173,7 @@ def _dra_driver(plan: Plan) -> dict[str, Any]:
         "resourceApiVersion": "resource.k8s.io/v1",
         # GPUs only under gpu_allocation: dra (the chart refuses them beside the device plugin unless overridden,
         # and the GPU Operator's is off then); ComputeDomains where the site has racks.
-        "resources": {"gpus": {"enabled": dra}, "computeDomains": {"enabled": bool(plan.racks)}},
+        "resources": {"gpus": {"enabled": dra}, "computeDomains": {"enabled": compute_domains(plan)}},
         "kubeletPlugin": {"tolerations": [toleration]},
     }
     if dra:
@@ -185,9 +195,9 @@ def _device_class_mappings(plan: Plan) -> dict[str, Any]:
     if not uses_dra_driver(plan):
         return {}
     mappings = []
-    if plan.kubernetes.gpu_allocation == "dra":
+    if dra_gpus(plan):
         mappings.append({"name": GPU_RESOURCE, "deviceClassNames": [GPU_DEVICE_CLASS]})
-    if plan.racks:
+    if compute_domains(plan):
         mappings.append({"name": CHANNEL_RESOURCE, "deviceClassNames": [CHANNEL_DEVICE_CLASS]})
     return {"deviceClassMappings": mappings}
 

@@ -13,15 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aisite.plan import Plan
-from aisite.platform.charts import GPU_DEVICE_CLASS, uses_dra_driver
+from aisite.platform.charts import GPU_DEVICE_CLASS, dra_gpus
 from aisite.platform.common import GPU_RESOURCE, obj
 
 GPU_CLAIM, CHANNEL_CLAIM = "gpus", "imex-channel"  # the pods' claim names
-
-
-def dra(plan: Plan) -> bool:
-    """Whether GPUs are claimed through DRA rather than requested from the device plugin."""
-    return plan.kubernetes.gpu_allocation == "dra" and uses_dra_driver(plan)
 
 
 @dataclass(frozen=True)
@@ -46,7 +41,7 @@ def gpu_request(
     limits: dict[str, str] = {}
     claims: list[dict[str, str]] = []
     objects: list[dict[str, Any]] = []
-    if count and dra(plan):
+    if count and dra_gpus(plan):
         request = {"deviceClassName": GPU_DEVICE_CLASS, "allocationMode": "ExactCount", "count": count}
         spec: dict[str, Any] = {"spec": {"devices": {"requests": [{"name": GPU_CLAIM, "exactly": request}]}}}
         objects.append(obj("resource.k8s.io/v1", "ResourceClaimTemplate", f"{name}-gpus", labels, namespace, spec=spec))

@@ -23,7 +23,7 @@ from typing import Any
 
 from aisite.payloads import command_args
 from aisite.plan import LABEL_PREFIX, Plan, TenantPlan, WorkloadPlan
-from aisite.platform.charts import uses_dra_driver
+from aisite.platform.charts import compute_domains
 from aisite.platform.common import GPU_RESOURCE, labels, obj
 from aisite.platform.gpus import GpuRequest, gpu_request
 from aisite.platform.kueue import (
@@ -119,7 +119,7 @@ def nccl_env(plan: Plan) -> list[dict[str, str]]:
 def compute_domain(plan: Plan, w: WorkloadPlan) -> str | None:
     """The job's ComputeDomain: a job of several trays of a rack-scale type shares NVLink memory across its pods
     through IMEX channels, which the DRA driver's ComputeDomain gives them (and runs the IMEX daemons for); None."""
-    if not (w.gpus_per_node and w.nodes > 1 and uses_dra_driver(plan) and rack_scale(plan, w.gpu_type)):
+    if not (w.gpus_per_node and w.nodes > 1 and compute_domains(plan) and rack_scale(plan, w.gpu_type)):
         return None
     return f"{w.name}-domain"
 

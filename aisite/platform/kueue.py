@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from aisite.plan import GPU_TAINT, LABEL_PREFIX, Plan, TenantPlan
-from aisite.platform.charts import CHANNEL_RESOURCE, uses_dra_driver
+from aisite.platform.charts import CHANNEL_RESOURCE, compute_domains
 from aisite.platform.common import GPU_RESOURCE, labels, obj
 from aisite.platform.tenants import in_tenant
 
@@ -99,14 +99,9 @@ def resource_flavors(plan: Plan) -> list[dict[str, Any]]:
     ]
 
 
-def channels(plan: Plan) -> bool:
-    """Whether jobs claim ComputeDomain channels, which Kueue then counts (charts: deviceClassMappings)."""
-    return uses_dra_driver(plan) and bool(plan.racks)
-
-
 def cluster_queue(plan: Plan, t: TenantPlan) -> dict[str, Any]:
     flavors = []
-    covered = [GPU_RESOURCE, CHANNEL_RESOURCE] if channels(plan) else [GPU_RESOURCE]
+    covered = [GPU_RESOURCE, CHANNEL_RESOURCE] if compute_domains(plan) else [GPU_RESOURCE]
     for gtype, n in t.flavors:
         res: dict[str, Any] = {"name": GPU_RESOURCE, "nominalQuota": n}
         if t.borrowing_limit is not None:
@@ -114,7 +109,7 @@ def cluster_queue(plan: Plan, t: TenantPlan) -> dict[str, Any]:
         if t.lending_limit is not None:
             res["lendingLimit"] = t.lending_limit
         resources = [res]
-        if channels(plan):
+        if compute_domains(plan):
             # One channel a pod of a multi-node job on racks: as many as the type has trays, never the constraint.
             trays = sum(1 for node in plan.by_role("gpu") if node.rack and node.gpu and node.gpu.type == gtype)
             resources.append({"name": CHANNEL_RESOURCE, "nominalQuota": trays})

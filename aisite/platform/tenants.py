@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from aisite.plan import Plan, TenantPlan
-from aisite.platform.charts import GPU_DEVICE_CLASS, uses_dra_driver
+from aisite.platform.charts import GPU_DEVICE_CLASS, dra_gpus
 from aisite.platform.common import GPU_RESOURCE, labels, obj, pod_security_labels
 
 
@@ -36,7 +36,7 @@ def quota(plan: Plan, t: TenantPlan) -> dict[str, Any]:
 def _dra_quota(plan: Plan, t: TenantPlan) -> dict[str, str]:
     """Under DRA the pods claim GPUs instead of requesting nvidia.com/gpu: Kubernetes quotas a namespace's claims per
     DeviceClass as <class>.deviceclass.resource.k8s.io/devices (Kubernetes docs, Resource Quotas: quota for DRA)."""
-    if plan.kubernetes.gpu_allocation != "dra" or not uses_dra_driver(plan):
+    if not dra_gpus(plan):
         return {}
     return {f"{GPU_DEVICE_CLASS}.deviceclass.resource.k8s.io/devices": str(t.gpu_quota)}
 
