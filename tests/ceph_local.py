@@ -40,7 +40,12 @@ def ceph_cluster(tmp_path: Path, mgr: bool = False) -> Iterator[LocalCeph]:
         # public_addr: every daemon binds loopback only (a manager binds every address otherwise).
         f"[global]\nfsid = {fsid}\nmon_host = v1:127.0.0.1:{port}\npublic_addr = 127.0.0.1\nrun_dir = {tmp_path}\n"
         f"admin_socket = {tmp_path}/$name.asok\nlog_file = {tmp_path}/$name.log\n"
-        f"[mon]\nmon_data = {tmp_path}/mon\n[mgr]\nmgr_data = {tmp_path}/mgr\n"
+        # Healthy however long it runs: a new monitor warns, once its first health pass has run (a minute or so on
+        # a loaded machine), of insecure global_id reclaim allowed, of msgr2 not bound (loopback v1 only here)
+        # and of a low disk on this machine.
+        f"[mon]\nmon_data = {tmp_path}/mon\nauth_allow_insecure_global_id_reclaim = false\n"
+        "mon_warn_on_msgr2_not_enabled = false\nmon_data_avail_warn = 1\n"
+        f"[mgr]\nmgr_data = {tmp_path}/mgr\n"
     )
     _run("ceph-authtool", "--create-keyring", str(keyring), "--gen-key", "-n", "mon.", "--cap", "mon", "allow *")
     caps = ["--cap", "mon", "allow *", "--cap", "osd", "allow *", "--cap", "mgr", "allow *"]
