@@ -68,8 +68,8 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """The real `aisite` entry point in a subprocess, so exit codes and stderr are what a user gets.
 
-    A whole-site deploy of the lab takes about 5 minutes on 2 cores (the podman connection costs ~2 s a task a
-    host there): the limit only catches a hang."""
+    The limit only catches a hang: a whole-site run of the lab took 561 s on 2 cores and over 900 s on a loaded
+    machine (a fresh-clone CI run, 2026-11-28), where a 900 s limit failed it."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("AISITE_", "PULUMI_"))}
     full_env.update(env or {})
     return subprocess.run(
@@ -79,7 +79,7 @@ def run_cli(
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=2400,
         check=False,
     )
 
