@@ -29,6 +29,27 @@ if [ ${#roles[@]} -eq 0 ]; then
     [[ " ${roles[*]} " == *" $role "* ]] || roles+=("$role")
   done
 fi
+# `make test` runs only the scenarios whose inputs changed since they last passed (scripts/molecule_record.py says
+# what a scenario's inputs are and keeps their digest in .ci/molecule-passed.json), and the stalest passes again;
+# AISITE_MOLECULE_ALL=1, or naming roles, runs every one asked.
+record() { .venv/bin/python scripts/molecule_record.py "$@"; }
+if [ "${AISITE_MOLECULE_CHANGED_ONLY:-0}" = 1 ] && [ "${AISITE_MOLECULE_ALL:-0}" != 1 ] && [ $# -eq 0 ]; then
+  changed=() unchanged=()
+  for role in "${roles[@]}"; do
+    if why="$(record unchanged "$role")"; then
+      echo "== molecule: $role not run: $why"
+      unchanged+=("$role")
+    else
+      changed+=("$role")
+    fi
+  done
+  # The Debian archive moves under an unchanged role: the passes older than AISITE_MOLECULE_STALE_DAYS (14) run
+  # again, AISITE_MOLECULE_REFRESH (1) of them, the oldest first.
+  read -r -a stale <<<"$(record stalest "${AISITE_MOLECULE_STALE_DAYS:-14}" "${AISITE_MOLECULE_REFRESH:-1}" \
+    ${unchanged[@]+"${unchanged[@]}"})"
+  for role in ${stale[@]+"${stale[@]}"}; do echo "== molecule: $role runs again: its pass is the stalest on record"; done
+  roles=(${changed[@]+"${changed[@]}"} ${stale[@]+"${stale[@]}"})
+fi
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT
 scenario() {  # one `molecule test` of ROLE[/SCENARIO], its output kept to name what failed
@@ -80,7 +101,11 @@ while [ "$next" -lt ${#roles[@]} ] || [ ${#running[@]} -gt 0 ]; do
   wait -n -p pid "${!running[@]}" || rc=$?
   role="${running[$pid]}"
   unset "running[$pid]"
-  report "$role" "$rc" || failed+=("$role")
+  if report "$role" "$rc"; then
+    record passed "$role" "$(cat "$logs/${role//\//-}.s")"
+  else
+    failed+=("$role")
+  fi
 done
 # A role that failed runs once more, alone (a loaded machine is the usual cause): one that passes then is reported
 # flaky (its failure above stays in the log); one that fails again fails the run.

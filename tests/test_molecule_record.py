@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -89,4 +88,3 @@ def test_the_committed_record_names_only_scenarios_that_exist() -> None:
     for run in data:
         role, _, scenario = run.partition("/")
         assert (ROOT / "roles" / role / "molecule" / (scenario or "default") / "molecule.yml").is_file(), run
-    assert sys.version_info >= (3, 11)
