@@ -30,7 +30,7 @@ fi
 # loadfile: a test file stays on one worker (the lab integration tests share one lab, in order).
 step "pytest"
 pytest_rc=0
-pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=25 "$@" || pytest_rc=$?
+pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=60 "$@" || pytest_rc=$?
 mol_rc=0
 if [ -n "$mol_pid" ]; then
   echo; echo "== pytest ended with ${pytest_rc} (at ${SECONDS} s); waiting for molecule"
