@@ -785,6 +785,11 @@ class Health(Strict):
     max_quarantined_fraction: Fraction = 0.1
     # ... or than this number, where set (0: never quarantine, only report and alert).
     max_quarantined: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    # An NVL72 rack whose NVLink fabric is at fault (two or more of its trays report a fabric problem of their own,
+    # or its trays split evenly between NVLink cliques) is quarantined whole, outside the node cap: no rack-scale job
+    # can use it, and taking it out tray by tray under the cap would leave most of it in service. At most this many
+    # racks at once (0: never a rack; a node cap of 0 holds them too).
+    max_quarantined_racks: Annotated[int, Field(ge=0, le=10_000)] = 1
     max_fs_used: Fraction = 0.95
     max_clock_offset_s: Annotated[float, Field(gt=0, le=3600)] = 0.5
     # A node's Kubernetes certificates (kubeadm's, /etc/kubernetes) closer than this to their expiry are a problem.

@@ -337,6 +337,42 @@ def test_quarantine_never_exceeds_its_cap_and_releases_only_after_clean_checks(
         assert not held or sum(r.quarantined for r in state.values()) == limit
 
 
+@given(
+    st.integers(0, 2),  # racks that may be out at once
+    st.integers(0, 3),  # the node cap
+    st.lists(st.tuples(st.sets(st.integers(0, 3), max_size=4), st.sets(st.integers(0, 11))), min_size=1, max_size=8),
+)
+def test_a_faulted_rack_is_decided_whole_under_the_racks_cap(
+    rack_limit: int, limit: int, rounds: list[tuple[set[int], set[int]]]
+) -> None:
+    """Four racks of three trays and a lone node each round: the faulted racks (their trays carry the rack's
+    problem) and the trays failing on their own. A faulted rack's trays all share one fate (all out, or all held
+    with the same reason), never more racks out than the racks' cap, never a rack out when the node cap is 0, and
+    the node cap counts only nodes out on their own."""
+    trays = {f"r{r}": [f"r{r}t{t}" for t in range(3)] for r in range(4)}
+    state: dict[str, NodeRecord] = {}
+    for i, (faulted, failing) in enumerate(rounds):
+        names = [t for ts in trays.values() for t in ts]
+        faults = {f"r{r}": (trays[f"r{r}"], "NVLink fabric") for r in sorted(faulted)}
+        bad = {t for r in faulted for t in trays[f"r{r}"]} | {names[k] for k in failing}
+        results = {t: _health(t, t not in bad) for t in names}
+        before = {k: r.quarantined for k, r in state.items()}
+        state, actions = decide(state, results, limit, 3, f"t{i}", racks=faults, rack_limit=rack_limit)
+        racks_out = {r.rack for r in state.values() if r.quarantined and r.rack}
+        assert len(racks_out) <= rack_limit and (limit > 0 or not racks_out)
+        assert sum(r.quarantined and not r.rack for r in state.values()) <= max(limit, sum(before.values()))
+        for rack, (members, _) in faults.items():
+            # Out with its rack, every tray; or the rack held: its trays not yet out held for one reason, and a
+            # tray out on its own before stays out as a node.
+            if any(state[t].rack == rack for t in members):
+                assert all(state[t].quarantined and state[t].rack == rack for t in members), rack
+            else:
+                held = {a.reason for a in actions if a.node in members and a.kind == "held"}
+                assert {a.node for a in actions if a.node in members} == {t for t in members if not before.get(t)}
+                assert len(held) == (1 if not all(before.get(t) for t in members) else 0), held
+                assert all(state[t].quarantined == bool(before.get(t)) for t in members)
+
+
 def test_the_cap_holds_a_site_back_from_draining_itself() -> None:
     """A bad threshold fails every node at once: a tenth of them are quarantined, the rest held and alerted."""
     nodes = [f"gpu{k:02d}" for k in range(20)]

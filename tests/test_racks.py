@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from aisite.catalog import GPU_TYPES, SERVER_MODELS
@@ -194,20 +195,82 @@ def test_two_cliques_on_one_tray_are_a_problem() -> None:
 
 def test_the_site_names_a_tray_in_another_clique_than_its_rack() -> None:
     from aisite.health.judge import NodeHealth
-    from aisite.health.site import from_status, rack_cliques
+    from aisite.health.site import from_status, rack_domains
 
     plan = build_plan(load_site("gb200"))
     rack = plan.racks[0]
     results = {t: NodeHealth(t, clique=f"{CLUSTER}.2") for t in rack.trays}
     results[rack.trays[5]].clique = f"{CLUSTER}.9"
-    rack_cliques(plan, results)
+    assert rack_domains(plan, results) == {}
     bad = {n: [p.message for p in h.problems] for n, h in results.items() if h.problems}
     assert bad == {rack.trays[5]: [f"in NVLink clique {CLUSTER}.9; 17 of rack a08's trays are in {CLUSTER}.2"]}
-    # A rack split evenly names no tray.
+    # A rack split evenly has no partition of its own: the rack's fabric is at fault, every tray carries it.
     even = {t: NodeHealth(t, clique=f"{CLUSTER}.{2 if i % 2 else 3}") for i, t in enumerate(rack.trays)}
-    rack_cliques(plan, even)
-    assert not any(h.problems for h in even.values())
+    faults = rack_domains(plan, even)
+    why = f"NVLink fabric: its trays split evenly between cliques {CLUSTER}.2 and {CLUSTER}.3"
+    assert faults == {"a08": (list(rack.trays), why)}
+    assert all([(p.subject, p.message) for p in h.problems] == [("rack a08", why)] for h in even.values())
     # The clique is a node's word: anything but "<uuid>.<id>" makes its whole status unreadable.
     status = {"node": "gb001", "problems": [], "clique": "$(reboot).2"}
     assert from_status("gb001", status).problems[0].check == "status"
     assert from_status("gb001", status | {"clique": f"{CLUSTER}.2"}).clique == f"{CLUSTER}.2"
+
+
+def _fabric_failure(tray: str) -> Any:
+    from aisite.health.judge import NodeHealth, Problem
+
+    return NodeHealth(tray, [Problem("gpu-fabric", "0000:0A:00.0", "fabric registration In Progress")])
+
+
+def test_a_rack_whose_fabric_fails_is_quarantined_whole_under_the_racks_cap(tmp_path: Path) -> None:
+    """Two trays of rack a08 report fabric problems of their own: its NVLink fabric, not one tray, is at fault.
+    All 18 of its trays are quarantined together (over the node cap of 7 of 72), counted under the racks' cap of
+    one: a second rack failing the same way is held, whole, and so is a rack when the node cap is 0. A single
+    tray's fabric problem is that tray's, decided under the node cap. The rack comes back when its trays check
+    clean."""
+    from aisite.health.judge import NodeHealth
+    from aisite.health.site import run_pass
+
+    plan = build_plan(load_site("gb200"))
+    a08, a09, a10 = plan.racks[0], plan.racks[1], plan.racks[2]
+    assert plan.health is not None and plan.health.max_quarantined_racks == 1
+    status = {n.name: {"node": n.name, "problems": [], "clique": f"{CLUSTER}.2"} for n in plan.nodes}
+
+    def failing(*trays: str) -> dict[str, Any]:
+        out = {k: dict(v) for k, v in status.items()}
+        for t in trays:
+            p = _fabric_failure(t).problems[0]
+            out[t] = {"node": t, "problems": [{"check": p.check, "subject": p.subject, "message": p.message}]}
+        return out
+
+    folder, members = tmp_path / "health", tmp_path / "members.json"
+    hp = run_pass(plan, failing(a08.trays[0], a08.trays[3], a10.trays[1]), folder, members)
+    quarantined = sorted(n for n, r in hp.state.items() if r.quarantined)
+    assert quarantined == sorted(a08.trays), quarantined
+    assert hp.limit == 7 and all(hp.state[t].rack == "a08" and hp.state[t].reason == "gpu-fabric" for t in a08.trays)
+    # One tray's own problem is decided as a node's, and the budget counts a08's 72 GPUs out: it waits.
+    (lone,) = [a for a in hp.actions if a.node == a10.trays[1]]
+    assert lone.kind == "held" and "site's disruption budget: 76 GPUs out of service, over" in lone.reason, lone
+    first = next(a for a in hp.actions if a.node == a08.trays[5])
+    assert first.kind == "quarantine" and first.reason.startswith("rack a08: NVLink fabric: 2 of its 18 trays"), first
+    assert 'aisite_health_rack_quarantined{rack="a08"} 18.0' in Path(hp.files["metrics"]).read_text()
+    # A second rack's fabric fails while a08 is out: held whole, the cap of one rack reached.
+    hp = run_pass(plan, failing(a08.trays[0], a08.trays[3], a09.trays[2], a09.trays[7]), folder, members)
+    held = {a.node: a.reason for a in hp.actions if a.kind == "held"}
+    assert sorted(held) == sorted(a09.trays) and not any(hp.state[t].quarantined for t in a09.trays)
+    assert held[a09.trays[0]].startswith("cap of 1 quarantined rack(s) reached: rack a09: NVLink fabric"), held
+    assert all(hp.state[t].quarantined for t in a08.trays)  # still failing: still out
+    # a08's fabric repaired: its trays come back after recover_after (3) clean checks, a09 then goes out.
+    for _ in range(3):
+        hp = run_pass(plan, failing(a09.trays[2], a09.trays[7]), folder, members)
+    released = sorted(a.node for a in hp.actions if a.kind == "release")
+    assert released == sorted(a08.trays), released
+    assert all(hp.state[t].quarantined and hp.state[t].rack == "a09" for t in a09.trays)
+    # A node cap of 0 (never quarantine) holds a rack too.
+    data = gb200()
+    data["health"] = {"max_quarantined": 0}
+    off = build_plan(parse_site(data))
+    hp = run_pass(off, failing(a08.trays[0], a08.trays[3]), tmp_path / "off", tmp_path / "off.json")
+    assert not any(r.quarantined for r in hp.state.values())
+    assert {a.kind for a in hp.actions} == {"held"} and all("quarantine is off" in a.reason for a in hp.actions)
+    assert len(hp.actions) == 18 and isinstance(hp.results[a08.trays[1]], NodeHealth)

@@ -29,6 +29,7 @@ class NodeRecord:
     # A decision not yet seen applied on the cluster ("quarantine" or "release"): applied again every pass until
     # the apply succeeds (no cluster answered, or the apply failed).
     pending: str = ""
+    rack: str = ""  # quarantined with its whole rack (its NVLink fabric at fault), counted under the racks' cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +57,24 @@ def decide(
     *,
     budget: Budget | None = None,
     elsewhere: Iterable[str] = (),
+    racks: dict[str, tuple[list[str], str]] | None = None,
+    rack_limit: int = 0,
 ) -> tuple[dict[str, NodeRecord], list[Action]]:
     """The next state and the actions that lead there. A node with no result this round keeps its state. Beside
     its own cap, a quarantine takes its place in the site's disruption budget, with `elsewhere` (members out for
-    maintenance) counted."""
+    maintenance) counted.
+
+    `racks` are the racks whose NVLink fabric is at fault this round (name -> its trays, and why; each tray's
+    result already carries the rack's problem): each is decided whole, every tray quarantined together, under
+    `rack_limit` racks at once instead of the node cap. The budget counts their trays out (what else is decided
+    waits for them) but does not hold a rack back: a rack with a broken fabric is out of NVLink service whether or
+    not it is tainted. A node cap of 0 (never quarantine) holds racks too."""
     new = {
-        n: NodeRecord(r.quarantined, r.clean, r.reason, r.since, r.failing_since, r.pending) for n, r in state.items()
+        n: NodeRecord(r.quarantined, r.clean, r.reason, r.since, r.failing_since, r.pending, r.rack)
+        for n, r in state.items()
     }
+    racks = racks or {}
+    in_rack = {t for trays, _ in racks.values() for t in trays}
     away = list(elsewhere)
     actions: list[Action] = []
     # Releases first: a node that recovered frees its place under the cap for one that fails this round.
@@ -81,15 +93,19 @@ def decide(
     # The worst first, so a cap reached keeps the likeliest-broken node out: by the gravest problem (a GPU's XID
     # or ECC failure before a rail down, before counters, disk and clock; never by how many a node reports, which
     # is the node's to inflate), then the longest failing.
+    actions += _decide_racks(new, results, racks, limit=limit, rack_limit=rack_limit, now=now)
     for node in sorted(failing, key=lambda n: (severity(results[n]), new[n].failing_since, n)):
+        if node in in_rack:
+            continue
         h = results[node]
         rec = new[node]
         rec.clean = 0
         problem, reason = summary(h)
         if rec.quarantined:
-            rec.reason = reason
+            # Failing on its own now, its rack's fault gone: it stays out as a node.
+            rec.reason, rec.rack = reason, ""
             continue
-        if sum(r.quarantined for r in new.values()) >= limit:
+        if sum(r.quarantined and not r.rack for r in new.values()) >= limit:
             actions.append(Action(node, "held", f"cap of {limit} quarantined node(s) reached: {problem}", now))
             continue
         if budget is not None and node in budget.members:
@@ -102,6 +118,38 @@ def decide(
         rec.quarantined, rec.reason, rec.since, rec.pending = True, reason, now, "quarantine"
         actions.append(Action(node, "quarantine", problem, now))
     return new, actions
+
+
+def _decide_racks(
+    new: dict[str, NodeRecord],
+    results: dict[str, NodeHealth],
+    racks: dict[str, tuple[list[str], str]],
+    *,
+    limit: int,
+    rack_limit: int,
+    now: str,
+) -> list[Action]:
+    """Each faulted rack's trays, together: all quarantined with the rack, or, the racks' cap reached, those not
+    yet out all held (a tray already out on its own stays out as a node)."""
+    actions: list[Action] = []
+    for rack, (trays, why) in sorted(racks.items()):
+        present = [t for t in trays if t in results]
+        for t in present:
+            new[t].clean = 0
+        already = any(new[t].quarantined and new[t].rack == rack for t in present)
+        out = {r.rack for r in new.values() if r.quarantined and r.rack} - {rack}
+        todo = [t for t in present if not new[t].quarantined]
+        if not already and (limit == 0 or len(out) >= rack_limit):
+            cause = f"cap of {rack_limit} quarantined rack(s) reached" if limit else "quarantine is off (node cap 0)"
+            actions += [Action(t, "held", f"{cause}: rack {rack}: {why}", now) for t in todo]
+            continue
+        for t in present:
+            rec = new[t]
+            if t in todo:
+                rec.quarantined, rec.since, rec.pending = True, now, "quarantine"
+                actions.append(Action(t, "quarantine", f"rack {rack}: {why}", now))
+            rec.reason, rec.rack = "gpu-fabric", rack
+    return actions
 
 
 def severity(h: NodeHealth) -> int:
@@ -145,6 +193,14 @@ def metrics(state: dict[str, NodeRecord], actions: list[Action], limit: int) -> 
     for node, rec in sorted(state.items()):
         q.labels(node, rec.reason if rec.quarantined else "").set(1 if rec.quarantined else 0)
     Gauge("aisite_health_quarantine_cap", "Nodes that may be quarantined at once", registry=reg).set(limit)
+    racks = Gauge(
+        "aisite_health_rack_quarantined",
+        "Trays quarantined with their rack (its NVLink fabric)",
+        ["rack"],
+        registry=reg,
+    )
+    for rack in sorted({r.rack for r in state.values() if r.quarantined and r.rack}):
+        racks.labels(rack).set(sum(r.quarantined and r.rack == rack for r in state.values()))
     held = Gauge("aisite_health_held", "1 for a failing node the cap kept in service", ["node"], registry=reg)
     for a in actions:
         if a.kind == "held":

@@ -76,25 +76,41 @@ def from_status(node: str, doc: Any) -> NodeHealth:
     return NodeHealth(node, problems, checked, skipped, st.clique)
 
 
-def rack_cliques(plan: Plan, results: dict[str, NodeHealth]) -> None:
-    """Each rack's trays in one NVLink clique: a tray whose clique is not the one most of its rack reports is in
-    another NVLink partition (its GPUs cannot reach the rack's over NVLink), a gpu-fabric problem of its own. A tie
-    names no tray: the rack's fabric, not a tray, is then in question, and each tray's own check says the rest."""
+def rack_domains(plan: Plan, results: dict[str, NodeHealth]) -> dict[str, tuple[list[str], str]]:
+    """Each rack's NVLink domain, judged from its trays' checks. The rack's fabric is at fault when two or more of
+    its trays report a fabric problem of their own (one tray's is that tray's), or when its trays split evenly
+    between cliques (no partition is the rack's): every tray of the rack then carries the rack's problem, and the
+    rack is returned (name -> its trays, why) to be quarantined whole. Otherwise a tray whose clique is not the one
+    most of its rack reports is in another NVLink partition (its GPUs cannot reach the rack's), a problem of its
+    own."""
+    faults: dict[str, tuple[list[str], str]] = {}
     for rack in plan.racks:
+        own = [t for t in rack.trays if t in results and any(p.check == "gpu-fabric" for p in results[t].problems)]
         cliques = {t: results[t].clique for t in rack.trays if t in results and results[t].clique}
         counts: dict[str, int] = {}
         for c in cliques.values():
             counts[c] = counts.get(c, 0) + 1
-        if len(counts) < 2:
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        why = ""
+        if len(own) >= 2:
+            named = ", ".join(own[:4]) + (", ..." if len(own) > 4 else "")
+            why = f"NVLink fabric: {len(own)} of its {len(rack.trays)} trays report a fabric problem ({named})"
+        elif len(ranked) >= 2 and ranked[0][1] == ranked[1][1]:
+            why = f"NVLink fabric: its trays split evenly between cliques {ranked[0][0]} and {ranked[1][0]}"
+        if why:
+            trays = [t for t in rack.trays if t in results]
+            for t in trays:
+                results[t].problems.append(Problem("gpu-fabric", f"rack {rack.name}", why))
+            faults[rack.name] = (list(rack.trays), why)
             continue
-        ranked = sorted(counts.items(), key=lambda kv: -kv[1])
-        if ranked[0][1] == ranked[1][1]:
+        if len(ranked) < 2:
             continue
         main = ranked[0][0]
         for tray, clique in cliques.items():
             if clique != main:
                 message = f"in NVLink clique {clique}; {ranked[0][1]} of rack {rack.name}'s trays are in {main}"
                 results[tray].problems.append(Problem("gpu-fabric", f"rack {rack.name}", message))
+    return faults
 
 
 _RECORD_TYPES = {f.name: type(f.default) for f in fields(NodeRecord)}
@@ -170,7 +186,7 @@ def run_pass(
     nodes = [n.name for n in plan.nodes]
     # A node that answered with no status at all (None) has not checked yet; anything else is parsed.
     results = {n: from_status(n, records[n]) for n in nodes if records.get(n) is not None}
-    rack_cliques(plan, results)
+    faults = rack_domains(plan, results)
     missing = [n for n in nodes if n not in results]
     h = plan.health
     limit = cap(len(nodes), h.max_quarantined_fraction, h.max_quarantined)
@@ -182,6 +198,8 @@ def run_pass(
         at,
         budget=site_budget(plan),
         elsewhere=lifecycle.held_out(members, but="health"),
+        racks=faults,
+        rack_limit=h.max_quarantined_racks,
     )
     folder.mkdir(parents=True, exist_ok=True)
     _save_state(folder / "state.json", state)

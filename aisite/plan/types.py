@@ -504,6 +504,7 @@ class HealthPlan:
     max_fs_used: float
     max_clock_offset_s: float
     min_certificate_days: int = 30
+    max_quarantined_racks: int = 1
 
 
 @dataclass(frozen=True, slots=True)
