@@ -94,6 +94,11 @@ def decide(
     # or ECC failure before a rail down, before counters, disk and clock; never by how many a node reports, which
     # is the node's to inflate), then the longest failing.
     actions += _decide_racks(new, results, racks, limit=limit, rack_limit=rack_limit, now=now)
+    # A tray out with its rack that now fails on its own (its rack's fault gone) stays out, as a node: counted
+    # under the node cap before any other node is decided.
+    for node in failing:
+        if node not in in_rack and new[node].rack:
+            new[node].rack = ""
     for node in sorted(failing, key=lambda n: (severity(results[n]), new[n].failing_since, n)):
         if node in in_rack:
             continue
@@ -102,8 +107,7 @@ def decide(
         rec.clean = 0
         problem, reason = summary(h)
         if rec.quarantined:
-            # Failing on its own now, its rack's fault gone: it stays out as a node.
-            rec.reason, rec.rack = reason, ""
+            rec.reason = reason
             continue
         if sum(r.quarantined and not r.rack for r in new.values()) >= limit:
             actions.append(Action(node, "held", f"cap of {limit} quarantined node(s) reached: {problem}", now))
