@@ -274,3 +274,59 @@ def test_a_rack_whose_fabric_fails_is_quarantined_whole_under_the_racks_cap(tmp_
     assert not any(r.quarantined for r in hp.state.values())
     assert {a.kind for a in hp.actions} == {"held"} and all("quarantine is off" in a.reason for a in hp.actions)
     assert len(hp.actions) == 18 and isinstance(hp.results[a08.trays[1]], NodeHealth)
+
+
+IMEX = Path(__file__).parent / "fixtures" / "health"
+
+
+def test_the_host_imex_domain_is_read_from_nvidia_imex_ctl() -> None:
+    """`nvidia-imex-ctl -N` of 18 GB200 trays (AWS's published example, tests/fixtures/health/README.md): every
+    member READY, all connected, the domain UP; then the edited copy with member 5 unreachable and the domain
+    DEGRADED, read from member 0 and from member 5; then no tool at all."""
+    from aisite.health.judge import Expected, Facts, judge
+    from aisite.health.parse import imex_domain
+
+    up = imex_domain((IMEX / "nvidia-imex-ctl-N-gb200-18-aws.txt").read_text())
+    assert len(up.members) == 18 and up.state == "UP" and {m.state for m in up.members} == {"READY"}
+    assert up.members[5].address == "172.31.50.44" and up.members[5].version == "570.172"
+    assert sorted(up.connections) == list(range(18)) and all(r == ["C"] * 18 for r in up.connections.values())
+
+    def verdict(domain: Any, address: str, error: str | None = None) -> list[tuple[str, str]]:
+        h = judge(Facts(imex=domain, imex_error=error), Expected("gb001", 0, False, (), imex_address=address))
+        assert "imex" in h.checked
+        return [(p.subject, p.message) for p in h.problems]
+
+    assert verdict(up, "172.31.50.44") == []
+    down = imex_domain((IMEX / "nvidia-imex-ctl-N-node5-down-edited.txt").read_text())
+    assert down.members[5].state == "UNAVAILABLE" and down.connections[5] == ["I"] * 18
+    assert verdict(down, "172.31.48.81") == [
+        ("172.31.48.81", "not connected to 172.31.50.44 (D)"),
+        ("domain", "IMEX domain DEGRADED"),
+    ]
+    assert verdict(down, "172.31.50.44") == [
+        ("172.31.50.44", "this tray's IMEX daemon is UNAVAILABLE"),
+        ("domain", "IMEX domain DEGRADED"),
+    ]
+    # A member the domain does not list, and a line a hostile daemon might print, are not read as members.
+    forged = imex_domain("Node #0   - $(reboot)    - READY    - Version: 570.172\nDomain State: UP\n")
+    assert forged.members == [] and verdict(forged, "10.0.0.1") == [
+        ("10.0.0.1", "not a member of the IMEX domain it reports")
+    ]
+    assert verdict(None, "10.0.0.1", "nvidia-imex-ctl is not installed") == [
+        ("node", "nvidia-imex-ctl -N: nvidia-imex-ctl is not installed")
+    ]
+    # Where the host does not run IMEX (the DRA driver's pods do), nothing is asked of it.
+    h = judge(Facts(), Expected("gb001", 0, False, ()))
+    assert "imex" not in h.checked and h.healthy
+
+
+def test_imex_runs_in_pods_beside_the_gpu_operator_and_on_the_hosts_without_it() -> None:
+    plan = build_plan(load_site("gb200"))
+    assert {r.imex for r in plan.racks} == {"pods"}
+    data = gb200()
+    data["kubernetes"]["addons"] = [a for a in data["kubernetes"]["addons"] if a != "gpu-operator"]
+    data["kubernetes"]["gpu_allocation"] = "device-plugin"
+    own = build_plan(parse_site(data))
+    assert {r.imex for r in own.racks} == {"host"}
+    tray = inventory(own)["all"]["children"][NODE_GROUPS["gpu"]]["hosts"][own.racks[0].trays[0]]
+    assert tray["aisite_imex_runs"] == "host" and tray["aisite_imex_peers"] == list(own.racks[0].imex_peers)

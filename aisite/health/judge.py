@@ -8,12 +8,21 @@ import sys
 from dataclasses import dataclass, field
 
 try:  # inside the package, or beside parse.py on a node
-    from aisite.health.parse import DiagResult, GpuMemoryState, LinkState, NvlinkState, RdmaPort, XidEvent
+    from aisite.health.parse import (
+        DiagResult,
+        GpuMemoryState,
+        ImexDomain,
+        LinkState,
+        NvlinkState,
+        RdmaPort,
+        XidEvent,
+    )
 except ImportError:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from parse import (  # type: ignore[import-not-found,no-redef]
         DiagResult,
         GpuMemoryState,
+        ImexDomain,
         LinkState,
         NvlinkState,
         RdmaPort,
@@ -55,6 +64,9 @@ class Expected:
     min_certificate_days: int = 30
     driver_branch: int = 0  # the NVIDIA driver branch the plan installs (580: 580.x is loaded); 0: not judged
     rack: str = ""  # a rack-scale tray's rack (NVL72): its GPUs must be in one NVLink clique; "" none
+    # Where the host's IMEX daemon runs (a rack without the GPU Operator): this tray's address in the rack's IMEX
+    # domain (nodes_config.cfg); "" where IMEX is not the host's (the DRA driver runs it per job, or no rack).
+    imex_address: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +103,8 @@ class Facts:
     # Kubernetes certificate (a file under /etc/kubernetes, or a kubeconfig's client certificate) -> days until
     # it expires (negative: expired; None: unreadable); None: the node has no kubeadm certificates.
     certificates: dict[str, float | None] | None = None
+    imex: ImexDomain | None = None  # `nvidia-imex-ctl -N`, where the host runs IMEX
+    imex_error: str | None = None  # nvidia-imex-ctl missing, failing or silent: its own words
 
 
 # Every check a node reports, by severity for the quarantine (0 first): the GPU itself failing, then a rail or
@@ -104,6 +118,7 @@ CHECKS = {
     "gpu-recovery": 0,
     "gpu-driver": 0,
     "gpu-fabric": 0,
+    "imex": 0,
     "dcgm-diag": 0,
     "rail": 1,
     "rdma": 1,
@@ -166,7 +181,35 @@ def judge(facts: Facts, expected: Expected) -> NodeHealth:
     _certificates(facts, expected, h)
     _diag(facts, h, gpu)
     _rdma(facts, expected, h)
+    _imex(facts, expected, h)
     return h
+
+
+def _imex(facts: Facts, expected: Expected, h: NodeHealth) -> None:
+    """The host's IMEX daemon in its rack's domain: this tray READY, connected to every member, the domain UP. A
+    multi-node NVLink job's memory export and import go through it (NVIDIA IMEX guide)."""
+    if not expected.imex_address:
+        return
+    h.checked.append("imex")
+    d = facts.imex
+    if d is None or facts.imex_error is not None:
+        h.problems.append(Problem("imex", "node", f"nvidia-imex-ctl -N: {facts.imex_error or 'no answer'}"))
+        return
+    me = next((m for m in d.members if m.address == expected.imex_address), None)
+    if me is None:
+        h.problems.append(Problem("imex", expected.imex_address, "not a member of the IMEX domain it reports"))
+    elif me.state != "READY":
+        h.problems.append(Problem("imex", expected.imex_address, f"this tray's IMEX daemon is {me.state}"))
+    else:
+        row = d.connections.get(me.index, [])
+        by_index = {m.index: m.address for m in d.members}
+        lost = [f"{by_index.get(i, f'#{i}')} ({c})" for i, c in enumerate(row) if c != "C" and i != me.index]
+        if len(row) < len(d.members):
+            h.problems.append(Problem("imex", expected.imex_address, "no connection status to every member"))
+        elif lost:
+            h.problems.append(Problem("imex", expected.imex_address, "not connected to " + ", ".join(lost[:6])))
+    if d.state != "UP":
+        h.problems.append(Problem("imex", "domain", f"IMEX domain {d.state or 'state not printed'}"))
 
 
 def _rdma(facts: Facts, expected: Expected, h: NodeHealth) -> None:

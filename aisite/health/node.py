@@ -155,6 +155,11 @@ def collect(expected: Expected, window: int, previous: dict[str, dict[str, int]]
         found = sorted(p.name for p in behind.iterdir()) if behind.is_dir() else []
         if found:
             rail_rdma[name] = found[0]
+    imex, imex_error = None, None
+    if expected.imex_address:
+        text, why = _tool("nvidia-imex-ctl", "-N", timeout=30)
+        imex = parse.imex_domain(text) if text is not None else None
+        imex_error = None if text is not None else (why or "nvidia-imex-ctl is not installed")
     return Facts(
         xids=parse.xid_events(log) if log is not None else None,
         memory=parse.smi_query(smi) if smi is not None else None,
@@ -168,6 +173,8 @@ def collect(expected: Expected, window: int, previous: dict[str, dict[str, int]]
         previous_counters=previous,
         rail_rdma=rail_rdma,
         certificates=certificates(),
+        imex=imex,
+        imex_error=imex_error,
     )
 
 
@@ -233,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         min_certificate_days=int(doc.get("min_certificate_days", 30)),
         driver_branch=int(doc.get("driver_branch", 0)),
         rack=str(doc.get("rack", "")),
+        imex_address=str(doc.get("imex_address", "")),
     )
     now = time.time()
     counters_file = a.out / "counters.json"  # the RDMA ports' and GPUs' counters at this check

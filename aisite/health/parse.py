@@ -9,7 +9,9 @@
   --link-status`: per GPU each link up or down;
 - `dcgmi diag -r N -j`: every test's result per GPU;
 - `ip -j addr`: interfaces, their state, MTU and IPv4 addresses;
-- /sys/class/infiniband: each RDMA port's state, rate and error counters.
+- /sys/class/infiniband: each RDMA port's state, rate and error counters;
+- `nvidia-imex-ctl -N`: the IMEX domain's members (address, state, version), who is connected to whom, and the
+  domain's state.
 """
 
 from __future__ import annotations
@@ -237,6 +239,49 @@ def dcgmi_link_status(text: str) -> list[NvlinkState]:
             gpus[-1].links = {i: (0.0 if c == "U" else None) for i, c in enumerate(letters) if c != "_"}
             gpus[-1].all_inactive = all(c in "DX" for c in letters if c != "_")
     return gpus
+
+
+# `nvidia-imex-ctl -N` (NVIDIA IMEX guide, IMEX Service Command Service): a line per member, its connections'
+# table (a row per member: its status to each), and the domain's state. Members' states and the table's letters are
+# the daemon's words, matched narrowly: anything else is not read.
+_IMEX_NODE = re.compile(
+    r"^Node #(?P<index>\d{1,4})\s+-\s+(?P<address>[0-9a-fA-F.:]{3,45})\s+-\s+(?P<state>[A-Z_]{1,32})"
+    r"(?:\s+-\s+Version:\s*(?P<version>[0-9.]{0,32}))?\s*$"
+)
+_IMEX_ROW = re.compile(r"^\s*(?P<index>\d{1,4})\s+(?P<cells>(?:(?:C|I|N|R|D|A|!V!|!M!)\s*)+)$")
+_IMEX_DOMAIN = re.compile(r"^Domain State:\s*(?P<state>[A-Z_]{1,32})\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class ImexMember:
+    index: int
+    address: str
+    state: str  # READY when the member's daemon is up and in the domain
+    version: str
+
+
+@dataclass(slots=True)
+class ImexDomain:
+    members: list[ImexMember] = field(default_factory=list)
+    connections: dict[int, list[str]] = field(default_factory=dict)  # member -> its status to each member, in order
+    state: str = ""  # UP, DEGRADED, DOWN; "" when not printed
+
+
+def imex_domain(text: str) -> ImexDomain:
+    """`nvidia-imex-ctl -N`'s members, connection table and domain state (the human-readable form)."""
+    d = ImexDomain()
+    table = False
+    for line in text.splitlines():
+        if m := _IMEX_NODE.match(line):
+            d.members.append(ImexMember(int(m["index"]), m["address"], m["state"], m["version"] or ""))
+        elif line.strip().startswith("Nodes From\\To"):
+            table = True
+        elif m := _IMEX_DOMAIN.match(line.strip()):
+            d.state = m["state"]
+            table = False
+        elif table and (m := _IMEX_ROW.match(line)):
+            d.connections[int(m["index"])] = m["cells"].split()
+    return d
 
 
 @dataclass(frozen=True, slots=True)

@@ -612,6 +612,8 @@ def rack_plans(site: Site, nodes: tuple[Node, ...]) -> tuple[RackPlan, ...]:
                     gpus=trays * model.gpus,
                     switch_trays=model.rack_switch_trays,
                     imex_peers=tuple(by_name[m].management.address for m in members if m in by_name),
+                    # The GPU Operator's site installs the DRA driver with it (platform.charts.uses_dra_driver).
+                    imex="pods" if "gpu-operator" in site.kubernetes.addons else "host",
                 )
             )
     return tuple(out)

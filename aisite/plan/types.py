@@ -148,6 +148,10 @@ class RackPlan:
     gpus: int  # its NVLink domain: trays x GPUs a tray
     switch_trays: int  # the model's NVLink switch trays a rack (their NVOS and fabric manager are not aisite's)
     imex_peers: tuple[str, ...]  # the trays' management addresses, in the trays' order
+    # Where its IMEX daemons run: "pods", the DRA driver's per ComputeDomain (the GPU Operator's site: the host's
+    # service stays masked), or "host", the trays' own nvidia-imex service over the whole rack (a site without the
+    # GPU Operator, its jobs outside Kubernetes or with the device plugin), checked by the node health check.
+    imex: str = "pods"
 
 
 @dataclass(frozen=True, slots=True)

@@ -120,11 +120,13 @@ def _bmc_vars(node: Node) -> dict[str, Any]:
 def inventory(plan: Plan) -> dict[str, Any]:
     groups = (*NODE_GROUPS.values(), *SWITCH_GROUPS.values(), ACCESS_SWITCHES, "oob")
     children: dict[str, Any] = {g: {"hosts": {}} for g in groups}
-    peers = {r.name: list(r.imex_peers) for r in plan.racks}
+    racks = {r.name: r for r in plan.racks}
     for node in plan.nodes:
         children[NODE_GROUPS[node.role]]["hosts"][node.name] = _node_vars(node)
         if node.rack is not None:  # its rack's IMEX domain (role nvidia): a change re-runs that rack's trays alone
-            children[NODE_GROUPS[node.role]]["hosts"][node.name]["aisite_imex_peers"] = peers[node.rack]
+            host = children[NODE_GROUPS[node.role]]["hosts"][node.name]
+            host["aisite_imex_peers"] = list(racks[node.rack].imex_peers)
+            host["aisite_imex_runs"] = racks[node.rack].imex
         children["oob"]["hosts"][f"{node.name}-bmc"] = _bmc_vars(node)
     for sw in plan.switches:
         group = SWITCH_GROUPS.get(sw.role)
