@@ -22,7 +22,10 @@ def test_the_timer_is_enabled_and_active(host):
 def test_the_check_finds_the_missing_rail_and_says_what_it_skipped(host):
     status = _status(host)
     assert status["healthy"] is False and status["reason"] == "rail"
-    assert status["problems"] == [{"check": "rail", "subject": "rail7", "message": "missing"}]
+    assert status["problems"] == [
+        {"check": "rail", "subject": "rail7", "message": "missing"},
+        {"check": "imex", "subject": "node", "message": "nvidia-imex-ctl -N: nvidia-imex-ctl is not installed"},
+    ]
     # A container has no kernel log, chrony cannot keep its time: said, not passed silently.
     assert any(s.startswith("xid:") for s in status["skipped"])
     assert "filesystem" in status["checked"]
@@ -30,7 +33,7 @@ def test_the_check_finds_the_missing_rail_and_says_what_it_skipped(host):
 
 def test_a_trays_rack_reaches_the_check_and_no_gpu_reports_no_clique(host):
     expected = json.loads(host.file("/etc/aisite/health/expected.json").content_string)
-    assert expected["rack"] == "a08" and expected["gpus"] == 0
+    assert expected["rack"] == "a08" and expected["gpus"] == 0 and expected["imex_address"] == "10.30.2.5"
     assert _status(host)["clique"] == ""
 
 
@@ -39,6 +42,7 @@ def test_the_metrics_are_there_for_node_exporter(host):
     prom = host.file("/var/lib/node_exporter/textfile_collector/aisite_health.prom").content_string
     assert "aisite_health_healthy{node=" in prom and prom.split("aisite_health_healthy{")[1].split()[1] == "0"
     assert 'aisite_health_problem{check="rail",subject="rail7"} 1' in prom
+    assert 'aisite_health_problem{check="imex",subject="node"} 1' in prom
 
 
 def test_running_it_again_by_hand_gives_the_same_verdict(host):
