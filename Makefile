@@ -1,5 +1,5 @@
 # The README's two commands: `make lab` and `make test`. Each sets itself up first.
-.PHONY: setup lab test bench bench-lab bench-lab-cold bench-fabric bench-deploy bench-reconcile bench-scale bench-provision bench-storage manifests clean
+.PHONY: setup lab test reference bench bench-lab bench-lab-cold bench-fabric bench-deploy bench-reconcile bench-scale bench-provision bench-storage manifests clean
 
 setup:
 	@bash scripts/setup.sh
@@ -16,6 +16,10 @@ test: setup
 bench: setup
 	@.venv/bin/python benchmarks/site_scale_bench.py
 	@.venv/bin/python benchmarks/plan_bench.py
+
+# Re-generate docs/reference/ (every stack key, and the stack file's JSON Schema) from aisite/model.py.
+reference: setup
+	@.venv/bin/python -m aisite.reference --write
 
 clean:
 	rm -rf .aisite build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,185 @@
+"""The stack file's reference, from the model itself: every key with its type, default, constraints and what it
+means (the comment above its field in aisite/model.py), and the JSON Schema an editor checks and completes stack
+files with. Both are generated (`python -m aisite.reference --write`) into docs/ and a test keeps them current."""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from aisite import model
+from aisite.model import Site
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+KEYS = DOCS / "reference" / "stack-keys.md"
+SCHEMA = DOCS / "reference" / "stack.schema.json"
+# Where the site lives in a Pulumi stack file (stacks/Pulumi.<stack>.yaml).
+SITE_KEY = "aisite:site"
+
+
+def field_comments() -> dict[str, dict[str, str]]:
+    """Class -> field -> the comment lines right above the field in aisite/model.py (its meaning, said once)."""
+    source = Path(model.__file__).read_text()
+    lines = source.splitlines()
+    out: dict[str, dict[str, str]] = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        fields: dict[str, str] = {}
+        for item in node.body:
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                said: list[str] = []
+                at = item.lineno - 2
+                while at >= 0 and lines[at].strip().startswith("#"):
+                    said.insert(0, lines[at].strip().lstrip("#").strip())
+                    at -= 1
+                if said:
+                    fields[item.target.id] = " ".join(said)
+        out[node.name] = fields
+    return out
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of a stack file: Pulumi's `config:` with the site under `aisite:site`, each key described."""
+    site = Site.model_json_schema()
+    comments = field_comments()
+    for name, definition in [("Site", site), *site.get("$defs", {}).items()]:
+        said = comments.get(name, {})
+        for key, prop in definition.get("properties", {}).items():
+            if key in said and "description" not in prop:
+                prop["description"] = said[key]
+    defs = site.pop("$defs", {})
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "aisite stack file (stacks/Pulumi.<stack>.yaml)",
+        "type": "object",
+        "properties": {
+            "config": {
+                "type": "object",
+                "properties": {SITE_KEY: site},
+                "required": [SITE_KEY],
+            }
+        },
+        "required": ["config"],
+        "$defs": defs,
+    }
+
+
+def _type(node: dict[str, Any], defs: dict[str, Any]) -> str:
+    if "$ref" in node:
+        return str(node["$ref"]).rsplit("/", 1)[1]
+    if "enum" in node:
+        return " | ".join(json.dumps(v) for v in node["enum"])
+    if "const" in node:
+        return json.dumps(node["const"])
+    for union in ("anyOf", "oneOf"):
+        if union in node:
+            return " | ".join(_type(n, defs) for n in node[union])
+    kind = node.get("type", "any")
+    if kind == "array":
+        return f"list[{_type(node.get('items', {}), defs)}]"
+    if kind == "object" and "additionalProperties" in node and isinstance(node["additionalProperties"], dict):
+        return f"map[str, {_type(node['additionalProperties'], defs)}]"
+    return str(kind)
+
+
+CONSTRAINTS = (
+    ("minimum", ">= {}"),
+    ("exclusiveMinimum", "> {}"),
+    ("maximum", "<= {}"),
+    ("exclusiveMaximum", "< {}"),
+    ("minLength", "length >= {}"),
+    ("maxLength", "length <= {}"),
+    ("minItems", "items >= {}"),
+    ("maxItems", "items <= {}"),
+    ("pattern", "matches `{}`"),
+)
+
+
+def _constraints(node: dict[str, Any]) -> str:
+    found = [fmt.format(node[k]) for k, fmt in CONSTRAINTS if k in node]
+    for union in ("anyOf", "oneOf"):
+        for n in node.get(union, []):
+            found += [fmt.format(n[k]) for k, fmt in CONSTRAINTS if k in n]
+    return "; ".join(found)
+
+
+def _default(value: Any) -> str:
+    # An object's own keys say their defaults in its section; a long one here would say it twice.
+    if isinstance(value, dict) and value:
+        return "its keys' defaults"
+    return json.dumps(value)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def keys_markdown() -> str:
+    """Every key of a site, as a table per section, each object type once (in the order they are first met)."""
+    s = schema()
+    defs = s["$defs"]
+    root = s["properties"]["config"]["properties"][SITE_KEY]
+    out = [
+        "# Stack file keys",
+        "",
+        "Generated from `aisite/model.py` by `python -m aisite.reference --write` (a test keeps it current); the",
+        "JSON Schema beside it (`stack.schema.json`) is the same, for editors. A stack file holds the site under",
+        f"`config: {SITE_KEY}:`. Every key not marked required has the default shown; a key the model does not know",
+        "is refused.",
+        "",
+    ]
+    todo: list[tuple[str, dict[str, Any]]] = [("site", root)]
+    seen: set[str] = set()
+    while todo:
+        title, node = todo.pop(0)
+        required = set(node.get("required", []))
+        out += [f"## `{title}`", ""]
+        if node.get("description"):
+            out += [_cell(node["description"]), ""]
+        out += ["| key | type | default | constraints | meaning |", "|---|---|---|---|---|"]
+        for key, prop in node.get("properties", {}).items():
+            default = "required" if key in required else _default(prop.get("default"))
+            out.append(
+                f"| `{key}` | {_cell(_type(prop, defs))} | {_cell(default)} | {_cell(_constraints(prop))} "
+                f"| {_cell(prop.get('description', ''))} |"
+            )
+            for ref in _refs(prop):
+                if ref not in seen:
+                    seen.add(ref)
+                    todo.append((ref, defs[ref]))
+        out.append("")
+    return "\n".join(out)
+
+
+def _refs(node: Any) -> list[str]:
+    """The object types a key's value may be, in the order they appear."""
+    if isinstance(node, dict):
+        found = [node["$ref"].rsplit("/", 1)[1]] if isinstance(node.get("$ref"), str) else []
+        for v in node.values():
+            found += [r for r in _refs(v) if r not in found]
+        return found
+    if isinstance(node, list):
+        out: list[str] = []
+        for v in node:
+            out += [r for r in _refs(v) if r not in out]
+        return out
+    return []
+
+
+def write() -> list[Path]:
+    KEYS.parent.mkdir(parents=True, exist_ok=True)
+    KEYS.write_text(keys_markdown())
+    SCHEMA.write_text(json.dumps(schema(), indent=2, sort_keys=False) + "\n")
+    return [KEYS, SCHEMA]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        print("usage: python -m aisite.reference --write", file=sys.stderr)
+        sys.exit(2)
+    for p in write():
+        print(p)
