@@ -17,6 +17,7 @@ IMAGES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ais
 
 
 def site_dir(site: str) -> Path:
+    """Everything this machine keeps of one site; the BMC inventories the bmc role saves are under bmc/."""
     return STATE / site
 
 

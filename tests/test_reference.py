@@ -74,3 +74,19 @@ def test_the_shipped_stacks_pass_the_schema_and_unknown_keys_do_not() -> None:
         "config.aisite:site.fabric.topology",
         "config.aisite:site.health.max_quarantined_racks",
     ], found
+
+
+def test_every_variable_the_code_names_and_every_state_path_is_on_the_environment_page() -> None:
+    import re
+
+    from aisite import paths
+
+    page = reference.ENVIRONMENT.read_text()
+    assert page == reference.environment_markdown(), "run: python -m aisite.reference --write"
+    sources = [*(ROOT / "aisite").rglob("*.py"), *(ROOT / "scripts").iterdir(), ROOT / "Makefile", ROOT / ".ci" / "run"]
+    named = {m for f in sources if f.is_file() for m in re.findall(r"\bAISITE_[A-Z0-9_]*[A-Z0-9]", f.read_text())}
+    # AISITE_SECRET_ and AISITE_HOSTKEY_ are prefixes of names made per secret and per key type.
+    missing = sorted(n for n in named if n not in page and not n.startswith(("AISITE_SECRET", "AISITE_HOSTKEY")))
+    assert missing == [], missing
+    functions = [n for n, v in vars(paths).items() if callable(v) and getattr(v, "__module__", "") == paths.__name__]
+    assert functions and all(f"`paths.{n}`" in page for n in functions), functions
