@@ -194,6 +194,12 @@ def test_the_cabling_plan_lists_every_cable_and_draws_the_fabric() -> None:
     )
     pairs = {(c.a_device, c.b_device) for c in plan.cables if c.kind in ("rail", "fabric")}
     assert len(list(svg.iter(f"{ns}line"))) == len(pairs) == 32 * 8 + 8 * 4
+    assert {r["rack"] for r in rows} == {""}  # no rack-scale trays: the model places nothing in racks
+    # GB200 NVL72: a tray's cables name its rack.
+    gb = build_plan(parse_site(stack_data("gb200")))
+    racked = {r["device"]: r["rack"] for r in csv.DictReader(io.StringIO(cables_csv(gb))) if r["rack"]}
+    assert racked and racked == {t: r.name for r in gb.racks for t in r.trays if t in racked}
+    assert set(racked.values()) == {r.name for r in gb.racks}
 
 
 def test_more_ports_than_cages_splits_every_cage() -> None:

@@ -1,8 +1,9 @@
 """The cabling plan for the people who rack a site: every cable of the plan as CSV (what `aisite cabling` then
 checks over LLDP), and a drawing of the fabric (switch tiers and the GPU nodes' rails) as SVG.
 
-The model has no racks yet, so the CSV's rack column is empty rather than guessed; a host's port is its chassis
-label where the catalog knows it (a DGX H100's OSFP4P2), else its interface name."""
+The rack column names a rack-scale tray's rack (NVL72: the plan's racks) and is empty for every other device, as
+the model places nothing else in racks rather than guess; a host's port is its chassis label where the catalog
+knows it (a DGX H100's OSFP4P2), else its interface name."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ def cables_csv(plan: Plan) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(COLUMNS)
+    racks = {t: r.name for r in plan.racks for t in r.trays}
     for c in plan.cables:
-        w.writerow(("", c.a_device, c.a_label or c.a_port, c.a_port, c.b_device, c.b_port, c.kind, c.speed_gbps))
+        rack = racks.get(c.a_device, "")
+        w.writerow((rack, c.a_device, c.a_label or c.a_port, c.a_port, c.b_device, c.b_port, c.kind, c.speed_gbps))
     return buf.getvalue()
 
 
