@@ -439,7 +439,8 @@ class Networks(Strict):
 
 
 class RoceProfile(Strict):
-    """Lossless RoCE; defaults are NVIDIA's reference values (DESIGN.md)."""
+    """Lossless RoCE; defaults are NVIDIA's reference values: PFC on priority 3, trust DSCP, RoCE data DSCP 26
+    (ToS 106) to traffic class 3, CNP DSCP 48 to priority 6, ECN on class 3 (Cumulus and Onyx defaults)."""
 
     pfc_priority: Annotated[int, Field(ge=0, le=7)] = 3
     trust: Literal["dscp"] = "dscp"
@@ -644,7 +645,7 @@ class Thresholds(Strict):
 
     # In the result's own unit (images/s, GB/s, Gb/s, MiB/s).
     min_value: Annotated[float, Field(ge=0, le=1e12)] | None = None
-    # Of the published reference for the GPU type (DESIGN.md's table), e.g. 0.9.
+    # Of the published reference for the GPU type (aisite/bench/reference.py, each figure with its source), e.g. 0.9.
     min_fraction_of_reference: Annotated[float, Field(gt=0, le=2)] | None = None
     # Throughput at N processes / (N x the single-process run), e.g. 0.9 for "near-linear".
     min_scaling_efficiency: Annotated[float, Field(gt=0, le=1.5)] | None = None
