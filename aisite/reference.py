@@ -260,8 +260,7 @@ def environment_markdown() -> str:
         "",
         "## Files under `.aisite/` (this machine's, git-ignored)",
         "",
-        f"`SITE` is the site's name, `STACK` the stack's. The state root is `{paths.STATE.name}/` "
-        "in the checkout.",
+        f"`SITE` is the site's name, `STACK` the stack's. The state root is `{paths.STATE.name}/` in the checkout.",
         "",
         "| path | what | from |",
         "|---|---|---|",
