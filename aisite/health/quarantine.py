@@ -90,15 +90,15 @@ def decide(
     for node in failing:
         rec = new.setdefault(node, NodeRecord())
         rec.failing_since = rec.failing_since or now
-    # The worst first, so a cap reached keeps the likeliest-broken node out: by the gravest problem (a GPU's XID
-    # or ECC failure before a rail down, before counters, disk and clock; never by how many a node reports, which
-    # is the node's to inflate), then the longest failing.
     actions += _decide_racks(new, results, racks, limit=limit, rack_limit=rack_limit, now=now)
     # A tray out with its rack that now fails on its own (its rack's fault gone) stays out, as a node: counted
     # under the node cap before any other node is decided.
     for node in failing:
         if node not in in_rack and new[node].rack:
             new[node].rack = ""
+    # The worst first, so a cap reached keeps the likeliest-broken node out: by the gravest problem (a GPU's XID
+    # or ECC failure before a rail down, before counters, disk and clock; never by how many a node reports, which
+    # is the node's to inflate), then the longest failing.
     for node in sorted(failing, key=lambda n: (severity(results[n]), new[n].failing_since, n)):
         if node in in_rack:
             continue
