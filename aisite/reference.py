@@ -208,6 +208,11 @@ VARIABLES = (
         "you (CI)",
         "`1`: the lab integration tests use the running lab and its deploy (`make lab`'s).",
     ),
+    (
+        "AISITE_ITEST_ROTATE",
+        "you (CI)",
+        "`1`: the costliest lab scenario groups take turns, one a day (tests/conftest.py).",
+    ),
     ("PYTEST_WORKERS", "you", "`make test`'s pytest workers (default 2)."),
     ("AISITE_MOLECULE_JOBS", "you", "Molecule scenarios run at once (scripts/molecule.sh: 2; `make test`: 1)."),
     (

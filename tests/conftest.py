@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import os
 import re
 import subprocess
@@ -123,3 +124,38 @@ def ssh_signer(tmp: Path, principal: str) -> tuple[Path, str]:
     key = tmp / f"{principal.split('@', maxsplit=1)[0]}_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", principal, "-f", str(key)], check=True)
     return key, f"{principal} {(key.with_suffix('.pub')).read_text().strip()}"
+
+
+# ------------------------------------------------------------------------- rotation (CI's budget)
+ROTATION_GROUPS = ("vm-restarts", "pull", "three-tier")
+
+
+def rotation_due(day: dt.date) -> str:
+    """The rotating group of lab scenarios CI runs on this day (one each day, in turn)."""
+    return ROTATION_GROUPS[day.toordinal() % len(ROTATION_GROUPS)]
+
+
+def rotation_skip(group: str, day: dt.date) -> str | None:
+    """Why a test of `group` does not run on `day` under AISITE_ITEST_ROTATE=1, or None when it runs."""
+    assert group in ROTATION_GROUPS, f"unknown rotating group {group!r}: one of {ROTATION_GROUPS}"
+    if rotation_due(day) == group:
+        return None
+    later = next(
+        day + dt.timedelta(days=k)
+        for k in range(1, len(ROTATION_GROUPS) + 1)
+        if rotation_due(day + dt.timedelta(days=k)) == group
+    )
+    return (
+        f"rotated out of today's CI run ({rotation_due(day)!r} runs today; {group!r} next on {later.isoformat()}): "
+        "CI's 90-minute budget; a run without AISITE_ITEST_ROTATE=1 runs every group"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("AISITE_ITEST_ROTATE") != "1":
+        return
+    today = dt.date.today()
+    for item in items:
+        mark = item.get_closest_marker("rotating")
+        if mark is not None and (why := rotation_skip(str(mark.args[0]), today)):
+            item.add_marker(pytest.mark.skip(reason=why))

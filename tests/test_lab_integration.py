@@ -65,6 +65,11 @@ BMC_PASSWORD = LAB_SECRET_FILE.read_text().strip() if REUSE else "itest-bmc-pw-7
 OPS_PASSWORD = "itest-ops-pw-3Rk"
 BMC_ENV = {"AISITE_LAB_BMC_PASSWORD": BMC_PASSWORD, "AISITE_ITEST_OPS_PASSWORD": OPS_PASSWORD}
 
+# CI's budget (90 minutes, on a machine at times twice as slow as this one's usual): the groups of scenarios that
+# cost the most and share nothing with the rest take turns, one a day (tests/conftest.py: rotation_skip), where
+# .ci/run sets AISITE_ITEST_ROTATE=1; a developer's run, and any run without it, runs every group.
+rotating = pytest.mark.rotating
+
 
 def _write_stack(directory: Path, text: str) -> Path:
     path = directory / f"Pulumi.{SITE}.yaml"
@@ -702,6 +707,7 @@ def vm_answers(plan: Plan, node: str) -> bool:
     return True
 
 
+@rotating("vm-restarts")
 def test_a_wrong_boot_mac_fails_at_dhcp_and_the_node_keeps_its_install(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan, tmp_path: Path
 ) -> None:
@@ -1184,6 +1190,7 @@ def test_a_member_on_another_kubernetes_version_stops_the_layer_unchanged(
         podman("exec", cp, "rm", "-f", "/usr/local/bin/kubelet", "/etc/kubernetes/kubelet.conf")
 
 
+@rotating("vm-restarts")
 def test_a_changed_bmc_password_reconfigures_the_emulators(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
 ) -> None:
@@ -1993,6 +2000,7 @@ def pulled(
         yield stack, repo, key
 
 
+@rotating("pull")
 def test_nodes_pull_their_host_layers_and_converge(pulled: tuple[Path, Path, Path], plan: Plan) -> None:
     """Drift on every node (chrony stopped, NCCL's settings gone from the GPU nodes) is put back by the nodes'
     own passes of the commit they verified, with the same checks as the controller's push; a second pass changes
@@ -2024,6 +2032,7 @@ def test_nodes_pull_their_host_layers_and_converge(pulled: tuple[Path, Path, Pat
     assert f'aisite_pull_applied_commit_info{{node="{gpu}",commit="{tip}"}} 1' in prom
 
 
+@rotating("pull")
 def test_a_pulled_commit_changes_only_the_node_it_names_and_an_unsigned_one_nothing(
     pulled: tuple[Path, Path, Path], plan: Plan
 ) -> None:
@@ -2053,6 +2062,7 @@ def test_a_pulled_commit_changes_only_the_node_it_names_and_an_unsigned_one_noth
     assert {row["state"] for row in json.loads(r.stdout)["nodes"]} == {"failing"}
 
 
+@rotating("pull")
 def test_a_site_that_stops_pulling_stops_every_nodes_timer(
     pulled: tuple[Path, Path, Path], stack_file: Path, plan: Plan
 ) -> None:
@@ -2163,6 +2173,7 @@ def lab3(lab3_stack: Path) -> Iterator[Plan]:
         shutil.rmtree(ROOT / ".aisite" / SITE3, ignore_errors=True)
 
 
+@rotating("three-tier")
 def test_three_tiers_every_session_of_every_tier_is_established(lab3: Plan) -> None:
     fabric = wait_established(lab3, SITE3)
     assert {s.role for s in fabric} == {"leaf", "spine", "super-spine"}
@@ -2191,6 +2202,7 @@ def _routes_are(switch: str, prefix: str, ports: set[str]) -> bool:
     return route_nexthops(switch, prefix, SITE3) == ports
 
 
+@rotating("three-tier")
 def test_a_rail_in_one_pod_reaches_the_other_pod_through_the_super_spines(
     lab3: Plan, pods_pair: tuple[str, str]
 ) -> None:
@@ -2240,6 +2252,7 @@ def test_a_rail_in_one_pod_reaches_the_other_pod_through_the_super_spines(
     assert "8980 bytes from" in out
 
 
+@rotating("three-tier")
 def test_a_super_spine_lost_costs_seconds_of_traffic(lab3: Plan, pods_pair: tuple[str, str]) -> None:
     """A 10/s ping between the pods while the super-spine carrying it loses every port (power lost): the spines
     route around it (BFD) and the ping loses at most a few seconds; with the ports back, ECMP over both returns."""
@@ -2278,6 +2291,7 @@ def test_a_super_spine_lost_costs_seconds_of_traffic(lab3: Plan, pods_pair: tupl
     assert outage <= 3, f"{outage:.1f} s of traffic lost when {victim} went down"
 
 
+@rotating("three-tier")
 def test_three_tier_lab_down_leaves_nothing(lab3: Plan, lab3_stack: Path) -> None:
     down = run_cli("lab", "down", str(lab3_stack), "--json")
     assert down.returncode == 0, down.stderr

@@ -1,0 +1,26 @@
+"""CI's rotation of the costliest lab scenario groups (tests/conftest.py): each group runs one day in every
+len(ROTATION_GROUPS), every day runs exactly one, and a skipped test says which group runs and when its own does."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tests.conftest import ROTATION_GROUPS, rotation_due, rotation_skip
+
+
+def test_every_group_takes_its_turn_and_each_day_runs_one() -> None:
+    start = dt.date(2026, 11, 28)
+    days = [start + dt.timedelta(days=k) for k in range(len(ROTATION_GROUPS))]
+    assert sorted(rotation_due(d) for d in days) == sorted(ROTATION_GROUPS)
+    for day in days:
+        due = [g for g in ROTATION_GROUPS if rotation_skip(g, day) is None]
+        assert due == [rotation_due(day)]
+    why = rotation_skip("three-tier", dt.date(2026, 11, 28))
+    assert why is not None and "'pull' runs today" in why and "'three-tier' next on 2026-11-29" in why, why
+    for day in (dt.date(2026, 11, 28), dt.date(2026, 11, 29)):
+        assert "'vm-restarts' next on 2026-11-30" in (rotation_skip("vm-restarts", day) or "")
+    assert rotation_skip("vm-restarts", dt.date(2026, 11, 30)) is None
+    with pytest.raises(AssertionError, match="unknown rotating group"):
+        rotation_skip("pul", start)
