@@ -127,7 +127,7 @@ def ssh_signer(tmp: Path, principal: str) -> tuple[Path, str]:
 
 
 # ------------------------------------------------------------------------- rotation (CI's budget)
-ROTATION_GROUPS = ("vm-restarts", "pull", "three-tier")
+ROTATION_GROUPS = ("vm-restarts", "pull", "three-tier", "reconcile")
 
 
 def rotation_due(day: dt.date) -> str:

@@ -422,6 +422,8 @@ def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], s
 
 
 # ------------------------------------------------------------------ reconcile: a git repository drives the lab
+# A rotating group under CI (`reconcile`): its first pass is the whole-site second run, 951 s of a 4,294 s pytest on
+# a slow day (2026-11-28), most of it the VM's tasks; the group is 1,706 s in all.
 def reconcile(repo: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     r = run_cli("reconcile", "--repo", str(repo), "--stack", SITE, "--once", "--json", *extra, env=BMC_ENV)
     assert BMC_PASSWORD not in r.stdout + r.stderr
@@ -454,6 +456,7 @@ def site_repo(first_pass: tuple[Path, dict[str, Any]]) -> Path:
     return first_pass[0]
 
 
+@rotating("reconcile")
 def test_a_second_whole_site_run_changes_nothing(first_pass: tuple[Path, dict[str, Any]], plan: Plan) -> None:
     """Right after the deploy above, the reconciler's first pass (`--full`: `aisite deploy` of the same stack, every
     layer on every host, from a clone of the site's repository) is the second whole-site run: it changes nothing
@@ -475,6 +478,7 @@ def label_commit(repo: Path, index: int, value: str, message: str) -> str:
     return commit_file(repo, f"stacks/Pulumi.{SITE}.yaml", yaml.safe_dump(data, sort_keys=False), message)
 
 
+@rotating("reconcile")
 def test_a_commit_changing_one_host_is_applied_to_that_host_only(site_repo: Path, plan: Plan) -> None:
     gpu01, gpu02 = [n.name for n in plan.by_role("gpu")][:2]
     before = kubeadm_labels(gpu02)
@@ -493,6 +497,7 @@ def test_a_commit_changing_one_host_is_applied_to_that_host_only(site_repo: Path
     assert rc == 0 and rec["outcome"] == "unchanged" and rec["layers"] == {}, rec
 
 
+@rotating("reconcile")
 def test_invalid_and_unsigned_commits_change_nothing_on_the_lab(site_repo: Path, plan: Plan, tmp_path: Path) -> None:
     gpu01 = plan.by_role("gpu")[0].name
     applied = json.loads(run_cli("reconcile", "status", "--stack", SITE, "--json").stdout)["applied_commit"]
@@ -516,6 +521,7 @@ def test_invalid_and_unsigned_commits_change_nothing_on_the_lab(site_repo: Path,
     assert rc == 0 and rec["signer"].startswith('Good "git" signature for admin@example.com'), rec
 
 
+@rotating("reconcile")
 def test_drift_is_reported_by_check_and_reverted_by_the_next_pass(site_repo: Path, plan: Plan) -> None:
     gpu02 = f"aisite-{SITE}-{plan.by_role('gpu')[1].name}"
     want = podman("exec", gpu02, "cat", "/etc/nccl.conf")
@@ -589,6 +595,7 @@ def _wait_for_deploy(proc: subprocess.Popen[str]) -> set[int]:
     return pids
 
 
+@rotating("reconcile")
 def test_two_reconciles_never_overlap(site_repo: Path, plan: Plan) -> None:
     label_commit(site_repo, 1, "b", "gpu02 joins pool b")
     first = _background_pass(site_repo)
@@ -608,6 +615,7 @@ def test_two_reconciles_never_overlap(site_repo: Path, plan: Plan) -> None:
         first.kill()
 
 
+@rotating("reconcile")
 def test_a_reconcile_killed_mid_run_is_completed_by_the_next(site_repo: Path, plan: Plan) -> None:
     gpu02 = plan.by_role("gpu")[1].name
     commit = label_commit(site_repo, 1, "c", "gpu02 moves to pool c")
@@ -627,6 +635,7 @@ def test_a_reconcile_killed_mid_run_is_completed_by_the_next(site_repo: Path, pl
     assert status["applied_commit"] == commit and [p["outcome"] for p in status["passes"][-2:]] == ["failed", "applied"]
 
 
+@rotating("reconcile")
 def test_a_reconcile_killed_outright_holds_off_the_next_until_its_deploy_ends(site_repo: Path, plan: Plan) -> None:
     """SIGKILL gives the pass no chance to stop its deploy: the deploy, which holds the lock with it, runs on; the
     next pass (--wait) starts only when it has ended, and finds the site converged."""
@@ -643,6 +652,7 @@ def test_a_reconcile_killed_outright_holds_off_the_next_until_its_deploy_ends(si
     assert "example.com/pool=d" in kubeadm_labels(gpu02)
 
 
+@rotating("reconcile")
 def test_the_sites_own_stack_committed_again_changes_only_the_nodes_labelled(
     site_repo: Path, stack_file: Path, plan: Plan
 ) -> None:
