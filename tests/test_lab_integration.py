@@ -422,8 +422,8 @@ def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], s
 
 
 # ------------------------------------------------------------------ reconcile: a git repository drives the lab
-# A rotating group under CI (`reconcile`): its first pass is the whole-site second run, 951 s of a 4,294 s pytest on
-# a slow day (2026-11-28), most of it the VM's tasks; the group is 1,706 s in all.
+# A rotating group under CI (`reconcile`): its first pass is the whole-site second run, the VM's tasks most of it
+# (figures: docs/development.md, CI).
 def reconcile(repo: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     r = run_cli("reconcile", "--repo", str(repo), "--stack", SITE, "--once", "--json", *extra, env=BMC_ENV)
     assert BMC_PASSWORD not in r.stdout + r.stderr
