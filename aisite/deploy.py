@@ -183,6 +183,9 @@ def run_playbook(
             "ANSIBLE_TERMINAL_PLUGINS": str(ROOT / "plugins" / "terminal"),
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_FORCE_COLOR": "0",
+            # The inventory is always the YAML one written above: the default `auto` plugin would parse it whole
+            # first, in vain (h100pod's: 8.1 s to read against 3.4 s with yaml alone).
+            "ANSIBLE_INVENTORY_ENABLED": "ansible.builtin.yaml",
         }
         # ansible-runner writes `envvars` into its artifacts; the secrets are set in our own process
         # environment for the child to inherit instead.
