@@ -90,8 +90,13 @@ def _load(path: Path) -> Any:
     return helm_chart.Chart.load(path)
 
 
+_RENDERS: dict[str, list[dict[str, Any]]] = {}
+
+
 def render(c: Chart, kube_version: str, api_versions: tuple[str, ...], values: dict[str, Any]) -> list[dict[str, Any]]:
-    """The release's objects as `helm install` would send them (NOTES.txt left out)."""
+    """The release's objects as `helm install` would send them (NOTES.txt left out). A render of the same chart,
+    release, versions and values as one before in this process is that one's objects (the same list: not to be
+    changed): the stacks share most releases' values, so the value checks below ask for many renders twice."""
     opts = {
         "name": c.release,
         "namespace": c.namespace,
@@ -101,12 +106,16 @@ def render(c: Chart, kube_version: str, api_versions: tuple[str, ...], values: d
     }
     # Chart.render() does not pass the Kubernetes or API versions; the native call it wraps takes them.
     values = without_absent(c, values)
+    key = json.dumps([str(chart_dir(c)), opts, values], sort_keys=True)
+    if key in _RENDERS:
+        return _RENDERS[key]
     text = helm_native.call_string("helm_render", _load(chart_dir(c))._raw(), json.dumps(values), json.dumps(opts))
     docs = []
     for path, body in sorted(json.loads(text).items()):
         if path.endswith("NOTES.txt"):
             continue
         docs += [d for d in yaml.load_all(body, Loader=_Loader) if d]
+    _RENDERS[key] = docs
     return docs
 
 

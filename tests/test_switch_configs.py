@@ -44,11 +44,19 @@ def stack_on(
     return path
 
 
+_RENDERED: dict[str, tuple[Plan, Path]] = {}
+
+
 def render_switches(path: Path, out: Path) -> tuple[Plan, Path]:
-    """`aisite render --switch-configs` of a stack file (connecting to nothing): its plan and switches/ folder."""
-    r = run_cli("render", str(path), "--out", str(out), "--switch-configs")
-    assert r.returncode == 0, r.stdout + r.stderr
-    return build_plan(load_site(path)), out / "switches"
+    """`aisite render --switch-configs` of a stack file (connecting to nothing): its plan and switches/ folder. A
+    stack file of the same name and text as one rendered before in this process is not rendered again: its
+    rendering is the same (several tests here render the same stack on the same OS, each for its own checks)."""
+    key = f"{path.name}\n{path.read_text()}"
+    if key not in _RENDERED:
+        r = run_cli("render", str(path), "--out", str(out), "--switch-configs")
+        assert r.returncode == 0, r.stdout + r.stderr
+        _RENDERED[key] = (build_plan(load_site(path)), out / "switches")
+    return _RENDERED[key]
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +65,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Plan, 
     out: dict[str, tuple[Plan, Path]] = {}
     for os_name in OSES:
         tmp = tmp_path_factory.mktemp(os_name)
-        out[os_name] = render_switches(stack_on("lab", os_name, tmp / f"Pulumi.sw{os_name}.yaml"), tmp / "out")
+        out[os_name] = render_switches(stack_on("lab", os_name, tmp / "Pulumi.sw.yaml"), tmp / "out")
     return out
 
 
@@ -306,8 +314,8 @@ def test_sessions_pair_up_and_bfd_agrees_on_every_os(stack: str, tmp_path: Path)
     for os_name in OSES:
         # BFD off for FRR too: the plan's value must reach the role.
         bfd_off = {"bfd": False} if os_name == "frr" else None
-        path = stack_on(stack, os_name, tmp_path / f"Pulumi.p{os_name}.yaml", fabric=bfd_off)
-        plan, out = render_switches(path, tmp_path / os_name)
+        path = stack_on(stack, os_name, tmp_path / os_name / "Pulumi.sw.yaml", fabric=bfd_off)
+        plan, out = render_switches(path, tmp_path / os_name / "out")
         suffix = {"frr": "frr.conf", "cumulus": "nvue.yaml", "sonic": "config_db.json", "onyx": "onyx.cfg"}[os_name]
         switches = {sw.name: sw for sw in fabric(plan)}
         seen = {n: _sessions(os_name, out / f"{n}.{suffix}") for n in switches}
@@ -419,8 +427,8 @@ def test_ecn_probability_and_watchdog_timings_are_the_plans_on_every_os(stack: s
     Cumulus and SONiC renderings as the same values (Cumulus has no restoration time: it counts detection in polls).
     Onyx renders none of them: the checks refuse them there."""
     for os_name, parse in (("cumulus", knobs_cumulus), ("sonic", knobs_sonic)):
-        path = stack_on(stack, os_name, tmp_path / f"Pulumi.k{os_name}.yaml", fabric={"roce": KNOBS})
-        plan, out = render_switches(path, tmp_path / os_name)
+        path = stack_on(stack, os_name, tmp_path / os_name / "Pulumi.sw.yaml", fabric={"roce": KNOBS})
+        plan, out = render_switches(path, tmp_path / os_name / "out")
         suffix = {"cumulus": "nvue.yaml", "sonic": "config_db.json"}[os_name]
         for sw in fabric(plan):
             got = parse(out / f"{sw.name}.{suffix}")
@@ -565,7 +573,7 @@ def test_every_nvue_path_is_documented_for_the_release_it_is_rendered_for(stack:
     renamed ones on the side of 5.15's change list the release is on), and every row of the table is emitted."""
     emitted: set[str] = set()
     for release in ("5.11", "5.14", "5.15"):
-        path = stack_on(stack, "cumulus", tmp_path / release / "Pulumi.nvue.yaml", os_version=release)
+        path = stack_on(stack, "cumulus", tmp_path / release / "Pulumi.sw.yaml", os_version=release)
         _, out = render_switches(path, tmp_path / release / "out")
         era = {BOTH, FROM_515} if release == "5.15" else {BOTH, BEFORE_515}
         for f in sorted(out.glob("*.nvue.yaml")):
@@ -637,7 +645,7 @@ ONYX_FORMS: dict[str, str] = {
 def test_every_onyx_line_has_a_known_form(stack: str, tmp_path: Path) -> None:
     """Every rendered Onyx line matches exactly one form of ONYX_FORMS, and every form is rendered (dc1's direct
     leaf links included)."""
-    _, out = render_switches(stack_on(stack, "onyx", tmp_path / "Pulumi.onyxsite.yaml"), tmp_path / "out")
+    _, out = render_switches(stack_on(stack, "onyx", tmp_path / "Pulumi.sw.yaml"), tmp_path / "out")
     used: set[str] = set()
     for f in sorted(out.glob("*.onyx.cfg")):
         for line in f.read_text().splitlines():
