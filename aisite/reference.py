@@ -213,7 +213,13 @@ VARIABLES = (
         "you (CI)",
         "`1`: the costliest lab scenario groups take turns, one a day (tests/conftest.py).",
     ),
-    ("PYTEST_WORKERS", "you", "`make test`'s pytest workers (default 2)."),
+    (
+        "AISITE_TEST_PART",
+        "you (CI)",
+        "`make test`'s part: `all` (default), `unit` (the linters, molecule and every test file but the lab "
+        "integration tests) or `lab` (those alone); CI runs the unit part beside `make lab`, the lab part after.",
+    ),
+    ("PYTEST_WORKERS", "you", "`make test`'s pytest workers (default 2; its lab part: 1)."),
     ("AISITE_MOLECULE_JOBS", "you", "Molecule scenarios run at once (scripts/molecule.sh: 2; `make test`: 1)."),
     (
         "AISITE_MOLECULE_ALL",

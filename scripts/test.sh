@@ -1,11 +1,27 @@
 #!/usr/bin/env bash
 # The project's checks and tests: linters first (fast), then pytest. Exits non-zero on the first failing step.
+# AISITE_TEST_PART picks a part: `all` (the default), `unit` (the linters, molecule and every test file but the lab
+# integration tests) or `lab` (the lab integration tests alone); CI runs the unit part beside `make lab` and the lab
+# part after it (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
+LAB_TESTS=tests/test_lab_integration.py
+part="${AISITE_TEST_PART:-all}"
+case "$part" in
+  all) pytest_args=() ;;
+  unit) pytest_args=(--ignore="$LAB_TESTS") ;;
+  lab) pytest_args=("$LAB_TESTS") ;;
+  *) echo "AISITE_TEST_PART: '$part' is not one of all, unit, lab" >&2; exit 2 ;;
+esac
 
 # Each step says when it starts (seconds since the first), so a slow CI run shows where its time went.
 step() { echo; echo "== $* (at ${SECONDS} s)"; }
+if [ "$part" = lab ]; then
+  step "pytest: the lab integration tests"
+  pytest -n "${PYTEST_WORKERS:-1}" --dist loadfile --durations=60 "${pytest_args[@]}" "$@"
+  exit
+fi
 step "ruff";          ruff check .; ruff format --check .
 step "mypy (strict)"; mypy
 step "yamllint";      yamllint -s .
@@ -30,7 +46,7 @@ fi
 # loadfile: a test file stays on one worker (the lab integration tests share one lab, in order).
 step "pytest"
 pytest_rc=0
-pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=60 "$@" || pytest_rc=$?
+pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=60 "${pytest_args[@]}" "$@" || pytest_rc=$?
 mol_rc=0
 if [ -n "$mol_pid" ]; then
   echo; echo "== pytest ended with ${pytest_rc} (at ${SECONDS} s); waiting for molecule"

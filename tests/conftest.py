@@ -127,7 +127,10 @@ def ssh_signer(tmp: Path, principal: str) -> tuple[Path, str]:
 
 
 # ------------------------------------------------------------------------- rotation (CI's budget)
-ROTATION_GROUPS = ("vm-restarts", "pull", "three-tier", "reconcile")
+# Each lab scenario group here runs one day in five under AISITE_ITEST_ROTATE=1 (CI), the rest every day: the VM's
+# restarts with the BMC scenarios (power, boot, firmware), pull mode, the three-tier lab with acceptance, the bench
+# and the health check, the reconciler's passes with the driver rollout, and the whole-site second run.
+ROTATION_GROUPS = ("bmcs", "pull", "three-tier", "reconcile", "second-run")
 
 
 def rotation_due(day: dt.date) -> str:

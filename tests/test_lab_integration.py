@@ -422,8 +422,8 @@ def test_deploy_runs_site_yml_on_the_lab(up: subprocess.CompletedProcess[str], s
 
 
 # ------------------------------------------------------------------ reconcile: a git repository drives the lab
-# A rotating group under CI (`reconcile`): its first pass is the whole-site second run, the VM's tasks most of it
-# (figures: docs/development.md, CI).
+# Rotating groups under CI: `second-run` (the whole-site second run, the VM's tasks most of it) and `reconcile` (the
+# passes of commits, drift and locks, on a site whose first pass runs nothing). Figures: docs/development.md, CI.
 def reconcile(repo: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     r = run_cli("reconcile", "--repo", str(repo), "--stack", SITE, "--once", "--json", *extra, env=BMC_ENV)
     assert BMC_PASSWORD not in r.stdout + r.stderr
@@ -438,35 +438,46 @@ def kubeadm_labels(node: str) -> str:
 @pytest.fixture(scope="module")
 def first_pass(
     up: subprocess.CompletedProcess[str], stack_file: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """The site's repository (this project with the lab's stack) and the reconciler's first pass of it, a full one
+) -> Iterator[dict[str, Any]]:
+    """The reconciler's first pass of the site's repository (this project with the lab's stack) as a full one
     (`--full`: the whole site deployed from the repository, every layer on every host)."""
     assert up.returncode == 0, up.stderr
     shutil.rmtree(reconcile_state.workdir(SITE), ignore_errors=True)
     repo = make_site_repo(tmp_path_factory.mktemp("repo"), {stack_file.name: stack_file.read_text()})
     rc, rec = reconcile(repo, "--full")
     assert rc == 0, rec
-    yield repo, rec
+    yield rec
     shutil.rmtree(reconcile_state.workdir(SITE), ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def site_repo(first_pass: tuple[Path, dict[str, Any]]) -> Path:
-    """The site's repository, converged by the first pass."""
-    return first_pass[0]
-
-
-@rotating("reconcile")
-def test_a_second_whole_site_run_changes_nothing(first_pass: tuple[Path, dict[str, Any]], plan: Plan) -> None:
+@rotating("second-run")
+def test_a_second_whole_site_run_changes_nothing(first_pass: dict[str, Any], plan: Plan) -> None:
     """Right after the deploy above, the reconciler's first pass (`--full`: `aisite deploy` of the same stack, every
     layer on every host, from a clone of the site's repository) is the second whole-site run: it changes nothing
-    anywhere. The reconcile tests below build on the site it converged."""
-    _, rec = first_pass
+    anywhere."""
+    rec = first_pass
     assert rec["mode"] == "full" and rec["outcome"] == "applied" and rec["errors"] == [], rec
     fabric = {s.name for s in plan.switches if s.role in ("leaf", "spine")}
     hosts = {n.name for n in plan.nodes} | {f"{n.name}-bmc" for n in plan.nodes} | fabric | {"localhost"}
     assert set().union(*rec["layers"].values()) == hosts, rec["layers"]
     assert rec["changed"] == {}, rec["changed"]
+
+
+@pytest.fixture(scope="module")
+def site_repo(
+    up: subprocess.CompletedProcess[str], stack_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The site's repository (this project with the lab's stack), a fresh reconciler's first pass of it done: a
+    changed one (what the lab runs is what the deploy above recorded as applied, and this commit holds the same
+    stack), so it runs no layer and records the commit as applied."""
+    assert up.returncode == 0, up.stderr
+    shutil.rmtree(reconcile_state.workdir(SITE), ignore_errors=True)
+    repo = make_site_repo(tmp_path_factory.mktemp("repo"), {stack_file.name: stack_file.read_text()})
+    rc, rec = reconcile(repo)
+    assert rc == 0 and rec["mode"] == "changed" and rec["outcome"] in ("applied", "unchanged"), rec
+    assert rec["errors"] == [] and rec["changed"] == {} and not any(rec["layers"].values()), rec
+    yield repo
+    shutil.rmtree(reconcile_state.workdir(SITE), ignore_errors=True)
 
 
 def label_commit(repo: Path, index: int, value: str, message: str) -> str:
@@ -717,7 +728,7 @@ def vm_answers(plan: Plan, node: str) -> bool:
     return True
 
 
-@rotating("vm-restarts")
+@rotating("bmcs")
 def test_a_wrong_boot_mac_fails_at_dhcp_and_the_node_keeps_its_install(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan, tmp_path: Path
 ) -> None:
@@ -1012,6 +1023,7 @@ def test_an_osd_killed_during_a_read_loses_no_byte_and_the_cluster_recovers(
     print(f"osd.{osd.id} started again: recovered (every PG active+clean) in {recovered:.0f} s")
 
 
+@rotating("three-tier")
 def test_bench_runs_ddp_and_iperf3_over_the_rails_and_reports_them(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
 ) -> None:
@@ -1062,6 +1074,7 @@ def test_bench_runs_ddp_and_iperf3_over_the_rails_and_reports_them(
     assert Path(doc["plot"]).read_bytes()[:4] == b"\x89PNG"
 
 
+@rotating("three-tier")
 def test_accept_names_the_slowed_rail_and_the_wrong_mtu_and_nothing_else(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
 ) -> None:
@@ -1102,6 +1115,7 @@ def test_accept_names_the_slowed_rail_and_the_wrong_mtu_and_nothing_else(
     assert addresses(f"aisite-{SITE}-{mtu[0].name}")[mtu[1].interface]["mtu"] == mtu[1].mtu
 
 
+@rotating("three-tier")
 def test_health_finds_a_rail_down_and_the_cap_holds_the_rest_in_service(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
 ) -> None:
@@ -1200,7 +1214,7 @@ def test_a_member_on_another_kubernetes_version_stops_the_layer_unchanged(
         podman("exec", cp, "rm", "-f", "/usr/local/bin/kubelet", "/etc/kubernetes/kubelet.conf")
 
 
-@rotating("vm-restarts")
+@rotating("bmcs")
 def test_a_changed_bmc_password_reconfigures_the_emulators(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
 ) -> None:
@@ -1274,6 +1288,7 @@ def deploy_oob(stack_file: Path, *args: str, password: str = BMC_PASSWORD) -> tu
     return r.returncode, json.loads(r.stdout), r.stderr
 
 
+@rotating("bmcs")
 def test_bmcs_power_every_node_and_save_its_inventory(
     up: subprocess.CompletedProcess[str], oob_stack_file: Path, plan: Plan
 ) -> None:
@@ -1303,6 +1318,7 @@ def test_bmcs_power_every_node_and_save_its_inventory(
     assert rc == 0 and {h: r["changed"] for h, r in doc["recap"].items()} == {f"{n.name}-bmc": 0 for n in plan.nodes}
 
 
+@rotating("bmcs")
 def test_a_node_powered_off_by_hand_is_powered_on_again(
     up: subprocess.CompletedProcess[str], oob_stack_file: Path, plan: Plan
 ) -> None:
@@ -1319,6 +1335,7 @@ def test_a_node_powered_off_by_hand_is_powered_on_again(
     assert power_of(plan, rf.name) == power_of(plan, ipmi.name) == "on"
 
 
+@rotating("bmcs")
 def test_a_one_time_pxe_boot_is_set_for_the_nodes_asked(
     up: subprocess.CompletedProcess[str], oob_stack_file: Path, plan: Plan
 ) -> None:
@@ -1335,6 +1352,7 @@ def test_a_one_time_pxe_boot_is_set_for_the_nodes_asked(
     wait_for("nodes on after the restart", lambda: power_of(plan, rf.name) == power_of(plan, ipmi.name) == "on", 60)
 
 
+@rotating("bmcs")
 def test_a_virtual_media_boot_inserts_the_image_and_boots_from_it(
     up: subprocess.CompletedProcess[str], oob_stack_file: Path, plan: Plan
 ) -> None:
@@ -1363,6 +1381,7 @@ def test_a_virtual_media_boot_inserts_the_image_and_boots_from_it(
     assert bad.returncode == 2 and "--boot-media" in bad.stderr
 
 
+@rotating("bmcs")
 def test_bmc_errors_name_the_node_and_the_others_carry_on(
     up: subprocess.CompletedProcess[str], oob_stack_file: Path, plan: Plan
 ) -> None:
@@ -1401,6 +1420,7 @@ def provider_props(plan: Plan, node_name: str, **extra: Any) -> dict[str, Any]:
     } | extra
 
 
+@rotating("bmcs")
 @pytest.mark.parametrize("protocol", ["redfish", "ipmi"])
 def test_bmc_provider_reads_a_change_made_behind_its_back_and_puts_it_back(
     up: subprocess.CompletedProcess[str], plan: Plan, protocol: str
@@ -1429,6 +1449,7 @@ def test_bmc_provider_reads_a_change_made_behind_its_back_and_puts_it_back(
         provider.read(created.id, props | {"password": "not-the-bmc-password"})
 
 
+@rotating("bmcs")
 def test_a_bios_change_by_hand_shows_in_diff_and_a_rollout_puts_it_back(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan, tmp_path: Path
 ) -> None:
@@ -1513,6 +1534,7 @@ def test_a_bios_change_by_hand_shows_in_diff_and_a_rollout_puts_it_back(
     print(f"firmware rollout of {node.name}: {seconds:.1f} s")
 
 
+@rotating("reconcile")
 def test_deploy_holds_back_a_driver_change_and_rolls_it_node_by_node(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
 ) -> None:
