@@ -1,3 +1,3 @@
-from aisite.cli import main
+from aisite.entry import main
 
 main()

@@ -45,6 +45,14 @@ class LayerState:
         return [h for h, digest in self.hosts.items() if applied.get(h) != digest]
 
 
+def run_limit(state: LayerState, pending: list[str]) -> str | None:
+    """The --limit that runs the layer on `pending` (some of its hosts), None for the whole layer: also when only
+    the controller is pending, as Ansible refuses a --limit that leaves only localhost (not an inventory host).
+    `aisite deploy --changed` and the Pulumi layers run the same."""
+    whole = pending == list(state.hosts) or set(pending) <= {LOCALHOST}
+    return None if whole else ",".join(pending)
+
+
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -19,8 +19,8 @@ from typing import Any
 import ansible_runner
 
 from aisite.paths import deploys_dir
-from aisite.playbooks import ROOT
 from aisite.render.inventory import Template, inventory_text
+from aisite.roots import CONTENT, PACKAGE, SITE
 
 EventHandler = Callable[[dict[str, Any]], None]
 
@@ -91,6 +91,27 @@ def extravars_text(extravars: Mapping[str, Any]) -> str:
             raise ValueError(f"extra var name {key!r} is not an identifier")
     tagged = {k: Template(v) if k in TEMPLATED_EXTRAVARS and isinstance(v, str) else v for k, v in extravars.items()}
     return inventory_text(tagged, header="Extra vars from aisite: every string is data (!unsafe).")
+
+
+def ansible_env() -> dict[str, str]:
+    """The environment every ansible-playbook run of aisite gets: this interpreter's Ansible, the tool's content
+    (aisite.roots: the checkout's, or the package's own), and the inventory plugin it is read with."""
+    return {
+        # ansible-playbook of this interpreter's environment, whatever the caller's PATH.
+        "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),
+        # The tool's content (aisite.roots), wherever the package is: its ansible.cfg, roles and plugins.
+        "ANSIBLE_CONFIG": str(CONTENT / "ansible.cfg"),
+        # The lab's podman settings, for the containers.podman connection.
+        "CONTAINERS_CONF": str(PACKAGE / "lab" / "containers.conf"),
+        "ANSIBLE_ROLES_PATH": str(CONTENT / "roles"),
+        "ANSIBLE_CLICONF_PLUGINS": str(CONTENT / "plugins" / "cliconf"),
+        "ANSIBLE_TERMINAL_PLUGINS": str(CONTENT / "plugins" / "terminal"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        # The inventory is always the YAML file run_playbook writes: the default `auto` plugin would parse it whole
+        # first, in vain (h100pod's: 8.1 s to read against 3.4 s with yaml alone).
+        "ANSIBLE_INVENTORY_ENABLED": "ansible.builtin.yaml",
+    }
 
 
 def run_playbook(
@@ -166,27 +187,14 @@ def run_playbook(
         inv.write_text(inventory)
         # Extra vars go in a file of our own, tagged: ansible-runner's own (JSON) file would be trusted as templates.
         args = ["--check"] if check else []
-        if extravars:
-            ev = work / "extravars.yml"
-            ev.touch(mode=0o600)
-            ev.write_text(extravars_text(extravars))
-            args += ["-e", f"@{ev}"]
+        # The site repository whose .aisite/ the plays write to (the inventory's SITE_DIR_VAR).
+        extravars = {"aisite_site_dir": str(SITE)} | dict(extravars or {})
+        ev = work / "extravars.yml"
+        ev.touch(mode=0o600)
+        ev.write_text(extravars_text(extravars))
+        args += ["-e", f"@{ev}"]
         cmdline = " ".join(shlex.quote(a) for a in args) or None
-        env = {
-            # ansible-playbook of this interpreter's environment, whatever the caller's PATH.
-            "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            # The lab's podman settings, for the containers.podman connection.
-            "CONTAINERS_CONF": str(ROOT / "aisite" / "lab" / "containers.conf"),
-            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-            "ANSIBLE_CLICONF_PLUGINS": str(ROOT / "plugins" / "cliconf"),
-            "ANSIBLE_TERMINAL_PLUGINS": str(ROOT / "plugins" / "terminal"),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_FORCE_COLOR": "0",
-            # The inventory is always the YAML one written above: the default `auto` plugin would parse it whole
-            # first, in vain (h100pod's: 8.1 s to read against 3.4 s with yaml alone).
-            "ANSIBLE_INVENTORY_ENABLED": "ansible.builtin.yaml",
-        }
+        env = ansible_env()
         # ansible-runner writes `envvars` into its artifacts; the secrets are set in our own process
         # environment for the child to inherit instead.
         saved = {k: os.environ.get(k) for k in (secret_env or {})}
@@ -194,8 +202,8 @@ def run_playbook(
         try:
             r = ansible_runner.run(
                 private_data_dir=str(work),
-                project_dir=str(ROOT),
-                playbook=str(ROOT / playbook),
+                project_dir=str(CONTENT),
+                playbook=str(CONTENT / playbook),
                 inventory=str(inv),
                 envvars=env,
                 limit=limit,

@@ -13,10 +13,11 @@ from aisite import model
 from aisite.checks import check_site
 from aisite.errors import Problem, SiteError, join_path
 from aisite.fields import CONTROL
+from aisite.roots import SITE
 
 CONFIG_KEY = "aisite:site"
-ROOT = Path(__file__).resolve().parent.parent
-STACKS_DIR = ROOT / "stacks"
+# The site repository's stacks (aisite.roots: the current one, or the tool's checkout for the lab).
+STACKS_DIR = SITE / "stacks"
 _SECRET_WORDS = ("password", "passwd", "secret", "token")
 # Limits on a stack file before it is parsed into a model (README, "Inputs"): a real site's file is tens of KiB,
 # a few levels deep. Past these it is refused, not parsed: a YAML bomb of aliases or nesting costs nothing.
@@ -61,7 +62,11 @@ def stack_names() -> list[str]:
 def read_site_config(path: Path) -> dict[str, Any]:
     src = str(path)
     if not path.is_file():
-        raise SiteError(src, [Problem(src, f"no such stack file (known stacks: {', '.join(stack_names())})")])
+        if not STACKS_DIR.is_dir():
+            where = f"{SITE} is not a site repository (no stacks/): `aisite init DIR` makes one; --site-dir names one"
+        else:
+            where = f"known stacks in {STACKS_DIR}: {', '.join(stack_names()) or 'none'}"
+        raise SiteError(src, [Problem(src, f"no such stack file ({where})")])
     size = path.stat().st_size
     if size > MAX_STACK_BYTES:
         raise SiteError(src, [Problem(src, f"{size} bytes: a stack file is at most {MAX_STACK_BYTES} bytes")])

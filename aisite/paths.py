@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from aisite.loader import ROOT
+from aisite.roots import SITE
 
-STATE = ROOT / ".aisite"
+# Under the site repository (aisite.roots): each site repository keeps its own.
+STATE = SITE / ".aisite"
 # Images' build contexts and the rootfs debootstrap makes (the lab).
 CACHE = STATE / "cache"
 # The OS images `aisite provision` installs (one folder per OS and recipe digest: aisite.provision.image), in the

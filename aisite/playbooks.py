@@ -7,11 +7,13 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-PLAYBOOKS = ROOT / "playbooks"
-ROLES = ROOT / "roles"
+from aisite.roots import CONTENT
+
+# The tool's content (aisite.roots): the checkout's, or the one shipped inside the installed package.
+PLAYBOOKS = CONTENT / "playbooks"
+ROLES = CONTENT / "roles"
 # The project's own Ansible plugins (aisite.site.*), found through ansible.cfg's collections_path.
-COLLECTION = ROOT / "collections" / "ansible_collections" / "aisite" / "site"
+COLLECTION = CONTENT / "collections" / "ansible_collections" / "aisite" / "site"
 
 
 def playbook_roles(playbook: Path) -> list[str]:

@@ -51,7 +51,7 @@ def run() -> SiteDeployment:
         if isinstance(value, pulumi.Output):
             check = functools.partial(_checked, source, name, username_of(plan, name), used[name])
             secret_env[env_name(name)] = value.apply(check)
-    deployment = SiteDeployment(SiteArgs(plan=plan, secret_env=secret_env))
+    deployment = SiteDeployment(SiteArgs(plan=plan, secret_env=secret_env, stack=pulumi.get_stack()))
     pulumi.export("site", plan.site)
     pulumi.export("nodes", len(plan.nodes))
     pulumi.export("gpus", sum(n.gpu.count for n in plan.nodes if n.gpu))

@@ -185,6 +185,13 @@ VARIABLES = (
         "you",
         "The BMC password of the generated sites `make bench` validates (never used to reach one).",
     ),
+    (
+        "AISITE_SITE_DIR",
+        "you, aisite",
+        "The site repository (stacks/, .aisite/): what `aisite --site-dir DIR` sets for itself and its children; "
+        "the reconciler sets it to the checkout it deploys from. Unset: the site repository the current directory "
+        "is in (a directory with stacks/ and Pulumi.yaml), else the tool's checkout.",
+    ),
     ("ANSIBLE_VAULT_PASSWORD_FILE", "you", "The file with the password of a secret's `password_from.vault_file`."),
     (
         "AISITE_LAB_MIRROR",
@@ -271,7 +278,8 @@ def environment_markdown() -> str:
         "",
         "## Files under `.aisite/` (this machine's, git-ignored)",
         "",
-        f"`SITE` is the site's name, `STACK` the stack's. The state root is `{paths.STATE.name}/` in the checkout.",
+        f"`SITE` is the site's name, `STACK` the stack's. The state root is `{paths.STATE.name}/` in the site "
+        "repository (`AISITE_SITE_DIR` above).",
         "",
         "| path | what | from |",
         "|---|---|---|",

@@ -35,7 +35,7 @@ from tests.conftest import commit_file, git, make_site_repo
 
 
 def reconcile(repo: Path, *extra: str) -> dict[str, Any]:
-    r = aisite("reconcile", "--repo", str(repo), "--stack", SITE, "--once", "--json", *extra)
+    r = aisite("reconcile", SITE, "--repo", str(repo), "--once", "--json", *extra)
     if not r.stdout.strip().startswith("{"):
         sys.exit(f"reconcile exited {r.returncode}: {r.stderr[-2000:]}")
     return dict(json.loads(r.stdout))

@@ -191,7 +191,7 @@ def pull_pass(plan: Plan, tip: str, what: str) -> dict[str, Any]:
 
 
 def nodes_status(stack: Path, tip: str) -> dict[str, Any]:
-    r, wall, cpu = aisite("reconcile", "nodes", "--stack", str(stack), "--tip", tip, "--json")
+    r, wall, cpu = aisite("reconcile", "nodes", str(stack), "--tip", tip, "--json")
     states = {row["state"] for row in json.loads(r.stdout)["nodes"]}
     if r.returncode or states != {"converged"}:
         sys.exit(f"reconcile nodes: {states}: {r.stderr[-1000:]}")

@@ -42,7 +42,18 @@ SHARED = (
     "aisite/lab/containers.conf",
 )
 # Scenarios that run the project itself inside their instance (the reconciler's prepare clones HEAD and installs it).
-PROJECT = ("aisite", "playbooks", "roles", "stacks", "pyproject.toml", "requirements.txt", "__main__.py")
+PROJECT = (
+    "aisite",
+    "playbooks",
+    "roles",
+    "stacks",
+    "pyproject.toml",
+    "requirements.txt",
+    "__main__.py",
+    # How the project installs (its content copied into the package).
+    "setup.py",
+    "MANIFEST.in",
+)
 RUNS_THE_PROJECT = frozenset({"reconciler"})
 # A role named where a role is named: `include_role`/`import_role`'s `name:`, a play's or meta's `role:`, a meta
 # dependency given as a bare string. Over-reading (a `name:` that happens to match a role) only adds inputs.

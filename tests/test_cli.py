@@ -8,10 +8,13 @@ from pathlib import Path
 
 import yaml
 
-from aisite.changes import layer_states
+from aisite.changes import layer_state, layer_states
 from aisite.cli.common import LAYERS
 from aisite.cli.deploy import _runs
+from aisite.deploy import applied_hosts
+from aisite.layer_run import LayerRun
 from aisite.loader import load_site
+from aisite.paths import deploys_dir, site_dir
 from aisite.plan import build_plan
 from aisite.render.inventory import inventory, inventory_text, inventory_yaml, load_inventory
 from tests.conftest import ROOT, pulling, run_cli, stack_data
@@ -210,10 +213,36 @@ def test_a_failing_play_exits_1_and_names_the_host() -> None:
     for group in inv["all"]["children"].values():
         for host in (group.get("hosts") or {}).values():
             host.update(ansible_host="127.0.0.1", ansible_port=1)
-    r = run_cli("play", "--playbook", "playbooks/hosts.yml", stdin=inventory_text(inv))
-    assert r.returncode == 1
-    assert "gpu02: Preflight | Check rails use the host MTU and distinct tables" in r.stderr
-    assert "gpu01: ok=" in r.stdout and "gpu02: ok=" in r.stdout
+    state = layer_state("hosts", inv)
+    # As a Pulumi layer hands it over (aisite.layer_run), recorded under a site of its own, not the lab's.
+    run = LayerRun(
+        site="playtest", layer="hosts", inventory=inventory_text(inv), states=state.hosts, pending=["gpu01", "gpu02"]
+    )
+    try:
+        r = run_cli("play", stdin=run.model_dump_json())
+        assert r.returncode == 1
+        assert "gpu02: Preflight | Check rails use the host MTU and distinct tables" in r.stderr
+        assert "gpu01: ok=" in r.stdout and "gpu02: ok=" in r.stdout and "gpu03: ok=" not in r.stdout
+        record = json.loads((deploys_dir("playtest") / "pulumi-hosts.json").read_text())
+        assert record["status"] == "failed" and record["runs"] == [{"layer": "hosts", "hosts": ["gpu01", "gpu02"]}]
+        assert applied_hosts("playtest") == {}  # a failed run applied nothing
+    finally:
+        shutil.rmtree(site_dir("playtest"), ignore_errors=True)
+
+
+def test_play_refuses_a_bad_document_with_every_problem() -> None:
+    doc = {"site": "Lab!", "layer": "platform", "inventory": "", "states": {"h": "x"}, "pending": [], "extra": 1}
+    r = run_cli("play", stdin=json.dumps(doc))
+    assert r.returncode == 2, r.stderr
+    for path in ("stdin.site", "stdin.layer", "stdin.states.h", "stdin.extra"):
+        assert f"{path}: " in r.stderr, (path, r.stderr)
+
+
+def test_play_with_nothing_pending_runs_nothing() -> None:
+    run = LayerRun(site="playtest", layer="oob", inventory="all: {}\n", states={"gpu01": "a" * 64}, pending=[])
+    r = run_cli("play", stdin=run.model_dump_json())
+    assert r.returncode == 0 and "oob: nothing to run" in r.stdout, r.stderr
+    assert not site_dir("playtest").exists()
 
 
 def test_unwritable_output_is_a_failure_not_a_traceback(tmp_path: Path) -> None:

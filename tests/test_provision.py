@@ -28,11 +28,12 @@ import pytest
 import yaml
 
 from aisite.errors import SiteError
-from aisite.loader import ROOT, parse_site
+from aisite.loader import parse_site
 from aisite.plan import ProvisioningPlan, ProvisionTarget, build_plan, plain
 from aisite.plan.provisioning import missing_boot_macs
 from aisite.provision import image, run
 from aisite.render.inventory import BOOT_SERVER, inventory
+from tests.conftest import ROOT
 
 LAB = ROOT / "stacks" / "Pulumi.lab.yaml"
 V1 = "0123456789abcdef"  # a version as the boot server gives it (a digest's first 16 hex digits)

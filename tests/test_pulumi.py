@@ -12,16 +12,21 @@ from typing import Any
 
 import pulumi
 import pytest
+import yaml
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
-from aisite.changes import layer_state
+from aisite.changes import layer_state, layer_states, site_layer_inputs
+from aisite.components import site as site_module
+from aisite.deploy import applied_hosts
+from aisite.diff import site_diff
 from aisite.fields import secret_env
+from aisite.layer_run import LayerRun
 from aisite.loader import parse_site
 from aisite.plan import build_plan
 from aisite.platform import charts, jobs, objects, remote_manifests
 from aisite.render.inventory import inventory, inventory_yaml
-from tests.conftest import ROOT, STACKS, stack_data
+from tests.conftest import ROOT, STACKS, pulling, stack_data
 
 LAYERS = ["oob", "fabric", "hosts", "cluster", "platform", "workloads"]
 ANSIBLE_LAYERS = [layer for layer in LAYERS if layer != "platform"]  # the Platform layer talks to the API itself
@@ -75,21 +80,37 @@ class RecordingMonitor(MockMonitor):
 
 
 def run_program(
-    stack: str, data: dict[str, Any], env: dict[str, str] | None = None, password: str = SECRET
+    stack: str,
+    data: dict[str, Any],
+    env: dict[str, str] | None = None,
+    password: str = SECRET,
+    *,
+    applied: dict[str, dict[str, str]] | None = None,
+    kubeconfig: str | None = None,
 ) -> tuple[Mocks, RecordingMonitor]:
+    """The program under mocks; `applied` is what the site repository records as applied (none by default: the
+    machine's own record, a lab's, is not read), `kubeconfig` the stack's secret config aisite:kubeconfig."""
     mocks = Mocks()
     monitor = RecordingMonitor(mocks)
     # A fresh root Stack per program: set_mocks keeps an existing one, which would name the previous stack.
     pulumi.runtime.settings.ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project="aisite", stack=stack, preview=False, monitor=monitor)
     config = {"aisite:site": json.dumps(data), "aisite:bmcPassword": password}
-    pulumi.runtime.set_all_config(config, secret_keys=["aisite:bmcPassword"])
+    secret_keys = ["aisite:bmcPassword"]
+    if kubeconfig is not None:
+        config["aisite:kubeconfig"] = kubeconfig
+        secret_keys.append("aisite:kubeconfig")
+    pulumi.runtime.set_all_config(config, secret_keys=secret_keys)
+    site_module.applied_hosts = lambda site: applied or {}  # type: ignore[assignment]
 
     @pulumi.runtime.test
     def program() -> None:
         runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
 
-    program()
+    try:
+        program()
+    finally:
+        site_module.applied_hosts = applied_hosts
     return mocks, monitor
 
 
@@ -103,29 +124,45 @@ def stack(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
 def test_program_registers_the_site_and_its_layers_in_order(stack: str) -> None:
     data = stack_data(stack)
     _, monitor = run_program(stack, data)
+    plan = build_plan(parse_site(data))
+    # A site that installs its nodes (the lab's VM) provisions them after the BMCs' layer, before the fabric.
+    installs = plan.provisioning is not None
     by_type: dict[str, list[Registered]] = {}
     for r in monitor.registered:
         by_type.setdefault(r.type, []).append(r)
     assert [r.name for r in by_type["aisite:site:Site"]] == [stack]
-    expected_types = ["OutOfBand", "Fabric", "Hosts", "Cluster", "Platform", "Workloads"]
+    expected_types = [
+        "OutOfBand",
+        *(["Provisioning"] * installs),
+        "Fabric",
+        "Hosts",
+        "Cluster",
+        "Platform",
+        "Workloads",
+    ]
     components = [
         r for r in monitor.registered if r.type.startswith("aisite:site:") and r.type not in ("aisite:site:Site", JOBS)
     ]
     assert [r.type.rsplit(":", 1)[1] for r in components] == expected_types
-    assert [r.name for r in components] == [f"{stack}-{layer}" for layer in LAYERS]
+    steps = ["oob", *(["provisioning"] * installs), *LAYERS[1:]]
+    assert [r.name for r in components] == [f"{stack}-{layer}" for layer in steps]
     site_urn = next(r for r in monitor.registered if r.type == "aisite:site:Site")
     # Each layer is a child of the site and waits for the one before it: Pulumi expands a dependency on a
     # component to its children (the previous layer's Ansible command; the Platform's provider and releases).
+    command_of = {"aisite:site:Platform": f"{stack}-k8s", "aisite:site:Provisioning": f"{stack}-provisioning-install"}
     for prev, layer in itertools.pairwise(components):
         assert layer.parent.endswith(f"::{stack}"), layer.parent
-        child = f"{prev.name}-ansible" if prev.type != "aisite:site:Platform" else f"{stack}-k8s"
+        child = command_of.get(prev.type, f"{prev.name}-ansible")
         assert any(d.endswith(f"::{child}") for d in layer.dependencies), (layer.name, layer.dependencies)
     assert site_urn.parent.endswith(f"pulumi:pulumi:Stack::aisite-{stack}")
     commands = by_type["command:local:Command"]
-    assert [c.name for c in commands] == [f"{stack}-{layer}-ansible" for layer in ANSIBLE_LAYERS]
+    assert [c.name for c in commands] == [
+        command_of.get(f"aisite:site:{t}", f"{stack}-{s}-ansible")
+        for t, s in zip(expected_types, steps, strict=True)
+        if t != "Platform"
+    ]
     for c, comp in zip(commands, [c for c in components if c.type != "aisite:site:Platform"], strict=True):
         assert c.parent.endswith(f"::{comp.name}")
-    plan = build_plan(parse_site(data))
     bmcs = by_type["pulumi-python:dynamic:Resource"]
     assert [b.name for b in bmcs] == [f"{stack}-{n.name}-bmc" for n in plan.nodes]
     for b in bmcs:
@@ -135,8 +172,8 @@ def test_program_registers_the_site_and_its_layers_in_order(stack: str) -> None:
     # provider, a release per chart, a manifest per remote operator, a group per file; the jobs and their files
     platform = 1 + len(charts(plan)) + len(remote_manifests(plan)) + len(objects(plan))
     workloads = 1 + len(jobs(plan))
-    # stack, site, layers, commands, BMCs, the platform's resources, the jobs
-    assert len(monitor.registered) == 1 + 1 + 6 + 5 + len(plan.nodes) + platform + workloads
+    # stack, site, layers (and provisioning), their commands, BMCs, the platform's resources, the jobs
+    assert len(monitor.registered) == 1 + 1 + 6 + 5 + 2 * installs + len(plan.nodes) + platform + workloads
 
 
 def test_bmc_states_carry_the_plan_and_a_secret_password(stack: str) -> None:
@@ -162,12 +199,16 @@ def test_commands_carry_inventory_triggers_and_secrets(stack: str) -> None:
     mocks, _ = run_program(stack, data)
     plan = build_plan(parse_site(data))
     text = inventory_yaml(plan)
+    states = layer_states(ANSIBLE_LAYERS, *site_layer_inputs(plan))
     for layer in ANSIBLE_LAYERS:
         inputs = mocks.inputs[f"{stack}-{layer}-ansible"]
-        assert inputs["stdin"] == text
-        assert inputs["triggers"] == [layer_state(layer, inventory(plan)).trigger]
-        assert f"--playbook playbooks/{layer}.yml" in inputs["create"]
-        assert inputs["create"] == inputs["update"]
+        # What `aisite play` gets: the inventory, the layer's states as `aisite deploy` computes them (the
+        # workloads' jobs in theirs), and, with nothing applied yet, every host pending.
+        run = LayerRun.model_validate_json(inputs["stdin"])
+        assert (run.site, run.layer, run.inventory) == (plan.site, layer, text)
+        assert run.states == states[layer].hosts and run.pending == list(states[layer].hosts)
+        assert inputs["triggers"] == [states[layer].trigger]
+        assert inputs["create"].endswith(" -m aisite play") and inputs["create"] == inputs["update"]
         # The whole map is a Pulumi secret (encrypted in state, masked in logs): the engine's secret signature.
         env = inputs["environment"]
         assert env.get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270", env
@@ -348,3 +389,70 @@ def test_pulumis_pip_toolchain_installs_the_program_at_the_locked_versions() -> 
     pins = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     unlocked = [p for p in pins if lock.get(key(p.split("==")[0])) != p.split("==")[1]]
     assert unlocked == [], f"pinned in pyproject.toml but not at that version in requirements.lock: {unlocked}"
+
+
+def _pulumi_runs(mocks: Mocks) -> dict[str, list[str]]:
+    """layer -> the hosts `aisite play` runs it on, from each Command's input (layers with none pending left out)."""
+    runs = {}
+    for layer in ANSIBLE_LAYERS:
+        run = LayerRun.model_validate_json(mocks.inputs[f"lab-{layer}-ansible"]["stdin"])
+        if run.pending:
+            runs[layer] = list(run.pending)
+    return runs
+
+
+def test_pulumi_runs_a_one_node_label_change_where_aisite_diff_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the site applied (the record `aisite deploy` keeps, which `pulumi up` now reads and writes too), a label
+    on one node: the Pulumi layers run on the hosts `aisite diff` names, and nowhere else."""
+    monkeypatch.setenv("AISITE_LAB_BMC_PASSWORD", "lab-env-secret")
+    data = stack_data("lab")
+    old = build_plan(parse_site(data))
+    applied = {name: dict(s.hosts) for name, s in layer_states(ANSIBLE_LAYERS, *site_layer_inputs(old)).items()}
+    mocks, _ = run_program("lab", data, applied=applied)
+    assert _pulumi_runs(mocks) == {}, "with everything applied, nothing runs"
+    data["gpu_nodes"][0]["nodes"][0] = {"labels": {"example.com/pool": "a"}}
+    new = build_plan(parse_site(data))
+    mocks, _ = run_program("lab", data, applied=applied)
+    want = site_diff(old, new, ANSIBLE_LAYERS).layers
+    assert want and all(hosts == ["gpu01"] for hosts in want.values()), want  # one node's change
+    assert _pulumi_runs(mocks) == want
+    # Each such run is limited to that host, as `aisite deploy --changed` limits it.
+    for layer in want:
+        assert LayerRun.model_validate_json(mocks.inputs[f"lab-{layer}-ansible"]["stdin"]).limit() == "gpu01"
+
+
+def test_a_layer_the_nodes_pull_has_no_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AISITE_LAB_BMC_PASSWORD", "lab-env-secret")
+    text = pulling((ROOT / "stacks" / "Pulumi.lab.yaml").read_text(), "[hosts]")
+    data = yaml.safe_load(text)["config"]["aisite:site"]
+    mocks, monitor = run_program("lab", data)
+    assert "lab-hosts-ansible" not in mocks.inputs and "lab-fabric-ansible" in mocks.inputs
+    assert monitor.outputs["lab-hosts"]["pulled_by_nodes"] is True
+
+
+def test_the_kubeconfig_comes_from_the_stacks_secret_config_when_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """On a machine without the site's .aisite/ (`pulumi up` in CI), the stack's secret config aisite:kubeconfig."""
+    monkeypatch.setattr("aisite.components.layers.kubeconfig_path", lambda site: tmp_path / "absent")
+    monkeypatch.setenv("AISITE_LAB_BMC_PASSWORD", "lab-env-secret")
+    given = "apiVersion: v1\nkind: Config\nclusters: []\n"
+    mocks, monitor = run_program("lab", stack_data("lab"), kubeconfig=given)
+    assert monitor.outputs["lab-cluster"]["kubeconfig"] == {
+        SECRET_SIG: "1b47061264138c4ac30d75fd1eb44270",
+        "value": given,
+    }
+    assert mocks.inputs["lab-k8s"]["kubeconfig"] == {SECRET_SIG: "1b47061264138c4ac30d75fd1eb44270", "value": given}
+
+
+def test_provisioning_runs_aisite_provision_on_the_stack_after_the_bmcs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AISITE_LAB_BMC_PASSWORD", "lab-env-secret")
+    data = stack_data("lab")
+    mocks, _ = run_program("lab", data)
+    inputs = mocks.inputs["lab-provisioning-install"]
+    assert inputs["create"].endswith(" -m aisite provision lab") and inputs["create"] == inputs["update"]
+    assert inputs["environment"][SECRET_SIG] == "1b47061264138c4ac30d75fd1eb44270"
+    before = inputs["triggers"]
+    data["provisioning"]["retries"] = 2
+    mocks, _ = run_program("lab", data)
+    assert mocks.inputs["lab-provisioning-install"]["triggers"] != before

@@ -27,7 +27,7 @@ from aisite.reconcile import run, state
 from aisite.reconcile.hook import post_receive
 from aisite.reconcile.nodes import convergence
 from aisite.reconcile.nodes import write_metrics as write_nodes_metrics
-from aisite.render.inventory import inventory
+from aisite.render.inventory import inventory, load_inventory
 from tests.conftest import ROOT, commit_file, git, make_site_repo, run_cli, ssh_signer, stack_data
 
 pytestmark = pytest.mark.slow
@@ -197,7 +197,7 @@ def site_repo(tmp_path: Path) -> Iterator[Path]:
 
 
 def _reconcile(repo: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("reconcile", "--repo", str(repo), "--stack", STACK, "--once", "--json", *extra)
+    return run_cli("reconcile", STACK, "--repo", str(repo), "--once", "--json", *extra)
 
 
 def test_an_invalid_commit_is_refused_with_its_errors_and_nothing_runs(site_repo: Path) -> None:
@@ -208,7 +208,7 @@ def test_an_invalid_commit_is_refused_with_its_errors_and_nothing_runs(site_repo
     rec = json.loads(r.stdout)
     assert rec["outcome"] == "refused" and rec["commit"] == commit and rec["layers"] == {}
     assert any("gpu_nodes[0].count" in e for e in rec["errors"]), rec["errors"]
-    st = json.loads(run_cli("reconcile", "status", "--stack", STACK, "--json").stdout)
+    st = json.loads(run_cli("reconcile", "status", STACK, "--json").stdout)
     assert st["applied_commit"] is None and st["failures_total"] == 1 and st["passes"][-1]["outcome"] == "refused"
     metrics = (state.workdir(STACK) / "aisite_reconcile.prom").read_text()
     assert f'aisite_reconcile_failures_total{{stack="{STACK}"}} 1.0' in metrics
@@ -234,7 +234,7 @@ def test_signatures_unsigned_and_unknown_signers_are_refused(site_repo: Path, tm
     rec = json.loads(_reconcile(site_repo, "--allowed-signers", str(signers)).stdout)
     assert rec["signer"].startswith('Good "git" signature for admin@example.com'), rec
     assert rec["outcome"] == "refused" and any("count" in e for e in rec["errors"])
-    assert json.loads(run_cli("reconcile", "status", "--stack", STACK, "--json").stdout)["failures_total"] == 3
+    assert json.loads(run_cli("reconcile", "status", STACK, "--json").stdout)["failures_total"] == 3
 
 
 def test_a_second_reconcile_leaves_while_one_runs(site_repo: Path) -> None:
@@ -251,7 +251,7 @@ def test_the_push_hook_runs_a_pass_for_its_branch_only(site_repo: Path, tmp_path
     hook = bare / "hooks" / "post-receive"
     hook.write_text(post_receive(STACK, "main"))
     hook.chmod(0o755)
-    assert f"{sys.executable} -m aisite reconcile" in hook.read_text()
+    assert f"{sys.executable} -m aisite --site-dir {ROOT} reconcile {STACK} " in hook.read_text()
     git(site_repo, "remote", "add", "origin", str(bare))
     commit_file(site_repo, f"stacks/Pulumi.{STACK}.yaml", LAB_TEXT.replace("count: 2\n", "count: two\n", 1), "Bad")
     git(site_repo, "push", "--quiet", "origin", "main:other")  # another branch: no pass
@@ -259,7 +259,7 @@ def test_the_push_hook_runs_a_pass_for_its_branch_only(site_repo: Path, tmp_path
     push = subprocess.run(["git", "push", "origin", "main"], cwd=site_repo, capture_output=True, text=True, check=False)
     assert push.returncode == 0, push.stderr  # the push itself is accepted; the pass reports to the pusher
     assert "remote:" in push.stderr and "refused" in push.stderr, push.stderr
-    st = json.loads(run_cli("reconcile", "status", "--stack", STACK, "--json").stdout)
+    st = json.loads(run_cli("reconcile", "status", STACK, "--json").stdout)
     assert st["repo"] == str(bare) and st["passes"][-1]["outcome"] == "refused"
 
 
@@ -274,6 +274,15 @@ def test_reconcile_options_are_checked_before_anything_runs(tmp_path: Path) -> N
         assert msg in r.stderr
     r = run_cli("reconcile", "--repo", "x", "--stack", STACK, "--check", "--layer", "moon")
     assert r.returncode == 2 and "--layer: 'moon' is not one of oob, fabric" in r.stderr
+    # The stack first, as in every command (an option's value before it is not taken for it); or none at all.
+    r = run_cli("reconcile", "--branch", "main", STACK, "--repo", "x", "--check", "--layer", "moon")
+    assert r.returncode == 2 and "--layer: 'moon'" in r.stderr and "STACK" not in r.stderr, r.stderr
+    r = run_cli("reconcile", "--repo", "x", "--once")
+    assert r.returncode == 2 and "STACK: required" in r.stderr
+    r = run_cli("reconcile", "status")
+    assert r.returncode == 2 and "STACK: required" in r.stderr
+    r = run_cli("reconcile", "status", STACK, "--stack", "other")
+    assert r.returncode == 2 and "give one" in r.stderr
     assert not state.workdir(STACK).exists()
 
 
@@ -326,10 +335,11 @@ def _aisite_lines(doc: object) -> list[str]:
 
 @pytest.mark.parametrize("template", ["github-actions.yml", "gitlab-ci.yml"])
 def test_ci_templates_review_a_change_with_validate_and_diff(template: str, site_repo: Path) -> None:
-    """The review steps of the site repository's CI templates, run as written on a change to one node."""
+    """The review steps of the site repository's CI templates (validate, diff, render), run as written on a change
+    to one node."""
     doc = yaml.safe_load((ROOT / "templates" / "ci" / template).read_text())
     lines = _aisite_lines(doc)
-    assert [line.split()[1] for line in lines] == ["validate", "diff"], lines
+    assert [line.split()[1] for line in lines] == ["validate", "diff", "render"], lines
     git(site_repo, "update-ref", "refs/remotes/origin/main", "HEAD")  # what the pipeline fetched of the target
     stack = site_repo / "stacks" / f"Pulumi.{STACK}.yaml"
     stack.write_text(LAB_TEXT.replace("          - {}\n", "          - {labels: {example.com/pool: a}}\n"))
@@ -344,6 +354,8 @@ def test_ci_templates_review_a_change_with_validate_and_diff(template: str, site
         assert r.returncode == 0, (cmd, r.stderr)
         outputs.append(r.stdout)
     assert "- hosts: gpu01" in outputs[1] and "gpu01.labels.example.com/pool" in outputs[1]
+    inv = load_inventory((site_repo / "rendered" / "inventory.yml").read_text())
+    assert inv["all"]["children"]["gpu_nodes"]["hosts"]["gpu01"]["aisite_node"]["labels"]["example.com/pool"] == "a"
 
 
 def test_watch_polls_until_stopped_and_records_every_pass(site_repo: Path) -> None:
@@ -457,7 +469,7 @@ def test_a_rewound_branch_is_refused_and_a_named_rewind_is_recorded(site_repo: P
     assert r.returncode == 1 and rec["outcome"] == "refused", rec
     assert f"does not descend from the applied commit {newer[:12]}" in rec["errors"][0]
     assert f"--allow-rewind {older}" in rec["errors"][0]
-    st = json.loads(run_cli("reconcile", "status", "--stack", STACK, "--json").stdout)
+    st = json.loads(run_cli("reconcile", "status", STACK, "--json").stdout)
     assert st["applied_commit"] == newer and st["not_descendant_total"] == 1
     metrics = (state.workdir(STACK) / "aisite_reconcile.prom").read_text()
     assert f'aisite_reconcile_not_descendant_total{{stack="{STACK}"}} 1.0' in metrics
@@ -497,7 +509,7 @@ def test_a_corrupted_status_file_is_moved_aside_and_the_next_pass_is_full(site_r
     path.parent.mkdir(parents=True, exist_ok=True)
     written = text.replace('"x"', f'"{STACK}"')
     path.write_text(written)
-    r = run_cli("reconcile", "status", "--stack", STACK, "--json")
+    r = run_cli("reconcile", "status", STACK, "--json")
     assert r.returncode == 0 and "the status file was unreadable" in r.stderr and "moved aside" in r.stderr
     assert json.loads(r.stdout)["full_pass_due"] is True
     kept = list(path.parent.glob("status.json.corrupt-*"))
@@ -519,7 +531,7 @@ def test_a_killed_pass_is_recorded_as_interrupted_and_its_lock_taken_over(site_r
     commit_file(site_repo, f"stacks/Pulumi.{STACK}.yaml", LAB_TEXT.replace("count: 2\n", "count: two\n", 1), "Bad")
     r = _reconcile(site_repo)
     assert f"taking over the lock of stack {STACK!r} from pid {gone.pid}" in r.stderr
-    st = json.loads(run_cli("reconcile", "status", "--stack", STACK, "--json").stdout)
+    st = json.loads(run_cli("reconcile", "status", STACK, "--json").stdout)
     assert [p["outcome"] for p in st["passes"]] == ["interrupted", "refused"]
     assert "stopped before recording its end" in st["passes"][0]["errors"][0]
 

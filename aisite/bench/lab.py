@@ -21,9 +21,9 @@ from pathlib import PurePosixPath
 from aisite.bench.results import Result, collect
 from aisite.lab.netns import NetnsError, in_netns, iperf3, pid
 from aisite.lab.podman import LabError
-from aisite.loader import ROOT
 from aisite.payloads import command_args, tools
 from aisite.plan import FABRIC_ROLES, Node, Plan, Rail, WorkloadPlan
+from aisite.roots import PACKAGE
 
 Say = Callable[[str], None]
 LAB_KINDS = ("resnet50-train", "resnet50-infer", "resnet152-train", "resnet152-infer", "iperf3")
@@ -128,7 +128,7 @@ def launch(
             "GLOO_SOCKET_IFNAME": rail.interface,  # gloo's traffic leaves on this rank's rail
             "OMP_NUM_THREADS": "1",
             "AISITE_NODES": str(nodes),
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": str(PACKAGE.parent),  # aisite.payloads, from a checkout or site-packages
         }
         cmd = [
             "nsenter",
@@ -143,7 +143,9 @@ def launch(
             *args,
             *node_args(node),
         ]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
+        procs.append(
+            subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=PACKAGE.parent)
+        )
     outputs = []
     deadline = time.monotonic() + timeout
     try:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import sys
 
-from aisite.cli import accept, bench, deploy, health, lab, maintenance, oob, provision, reconcile, site
+from aisite.cli import accept, bench, deploy, health, init, lab, maintenance, oob, provision, reconcile, site
 from aisite.cli.common import EXIT_FAILED, app
 from aisite.errors import RecordError
 
 __all__ = ["app", "main"]
 
-# In the order `aisite --help` lists them: read a site, run it, then its out-of-band network and the lab.
+# In the order `aisite --help` lists them: make a site repository, read a site, run it, then its out-of-band
+# network and the lab.
+app.command("init")(init.init_command)
 app.command()(site.validate)
 app.command()(site.plan)
 app.command()(site.render)

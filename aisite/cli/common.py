@@ -44,6 +44,15 @@ def _options(
     version: Annotated[
         bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
+    site_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--site-dir",
+            metavar="DIR",
+            help="The site repository (stacks/, .aisite/): default $AISITE_SITE_DIR, else the one the current "
+            "directory is in, else the tool's checkout. Read before the command (aisite.entry).",
+        ),
+    ] = None,
 ) -> None:
     """An on-prem AI cluster site, as code."""
 

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
 from aisite import lifecycle
-from aisite.changes import LOCALHOST, LayerState, contents_text, layer_states, resolve_pattern
+from aisite.changes import LayerState, contents_text, layer_states, resolve_pattern, run_limit
 from aisite.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -40,9 +41,9 @@ from aisite.deploy import (
     merge,
     record_applied,
     record_run,
-    run_playbook,
 )
 from aisite.errors import SiteError
+from aisite.layer_run import LayerRun, run_layer
 from aisite.loader import resolve_stack
 from aisite.maintenance.hold import HoldBack, applied_plan, hold_back, record_applied_stack
 from aisite.maintenance.run import start
@@ -96,9 +97,7 @@ def _runs(  # noqa: PLR0917
         chosen = state.pending(applied.get(name, {})) if changed else list(state.hosts)
         pending = [h for h in chosen if (among is None or h in among) and h not in held]
         if pending:
-            # Ansible refuses a --limit that leaves only the controller (not an inventory host): run the layer.
-            whole = pending == list(state.hosts) or set(pending) <= {LOCALHOST}
-            runs.append(([name], None if whole else ",".join(pending)))
+            runs.append(([name], run_limit(state, pending)))
     return runs
 
 
@@ -379,14 +378,21 @@ def cabling(stack: StackArg, as_json: JsonOpt = False) -> None:
         raise typer.Exit(EXIT_FAILED)
 
 
-def play(
-    playbook: Annotated[str, typer.Option(help="Playbook path relative to the project.")],
-    inventory: Annotated[str, typer.Option(help="Inventory file, or - for standard input.")] = "-",
-) -> None:
-    """Run one playbook against an inventory read from stdin (how the Pulumi layers call Ansible)."""
-    text = sys.stdin.read() if inventory == "-" else Path(inventory).read_text()
+def play() -> None:
+    """Run one layer on the hosts it is pending on, from the document a Pulumi layer gives on standard input
+    (aisite.layer_run: the inventory, the layer's states, the pending hosts), and record what it applied: how
+    `pulumi up` shares the scope and the applied state of `aisite deploy --changed`."""
+    try:
+        run = LayerRun.model_validate_json(sys.stdin.read())
+    except ValidationError as exc:
+        for e in exc.errors():
+            print(f"stdin.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID) from None
     secret_env = {k: v for k, v in os.environ.items() if k.startswith("AISITE_SECRET_")}
-    result = run_playbook(playbook, text, secret_env)
+    result = run_layer(run, secret_env)
+    if result is None:
+        print(f"{run.layer}: nothing to run (every host's state is the one last applied)")
+        return
     for host, r in result.recap.items():
         print(f"{host}: ok={r.ok} changed={r.changed} failed={r.failed} unreachable={r.unreachable}")
     for f in result.failures:

@@ -8,10 +8,11 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from typer.core import TyperGroup
 
 from aisite import lifecycle
 from aisite.cli.common import (
@@ -41,10 +42,39 @@ from aisite.render.inventory import inventory, inventory_text
 
 EXIT_BUSY = 75  # EX_TEMPFAIL: another reconcile holds the lock; try again later
 
+
+class _StackFirst(TyperGroup):
+    """`aisite reconcile STACK --repo URL` (a pass) beside `aisite reconcile status STACK`: the first word that is
+    neither an option, an option's value nor a subcommand is the stack (the pass's --stack), so the
+    stack is positional here as in every other command (--stack, the older form, still works)."""
+
+    # ctx: typer's own click Context (typer vendors click; its module is private).
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        takes_value = {
+            name
+            for p in self.params
+            if p.param_type_name == "option" and not getattr(p, "is_flag", False)
+            for name in p.opts
+        }
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                break
+            if arg.startswith("-"):
+                i += 2 if arg in takes_value else 1
+                continue
+            if arg not in self.commands:
+                args = [*args[:i], "--stack", arg, *args[i + 1 :]]
+            break
+        return super().parse_args(ctx, args)
+
+
 reconcile_app = typer.Typer(
-    help="Apply the site from its Git repository: a pass, a watch loop, a drift check, and what they recorded. "
-    "Exit 0 applied or unchanged; 1 failed, refused, or drift found by --check; 2 bad options; 75 another "
-    "reconcile of the stack is running.",
+    cls=_StackFirst,
+    help="Apply the site from its Git repository: a pass (aisite reconcile STACK --repo URL), a watch loop, a drift "
+    "check, and what they recorded. Exit 0 applied or unchanged; 1 failed, refused, or drift found by --check; "
+    "2 bad options; 75 another reconcile of the stack is running.",
     invoke_without_command=True,
     no_args_is_help=False,
 )
@@ -103,12 +133,29 @@ def _print_pass(rec: PassRecord, as_json: bool) -> None:
         err.print(f"  [red]error[/]: {show(e, 1000)}")
 
 
+# The form before the stack was positional, kept for scripts and units that still say --stack.
+StackOpt = Annotated[str | None, typer.Option("--stack", hidden=True, help="The stack (give it first instead).")]
+
+
+def _one_stack(arg: str | None, opt: str | None) -> str:
+    if arg and opt and arg != opt:
+        print(f"STACK: {arg!r} and --stack {opt!r}: give one", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    if not (arg or opt):
+        print("STACK: required", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    return str(arg or opt)
+
+
 @reconcile_app.callback()
 def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
     ctx: typer.Context,
     repo: Annotated[str | None, typer.Option("--repo", help="URL or path of the site repository.")] = None,
     branch: Annotated[str, typer.Option("--branch", help="The branch that describes the site.")] = "main",
-    stack: Annotated[str | None, typer.Option("--stack", help="The stack in that repository (e.g. dc1).")] = None,
+    stack: Annotated[
+        str | None,
+        typer.Option("--stack", help="The stack in that repository (e.g. dc1); given first, without --stack."),
+    ] = None,
     once: Annotated[bool, typer.Option("--once", help="One pass, then exit (the default).")] = False,
     watch_: Annotated[bool, typer.Option("--watch", help="Poll the branch until stopped.")] = False,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between passes with --watch.")] = 60.0,
@@ -157,7 +204,7 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
     elif repo.startswith("-"):
         problems.append(f"--repo: {repo!r} is not a URL or a path")
     if not stack:
-        problems.append("--stack: required")
+        problems.append("STACK: required (aisite reconcile STACK --repo URL)")
     if once and watch_:
         problems.append("--once and --watch: choose one")
     if full and check:
@@ -210,10 +257,12 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
 
 @reconcile_app.command("status")
 def status(
-    stack: Annotated[str, typer.Option("--stack", help="The stack the reconciler applies.")],
+    stack_arg: Annotated[str | None, typer.Argument(metavar="STACK", help="The stack the reconciler applies.")] = None,
+    stack_opt: StackOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """What the reconciler of a stack last did: the applied commit, the last passes, failures."""
+    stack = _one_stack(stack_arg, stack_opt)
     st = load_status(stack, lambda msg: print(f"warning: {msg}", file=sys.stderr))
     if as_json:
         print(json.dumps(st.to_dict(), indent=2))
@@ -229,7 +278,10 @@ def status(
 
 @reconcile_app.command("nodes")
 def nodes(
-    stack: Annotated[str, typer.Option("--stack", help="The stack whose nodes pull their layers.")],
+    stack_arg: Annotated[
+        str | None, typer.Argument(metavar="STACK", help="The stack whose nodes pull their layers.")
+    ] = None,
+    stack_opt: StackOpt = None,
     tip: Annotated[
         str | None,
         typer.Option(help="The commit the site is at (default: the one the reconciler applied last on this machine)."),
@@ -239,6 +291,7 @@ def nodes(
     """How the nodes that converge themselves (gitops.pull_layers) stand: each one's last pass, read on the node
     (state.json), as converged, behind (an older commit applied), failing (refused or failed, and for how long),
     never (no pass) or unreachable. Exit 1 when any is not converged."""
+    stack = _one_stack(stack_arg, stack_opt)
     p = load_plan(stack, as_json)
     if not p.pulled_layers:
         print(f"{stack}: the site pulls no layer (gitops.pull_layers is empty)", file=sys.stderr)
@@ -281,7 +334,8 @@ def nodes(
 
 @reconcile_app.command("hook")
 def hook(
-    stack: Annotated[str, typer.Option("--stack", help="The stack the hook reconciles.")],
+    stack_arg: Annotated[str | None, typer.Argument(metavar="STACK", help="The stack the hook reconciles.")] = None,
+    stack_opt: StackOpt = None,
     branch: Annotated[str, typer.Option("--branch", help="The branch whose pushes trigger a pass.")] = "main",
     allowed_signers: Annotated[
         Path | None, typer.Option("--allowed-signers", help="Passed on to the reconcile.")
@@ -289,4 +343,5 @@ def hook(
 ) -> None:
     """Print a post-receive hook for a bare site repository: a push to the branch runs one reconcile pass (its
     output goes back to whoever pushed). Install it as hooks/post-receive, executable."""
+    stack = _one_stack(stack_arg, stack_opt)
     print(post_receive(stack, branch, allowed_signers))

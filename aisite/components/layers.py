@@ -1,23 +1,33 @@
-"""The layers of a site. Each runs its playbook through a `command:local:Command`, re-run when the inventory,
-the playbook or a role it uses changes (the trigger is their hash), and exports what the next layer needs."""
+"""The layers of a site. Each runs its playbook through a `command:local:Command` (`aisite play`) on the hosts
+whose state (aisite.changes: the variables the layer reads, its playbook and roles) is not the one the site
+repository's .aisite/ records as applied, and records what it applied there: the scope and the record
+`aisite deploy --changed` and the reconciler use, so either may apply a change and the other will not run it
+again. The Command's trigger is the hash of the layer's states: Pulumi calls play whenever one changed. A layer the
+nodes pull themselves (gitops.pull_layers) has no Command. Each layer exports what the next one needs."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 from pulumi_command import local
 
-from aisite.changes import layer_state
+from aisite.changes import LayerState
 from aisite.components.bmc import BmcState, BmcStateArgs
 from aisite.fields import secret_env
+from aisite.layer_run import LayerRun
 from aisite.paths import kubeconfig_path
-from aisite.plan import FABRIC_ROLES, Plan
-from aisite.playbooks import ROOT
-from aisite.render.inventory import inventory
+from aisite.plan import FABRIC_ROLES, Plan, plain
+from aisite.roots import SITE
+
+# The stack's secret config key a kubeconfig may be given in (aisite:kubeconfig).
+KUBECONFIG_KEY = "kubeconfig"
 
 
 @dataclass(frozen=True)
@@ -26,8 +36,33 @@ class LayerArgs:
 
     plan: Plan
     inventory: str
+    # Every layer's state per host (aisite.changes.layer_states), as `aisite deploy` computes it.
+    states: Mapping[str, LayerState]
+    # layer -> host -> the state last applied to it (aisite.deploy.applied_hosts of the site repository).
+    applied: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The Pulumi stack (its file is stacks/Pulumi.<stack>.yaml in the site repository: what `aisite provision`
+    # reads).
+    stack: str = ""
     # Environment variable -> secret value (a Pulumi secret Output): how credentials reach Ansible.
     secret_env: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+
+
+def aisite_command(
+    parent: pulumi.Resource, name: str, words: str, args: LayerArgs, trigger: str, *, run: LayerRun | None = None
+) -> local.Command:
+    """`python -m aisite WORDS` in the site repository, with the secrets in its environment (a Pulumi secret) and
+    `run` on its standard input; run again when `trigger` changes."""
+    command = f"{shlex.quote(sys.executable)} -m aisite {words}"
+    return local.Command(
+        name,
+        create=command,
+        update=command,
+        dir=str(SITE),
+        stdin=run.model_dump_json() if run else None,
+        environment=args.secret_env or None,
+        triggers=[trigger],
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
 
 
 class AnsibleLayer(pulumi.ComponentResource):
@@ -37,23 +72,23 @@ class AnsibleLayer(pulumi.ComponentResource):
     def __init__(self, args: LayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         site = args.plan.site
         super().__init__(self.type_token, f"{site}-{self.layer}", None, opts)
-        playbook = f"playbooks/{self.layer}.yml"
         # The same state `aisite deploy --changed` and `aisite reconcile` compare (aisite.changes).
-        self.trigger = layer_state(self.layer, inventory(args.plan)).trigger
-        command = f"{shlex.quote(sys.executable)} -m aisite play --playbook {playbook} --inventory -"
-        self.ansible = local.Command(
-            f"{site}-{self.layer}-ansible",
-            create=command,
-            update=command,
-            dir=str(ROOT),
-            stdin=args.inventory,
-            environment=args.secret_env or None,
-            triggers=[self.trigger],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        state = args.states[self.layer]
+        self.trigger = state.trigger
+        # The hosts this run applies the layer to: those whose state is not the one last applied.
+        self.pending = state.pending(args.applied.get(self.layer, {}))
+        self.pulled = self.layer in args.plan.pulled_layers
+        self.ansible: local.Command | None = None
+        if not self.pulled:
+            run = LayerRun(
+                site=site, layer=self.layer, inventory=args.inventory, states=state.hosts, pending=self.pending
+            )
+            self.run = run
+            self.ansible = aisite_command(self, f"{site}-{self.layer}-ansible", "play", args, self.trigger, run=run)
         self.outputs = self.layer_outputs(args.plan)
         self.children(args)
-        self.register_outputs({"trigger": self.trigger, "stdout": self.ansible.stdout, **self.outputs})
+        ran = {"stdout": self.ansible.stdout} if self.ansible else {"pulled_by_nodes": True}
+        self.register_outputs({"trigger": self.trigger, "pending": self.pending, **ran, **self.outputs})
 
     def layer_outputs(self, plan: Plan) -> dict[str, Any]:
         return {}
@@ -84,7 +119,7 @@ class OutOfBand(AnsibleLayer):
                     power=node.bmc.power,
                     tls_verify=node.bmc.tls_verify,
                 ),
-                pulumi.ResourceOptions(parent=self, depends_on=[self.ansible]),
+                pulumi.ResourceOptions(parent=self, depends_on=[self.ansible] if self.ansible else []),
             )
 
     def layer_outputs(self, plan: Plan) -> dict[str, Any]:
@@ -120,12 +155,34 @@ class Cluster(AnsibleLayer):
     def layer_outputs(self, plan: Plan) -> dict[str, Any]:
         k = plan.kubernetes
         path = kubeconfig_path(plan.site)
-        # Read once the play has fetched it (after its stdout), and secret from the start: encrypted in the state,
-        # masked in logs. None where no cluster was made (the lab, whose nodes cannot install kubeadm).
+        configured = pulumi.Config("aisite").get_secret(KUBECONFIG_KEY)
+        ran = self.ansible.stdout if self.ansible else pulumi.Output.from_input("")
+        # The stack's secret config where set (`pulumi config set --secret aisite:kubeconfig < FILE`: any machine
+        # runs pulumi up), else the file the play fetched into the site repository's .aisite/, read once the play
+        # ran (after its stdout). Secret from the start: encrypted in the state, masked in logs. None where no
+        # cluster was made (the lab, whose nodes cannot install kubeadm).
         self.kubeconfig: pulumi.Output[str | None] = pulumi.Output.secret(
-            self.ansible.stdout.apply(lambda _: path.read_text() if path.is_file() else None)
+            configured if configured is not None else ran.apply(lambda _: path.read_text() if path.is_file() else None)
         )
         return {"api_endpoint": f"https://{k.endpoint}", "version": k.version, "kubeconfig": self.kubeconfig}
+
+
+class Provisioning(pulumi.ComponentResource):
+    """The site's network installs (`aisite provision STACK`, after the BMCs' layer): nodes already installed at
+    the plan's version are left alone by provision itself, which records each node under .aisite/. Re-run when the
+    provisioning plan changes (its hash is the trigger)."""
+
+    def __init__(self, args: LayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        site = args.plan.site
+        super().__init__("aisite:site:Provisioning", f"{site}-provisioning", None, opts)
+        assert args.plan.provisioning is not None
+        self.trigger = hashlib.sha256(
+            json.dumps(plain(args.plan.provisioning), sort_keys=True, default=str).encode()
+        ).hexdigest()
+        self.command = aisite_command(
+            self, f"{site}-provisioning-install", f"provision {shlex.quote(args.stack)}", args, self.trigger
+        )
+        self.register_outputs({"trigger": self.trigger, "stdout": self.command.stdout})
 
 
 class Workloads(AnsibleLayer):

@@ -6,7 +6,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from aisite.loader import ROOT
+from aisite.roots import SITE
 
 
 def post_receive(stack: str, branch: str, allowed_signers: Path | None = None) -> str:
@@ -24,7 +24,7 @@ while read -r old new ref; do
   [ "$ref" = "refs/heads/{branch}" ] && run=1
 done
 [ "$run" = 1 ] || exit 0
-cd {shlex.quote(str(ROOT))} || exit 1
-exec {shlex.quote(sys.executable)} -m aisite reconcile --repo "$repo" --branch {shlex.quote(branch)} \\
-  --stack {shlex.quote(stack)} --once --wait{signers}
+cd {shlex.quote(str(SITE))} || exit 1
+exec {shlex.quote(sys.executable)} -m aisite --site-dir {shlex.quote(str(SITE))} reconcile {shlex.quote(stack)} \\
+  --repo "$repo" --branch {shlex.quote(branch)} --once --wait{signers}
 """

@@ -5,6 +5,7 @@ what reaches the site. Every pass is recorded in the status file and the metrics
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from aisite.reconcile.state import (
     workdir,
     write_metrics,
 )
+from aisite.roots import SITE_DIR_ENV
 
 
 @dataclass(frozen=True)
@@ -70,13 +72,23 @@ def _check_descent(clone: Path, cfg: Config, applied: str | None, rec: PassRecor
     )
 
 
+def _in_clone(clone: Path) -> dict[str, Any]:
+    """Where a child of a pass runs: in the checkout, its site repository, whatever this process was pointed at."""
+    return {"cwd": clone, "env": os.environ | {SITE_DIR_ENV: str(clone)}}
+
+
 def _aisite(clone: Path, *args: str, fd: int, forward: list[subprocess.Popen[str]]) -> subprocess.CompletedProcess[str]:
     """Run the checkout's own aisite (python -m puts the checkout first on sys.path) with this interpreter. The
     child inherits the lock, so a reconcile that dies leaves it held until its deploy has stopped too; its output
     goes to files, not pipes, so it does not die with its reader half-way through (leaving Ansible unwatched)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as errs:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "aisite", *args], cwd=clone, stdout=out, stderr=errs, text=True, pass_fds=(fd,)
+            [sys.executable, "-m", "aisite", *args],
+            **_in_clone(clone),
+            stdout=out,
+            stderr=errs,
+            text=True,
+            pass_fds=(fd,),
         )
         forward.append(proc)
         try:
@@ -124,7 +136,7 @@ def _deploy(
         args += ["--refresh"] if mode == "full" else []
         if mode == "check":
             args = ["pulumi", "preview", "--stack", cfg.stack, "--non-interactive", "--diff"]
-        r = subprocess.run(args, cwd=clone, capture_output=True, text=True, check=False, pass_fds=(fd,))
+        r = subprocess.run(args, **_in_clone(clone), capture_output=True, text=True, check=False, pass_fds=(fd,))
         rec.outcome = "applied" if r.returncode == 0 else "failed"
         if r.returncode != 0:
             rec.errors.append(" ".join((r.stderr or r.stdout).split()[-60:]))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from aisite.loader import ROOT, load_site, stack_names
+from aisite.loader import load_site, stack_names
 from aisite.plan import Plan, build_plan
 from aisite.render.bundle import write_bundle
 from aisite.render.manifests import gitops_files, manifest_files
+from aisite.roots import SITE
 
 
 def rendered(plan: Plan) -> dict[str, dict[str, str]]:
@@ -32,7 +33,7 @@ def main() -> None:
     dirs: dict[str, dict[str, str]] = {}
     for stack in stack_names():
         dirs |= rendered(build_plan(load_site(stack)))
-    for site, count in write(ROOT, dirs).items():
+    for site, count in write(SITE, dirs).items():
         if count:
             print(f"manifests/{site}: {count} file(s)")
 

@@ -15,9 +15,11 @@ import orjson
 import yaml
 
 from aisite.fields import secret_env
-from aisite.loader import ROOT
-from aisite.paths import kubeconfig_path, lab_ssh_dir, provision_dir, pull_wheels_dir
+from aisite.paths import STATE, kubeconfig_path, lab_ssh_dir, provision_dir, pull_wheels_dir, site_dir
 from aisite.plan import FABRIC_ROLES, Node, Plan, Switch, plain
+
+# The site repository's .aisite/ as a play sees it: aisite passes the repository to every run (aisite.deploy).
+SITE_DIR_VAR = "{{ aisite_site_dir | default(playbook_dir ~ '/..') }}/.aisite"
 
 NODE_GROUPS = {"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}
 # The boot server's inventory name (`aisite provision` configures it; the lab runs it as a container).
@@ -182,8 +184,12 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         # Every host's name and management address, so /etc/hosts needs no cross-host facts.
         "aisite_hosts": [{"name": n.name, "fqdn": n.fqdn, "address": n.management.address} for n in plan.nodes],
         # Where the cluster layer fetches the admin kubeconfig and the platform play reads it: kubeconfig_path,
-        # relative to the playbooks so the inventory stays the same on every controller.
-        "aisite_kubeconfig": Template("{{ playbook_dir }}/../" + str(kubeconfig_path(plan.site).relative_to(ROOT))),
+        # under the site repository aisite passes each run (aisite_site_dir), so the inventory stays the same on
+        # every controller; a run without it (a checkout's own playbooks) finds the repository above them.
+        "aisite_kubeconfig": Template(f"{SITE_DIR_VAR}/{kubeconfig_path(plan.site).relative_to(STATE)}"),
+        # Where the bmc role saves each BMC's inventory (its default is relative to the playbooks, which an
+        # installed package holds apart from the site).
+        "bmc_inventory_dir": Template(f"{SITE_DIR_VAR}/{(site_dir(plan.site) / 'bmc').relative_to(STATE)}"),
         "aisite_secrets": {
             name: {"username": s["username"], "env": secret_env(name)} for name, s in plan.secrets.items()
         },

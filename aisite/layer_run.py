@@ -1,0 +1,72 @@
+"""One layer's run as a Pulumi layer hands it to `aisite play`: the same scope and the same record of what was
+applied as `aisite deploy --changed`, so that `pulumi up` and `aisite deploy` (and the reconciler) run a change
+only where it is not applied yet, whichever of them applied it.
+
+The program (aisite.components.layers) computes each layer's state per host (aisite.changes) and the hosts whose
+state is not the one the site repository's .aisite/ records as applied; the Command gives `aisite play` this
+document on its standard input; play runs the layer on those hosts alone and records what it applied."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from aisite.changes import LayerState, run_limit
+from aisite.deploy import RunResult, record_applied, record_run, run_playbook
+from aisite.fields import DnsLabel
+
+# The layers the Pulumi program runs through Ansible (the platform talks to the API itself).
+PulumiLayer = Literal["oob", "fabric", "hosts", "cluster", "workloads"]
+# An inventory host name (nodes, switches, BMCs, localhost), a state a sha256 in hex.
+HostName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")]
+Digest = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class LayerRun(BaseModel):
+    """What a Pulumi layer's Command hands `aisite play` on its standard input (JSON)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    site: DnsLabel
+    layer: PulumiLayer
+    inventory: Annotated[str, Field(max_length=256 * 1024 * 1024)]
+    # host -> its state in the layer (every host the layer targets).
+    states: dict[HostName, Digest]
+    # The hosts to run on: those whose state is not the one last applied (empty: nothing to run).
+    pending: list[HostName]
+
+    def limit(self) -> str | None:
+        return run_limit(LayerState(self.layer, dict(self.states)), list(self.pending))
+
+
+def run_layer(run: LayerRun, secret_env: Mapping[str, str]) -> RunResult | None:
+    """Run the layer on its pending hosts and record what it applied (as `deploy --changed` does); None when no
+    host is pending."""
+    pending = [h for h in run.pending if h in run.states]
+    if not pending:
+        return None
+    started = time.time()
+    limit = run.limit()
+    result = run_playbook(f"playbooks/{run.layer}.yml", run.inventory, secret_env, limit=limit)
+    if result.ok:
+        record_applied(run.site, {run.layer: {h: s for h, s in run.states.items() if h in result.recap}}, {})
+    record_run(
+        run.site,
+        f"pulumi-{run.layer}",
+        {
+            "status": result.status,
+            "rc": result.rc,
+            "failures": result.failures,
+            "layers": [run.layer],
+            "runs": [{"layer": run.layer, "hosts": pending if limit else list(run.states)}],
+            "recap": {h: vars(r) for h, r in result.recap.items()},
+            "started": datetime.fromtimestamp(started, UTC).isoformat(timespec="seconds"),
+            "seconds": round(time.time() - started, 1),
+            "by": "pulumi up",
+        },
+    )
+    return result

@@ -1,0 +1,5 @@
+"""Pulumi entry point: `pulumi up --stack <site>` deploys the site declared in stacks/Pulumi.<site>.yaml."""
+
+from aisite.program import run
+
+run()
