@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -404,3 +406,25 @@ def test_the_layers_the_nodes_pull_are_left_to_them(tmp_path: Path) -> None:
     assert [names for names, _ in changed] == others
     assert _runs(states, inv, "hosts", None, False, False, {}, False, pulled) == [(["hosts"], None)]
     assert _runs(states, inv, None, "gpu01", False, False, {}, False) == [(list(LAYERS), "gpu01")]
+
+
+def test_help_names_each_values_kind_as_a_terminal_does_on_every_command() -> None:
+    """No `<bool>` or `<str>` (typer's markup-like kinds) in any command's help; a flag shows no kind at all."""
+    import typer
+    from typer.testing import CliRunner
+
+    from aisite.cli import app
+
+    runner = CliRunner()
+    paths: list[list[str]] = [[]]
+    group: Any = typer.main.get_command(app)  # typer's own click: its classes are not click's
+    for name, cmd in group.commands.items():
+        paths.append([name])
+        paths += [[name, sub] for sub in getattr(cmd, "commands", {})]
+    assert len(paths) > 30
+    for path in paths:
+        r = runner.invoke(app, [*path, "-h"], terminal_width=120)
+        assert r.exit_code == 0, (path, r.output)
+        assert not re.search(r"<(bool|str|int|float|path|datetime|list\[\w+\])>", r.output), (path, r.output)
+    r = runner.invoke(app, ["reconcile", "-h"], terminal_width=120)
+    assert re.search(r"--interval +FLOAT ", r.output) and re.search(r"--once +One pass", r.output), r.output

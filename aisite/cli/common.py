@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer import core as typer_core
 
 from aisite.errors import SiteError
 from aisite.loader import load_site, resolve_stack
@@ -23,6 +24,22 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 LAYERS = ("oob", "fabric", "hosts", "cluster", "platform", "workloads")
 # Playbooks run only when asked (`deploy --layer NAME`), not by a whole-site deploy or --changed.
 OPTIONAL_LAYERS = ("reconciler", "pull")
+
+# Help names a value's kind as a terminal's help does (TEXT, FLOAT, PATH, a choice's words) and a flag by its name
+# alone: typer 0.29's own `<str>` and `<bool>` read as markup, in a terminal and piped. Its display_type is the one
+# place every option and argument is shown through (typer is pinned: a new version is checked by test_cli).
+_typer_display_type = typer_core._TyperParameter.display_type
+_TYPE_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "bool": "BOOLEAN"}
+
+
+def _display_type(self: Any, ctx: Any) -> str:
+    if getattr(self, "is_flag", False):
+        return ""
+    label = str(_typer_display_type(self, ctx)).removeprefix("<").removesuffix(">")
+    return label if "|" in label else _TYPE_WORDS.get(label, label.upper())
+
+
+typer_core._TyperParameter.display_type = _display_type  # type: ignore[method-assign]
 
 app = typer.Typer(
     no_args_is_help=True,
