@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from aisite.changes import LayerState, run_limit
 from aisite.deploy import RunResult, record_applied, record_run, run_playbook
@@ -39,6 +39,13 @@ class LayerRun(BaseModel):
     # The hosts to run on: those whose state is not the one last applied (empty: nothing to run).
     pending: list[HostName]
 
+    @model_validator(mode="after")
+    def _pending_are_the_layers(self) -> LayerRun:
+        stray = [h for h in self.pending if h not in self.states]
+        if stray:
+            raise ValueError(f"pending hosts the layer does not target: {', '.join(stray)}")
+        return self
+
     def limit(self) -> str | None:
         return run_limit(LayerState(self.layer, dict(self.states)), list(self.pending))
 
@@ -46,7 +53,7 @@ class LayerRun(BaseModel):
 def run_layer(run: LayerRun, secret_env: Mapping[str, str]) -> RunResult | None:
     """Run the layer on its pending hosts and record what it applied (as `deploy --changed` does); None when no
     host is pending."""
-    pending = [h for h in run.pending if h in run.states]
+    pending = list(run.pending)
     if not pending:
         return None
     started = time.time()

@@ -238,6 +238,9 @@ def test_play_refuses_a_bad_document_with_every_problem() -> None:
     assert r.returncode == 2, r.stderr
     for path in ("stdin.site", "stdin.layer", "stdin.states.h", "stdin.extra"):
         assert f"{path}: " in r.stderr, (path, r.stderr)
+    doc = {"site": "lab", "layer": "hosts", "inventory": "", "states": {"gpu01": "a" * 64}, "pending": ["gpu09"]}
+    r = run_cli("play", stdin=json.dumps(doc))
+    assert r.returncode == 2 and "pending hosts the layer does not target: gpu09" in r.stderr, r.stderr
 
 
 def test_play_with_nothing_pending_runs_nothing() -> None:
