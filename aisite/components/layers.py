@@ -77,13 +77,11 @@ class AnsibleLayer(pulumi.ComponentResource):
         self.trigger = state.trigger
         # The hosts this run applies the layer to: those whose state is not the one last applied.
         self.pending = state.pending(args.applied.get(self.layer, {}))
-        self.pulled = self.layer in args.plan.pulled_layers
         self.ansible: local.Command | None = None
-        if not self.pulled:
+        if self.layer not in args.plan.pulled_layers:
             run = LayerRun(
                 site=site, layer=self.layer, inventory=args.inventory, states=state.hosts, pending=self.pending
             )
-            self.run = run
             self.ansible = aisite_command(self, f"{site}-{self.layer}-ansible", "play", args, self.trigger, run=run)
         self.outputs = self.layer_outputs(args.plan)
         self.children(args)
