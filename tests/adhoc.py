@@ -14,7 +14,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_module(name: str, args: dict[str, Any], check: bool = False) -> dict[str, Any]:
+def run_module(
+    name: str, args: dict[str, Any], check: bool = False, *, library: Path | None = None, diff: bool = False
+) -> dict[str, Any]:
+    """`library`: a role's own modules (its library/ folder)."""
     env = os.environ | {
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
@@ -23,7 +26,14 @@ def run_module(name: str, args: dict[str, Any], check: bool = False) -> dict[str
     }
     cmd = [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-m", name]
     r = subprocess.run(
-        [*cmd, "-a", json.dumps(args), *(["--check"] if check else [])],
+        [
+            *cmd,
+            "-a",
+            json.dumps(args),
+            *(["--check"] if check else []),
+            *(["--diff"] if diff else []),
+            *(["--module-path", str(library)] if library else []),
+        ],
         check=False,
         cwd=ROOT,
         env=env,

@@ -1,8 +1,13 @@
 """node_health on a lone node container: the timer runs the check, which writes what it found (the rail the node
 was told of and does not have) to status.json and the textfile collector's metrics."""
 
+import hashlib
 import json
 import time
+from pathlib import Path
+
+# The role's files/ links to the project's aisite/health: the sources the node must hold, byte for byte.
+HEALTH = Path(__file__).resolve().parents[3] / "files"
 
 
 def _status(host):
@@ -12,6 +17,21 @@ def _status(host):
             return json.loads(f.content_string)
         time.sleep(1)
     raise AssertionError("no status.json after 30 s")
+
+
+def test_the_check_is_the_projects_source_and_each_file_and_directory_is_as_asked(host):
+    for name in ("parse.py", "judge.py", "node.py"):
+        f = host.file(f"/opt/aisite/health/{name}")
+        assert f.sha256sum == hashlib.sha256((HEALTH / name).read_bytes()).hexdigest(), name
+        assert (f.mode, f.user, f.group) == (0o644, "root", "root"), name
+    for unit in ("aisite-health.service", "aisite-health.timer"):
+        f = host.file(f"/etc/systemd/system/{unit}")
+        assert (f.mode, f.user, f.group) == (0o644, "root", "root"), unit
+    assert json.loads(host.file("/etc/aisite/health/expected.json").content_string)["rails"]
+    for d in ("/opt/aisite/health", "/etc/aisite/health", "/var/lib/aisite/health"):
+        assert host.file(d).is_directory and host.file(d).mode == 0o755, d
+    # Nothing left of the writes (each goes through a temporary file beside its destination).
+    assert host.run("ls -A /opt/aisite/health /etc/aisite/health | grep -c '^.aisite-'").stdout.strip() == "0"
 
 
 def test_the_timer_is_enabled_and_active(host):
