@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
-LAB_TESTS=tests/test_lab_integration.py
+LAB_TESTS=tests/lab
 part="${AISITE_TEST_PART:-all}"
 case "$part" in
   all) pytest_args=() ;;
@@ -43,7 +43,8 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   echo; echo "== molecule: skipped: it needs root for podman (run as root, as CI does)"
 fi
-# loadfile: a test file stays on one worker (the lab integration tests share one lab, in order).
+# loadfile: a test file stays on one worker, and tests/lab/ is one unit (tests/conftest.py): its files share one
+# lab, in order.
 step "pytest"
 pytest_rc=0
 pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=60 "${pytest_args[@]}" "$@" || pytest_rc=$?

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+from xdist.scheduler import LoadFileScheduling
 
 from aisite.loader import read_site_config, resolve_stack, stack_names
 from aisite.repo import copy_checkout
@@ -152,6 +153,20 @@ def rotation_skip(group: str, day: dt.date) -> str | None:
         f"rotated out of today's CI run ({rotation_due(day)!r} runs today; {group!r} next on {later.isoformat()}): "
         "CI's 90-minute budget; a run without AISITE_ITEST_ROTATE=1 runs every group"
     )
+
+
+LAB_TESTS = "tests/lab/"
+
+
+class _LabInOneScope(LoadFileScheduling):
+    """`--dist loadfile`, but the lab's test files are one unit: they run in order on one worker, over one lab."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return LAB_TESTS if nodeid.startswith(LAB_TESTS) else super()._split_scope(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
+    return _LabInOneScope(config, log) if config.getoption("dist") == "loadfile" else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

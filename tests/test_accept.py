@@ -1,6 +1,6 @@
 """Acceptance offline: the bisection (property-tested), verdicts against floors and the best of a kind, and the
 attribution of failed checks to the node, rail or path that explains them. The lab runs the stages for real
-(tests/test_lab_integration.py)."""
+(tests/lab/)."""
 
 from __future__ import annotations
 

@@ -148,7 +148,7 @@ def test_plan_json_matches_the_human_table() -> None:
 def test_deploy_runs_a_layer_through_ansible_runner_and_prints_the_recap() -> None:
     """The workloads layer is controller-side (preflight checks, then the jobs for an API server the lab does not
     have), so no lab is needed (and nothing is contacted: the other layers reach for BMCs, switches and nodes); the
-    whole site.yml against a running lab is tested in tests/test_lab_integration.py."""
+    whole site.yml against a running lab is tested in tests/lab/."""
     r = run_cli("deploy", "lab", "--layer", "workloads", "--json", env={"AISITE_LAB_BMC_PASSWORD": LAB_SECRET})
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)

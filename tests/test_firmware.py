@@ -1,6 +1,6 @@
 """Firmware baselines (issue 37): the site's model, what a BMC's answer becomes, the drift, and a rollout's steps
 on a node out for its firmware. The Redfish side runs for real against the lab's emulators
-(test_lab_integration: test_a_bios_change_by_hand_shows_in_diff_and_a_rollout_puts_it_back)."""
+(tests/lab/test_70_bmcs.py: test_a_bios_change_by_hand_shows_in_diff_and_a_rollout_puts_it_back)."""
 
 from __future__ import annotations
 

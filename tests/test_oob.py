@@ -1,6 +1,6 @@
 """The out-of-band helpers that need no BMC: ipmitool output parsing (the bmc role's filter), the IPMI presence
 probe against a responder on loopback, how discovery sorts what answered, and the refusal to probe a range this
-machine does not sit on. The BMCs themselves are exercised in tests/test_lab_integration.py."""
+machine does not sit on. The BMCs themselves are exercised in tests/lab/."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Provisioning: the model's checks, the plan's profiles and targets, the boot server's HTTP service (run for real
 on loopback: tokens, files, reports), the installer's scripts, and `aisite provision`'s sequencing (waves, retries,
 the failure paths, what is recorded) driven through a scripted World. The lab's VM installs for real in
-tests/test_lab_integration.py."""
+tests/lab/."""
 
 from __future__ import annotations
 
@@ -764,7 +764,7 @@ def test_a_node_to_install_gets_its_firmware_baseline_while_off_before_its_netwo
     """Provisioning takes the node out anyway: its firmware baseline (aisite.firmware.apply: BIOS settings pending,
     the release requested) is set while it is off, so the power-on that boots the installer takes it; an IPMI BMC
     has neither, and says so. aisite.firmware's Redfish requests run for real against the lab's emulators
-    (test_lab_integration's BIOS rollout); here, only the order and what is said."""
+    (tests/lab/test_70_bmcs.py's BIOS rollout); here, only the order and what is said."""
     from aisite import firmware, oob
     from aisite.provision.world import SiteWorld
 

@@ -24,3 +24,26 @@ def test_every_group_takes_its_turn_and_each_day_runs_one() -> None:
     assert rotation_skip("reconcile", dt.date(2026, 12, 3)) is None
     with pytest.raises(AssertionError, match="unknown rotating group"):
         rotation_skip("pul", start)
+
+
+def test_the_lab_files_are_one_xdist_unit_and_every_other_file_its_own() -> None:
+    """Under `--dist loadfile` (scripts/test.sh), tests/lab/'s files go to one worker, in order: they share one lab."""
+    from tests.conftest import _LabInOneScope, pytest_xdist_make_scheduler
+
+    class Config:
+        def __init__(self, dist: str) -> None:
+            self.dist = dist
+
+        def getoption(self, name: str) -> str:
+            assert name == "dist"
+            return self.dist
+
+    assert pytest_xdist_make_scheduler(Config("load"), None) is None  # type: ignore[arg-type]
+    scheduler = _LabInOneScope.__new__(_LabInOneScope)
+    scopes = {
+        scheduler._split_scope(nodeid)
+        for nodeid in ("tests/lab/test_00_up.py::test_a", "tests/lab/test_95_three_tier.py::test_b[x]")
+    }
+    assert scopes == {"tests/lab/"}
+    assert scheduler._split_scope("tests/test_cli.py::test_c") == "tests/test_cli.py"
+    assert scheduler._split_scope("tests/test_labels.py::test_d") == "tests/test_labels.py"
