@@ -1,5 +1,5 @@
 """What changed, `aisite diff` and the parts of `aisite reconcile` that need no lab: real git repositories, real
-SSH-signed commits, the real lock and the push hook. Passes that apply a commit run in test_lab_integration.py."""
+SSH-signed commits, the real lock and the push hook. Passes that apply a commit run in tests/lab/."""
 
 from __future__ import annotations
 
@@ -311,6 +311,30 @@ def test_a_check_of_part_of_the_site_asks_deploy_for_that_part_only(
     shutil.rmtree(state.workdir(STACK), ignore_errors=True)
 
 
+def test_a_pass_that_applies_records_the_tasks_each_host_changed(
+    site_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a full pass changed is named per host and task (a second whole-site run that changed a task on one
+    host was once known by its count alone), and nothing of it is called drift."""
+    shutil.rmtree(state.workdir(STACK), ignore_errors=True)
+
+    def fake(clone: Path, *args: str, fd: int, forward: list[Any]) -> subprocess.CompletedProcess[str]:
+        doc: dict[str, Any] = {"valid": True}
+        if args[0] == "deploy":
+            doc = {"status": "successful", "runs": [{"layer": "hosts", "hosts": ["stor01", "gpu01"]}]}
+            doc["recap"] = {"stor01": {"changed": 2}, "gpu01": {"changed": 0}}
+            doc["changes"] = ["stor01: Ceph | Pools", "stor01: NFS | Exports"]
+        return subprocess.CompletedProcess(args, 0, json.dumps(doc), "")
+
+    monkeypatch.setattr(run, "_aisite", fake)
+    rec = run.reconcile_pass(run.Config(str(site_repo), "main", STACK), "full")
+    assert rec.outcome == "applied" and rec.changed == {"stor01": 2}, rec
+    assert rec.changed_tasks == {"stor01": ["Ceph | Pools", "NFS | Exports"]} and rec.drifted == {}, rec
+    status = json.loads((state.workdir(STACK) / "status.json").read_text())
+    assert status["passes"][-1]["changed_tasks"] == rec.changed_tasks
+    shutil.rmtree(state.workdir(STACK), ignore_errors=True)
+
+
 def test_the_pulumi_engine_without_its_cli_says_so(site_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if shutil.which("pulumi"):
         pytest.skip("the Pulumi CLI is installed here: this checks the message given where it is not")
@@ -391,7 +415,7 @@ def _signed_commit(repo: Path, key: Path, message: str, text: str) -> str:
 
 
 def _applied(commit: str) -> None:
-    """As if a pass had converged the site to `commit` (applying one needs the lab: test_lab_integration.py)."""
+    """As if a pass had converged the site to `commit` (applying one needs the lab: tests/lab/)."""
     state.save_status(state.Status(STACK, applied_commit=commit))
 
 

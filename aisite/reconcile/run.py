@@ -154,11 +154,14 @@ def _deploy(
         return
     rec.layers = {run["layer"]: run["hosts"] for run in doc.get("runs", [])}
     rec.changed = {h: c["changed"] for h, c in doc.get("recap", {}).items() if c.get("changed")}
+    tasks: dict[str, list[str]] = {}
+    for change in doc.get("changes", []):
+        host, _, task = change.partition(": ")
+        tasks.setdefault(host, []).append(task)
     if mode == "check":
-        for change in doc.get("changes", []):
-            host, _, task = change.partition(": ")
-            rec.drifted.setdefault(host, []).append(task)
-        rec.changed = {}
+        rec.drifted, rec.changed = tasks, {}
+    else:
+        rec.changed_tasks = tasks
     rec.errors += [str(f) for f in doc.get("failures", [])]
     if doc.get("status") != "successful":
         rec.outcome = "failed"

@@ -39,6 +39,7 @@ class PassRecord:
     notes: list[str] = field(default_factory=list)
     layers: dict[str, list[str]] = field(default_factory=dict)  # layer -> hosts it ran on
     changed: dict[str, int] = field(default_factory=dict)  # host -> changed tasks
+    changed_tasks: dict[str, list[str]] = field(default_factory=dict)  # host -> the tasks that changed
     drifted: dict[str, list[str]] = field(default_factory=dict)  # host -> tasks that would change
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
