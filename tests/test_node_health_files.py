@@ -49,6 +49,18 @@ def test_writes_what_differs_once_then_nothing(tmp_path: Path) -> None:
     assert (tmp_path / "opt/node.py").read_text() == "print({'node': 1})\n"
     assert json.loads((tmp_path / "etc/expected.json").read_text()) == {"rails": []}
     assert (tmp_path / "etc/units").stat().st_mode & 0o7777 == 0o755
+    # A directory made under a strict umask still gets the mode asked.
+    strict = files(tmp_path / "strict")
+    strict["directories"] = [
+        {**d, "path": str(tmp_path / "strict" / "a" / "b"), "mode": "0751"} for d in strict["directories"][:1]
+    ]
+    strict["files"] = []
+    old_umask = os.umask(0o077)
+    try:
+        assert run(strict)["changed"] is True
+    finally:
+        os.umask(old_umask)
+    assert (tmp_path / "strict/a/b").stat().st_mode & 0o7777 == 0o751
     again = run(files(tmp_path))
     assert again["changed"] is False and again["changed_paths"] == [], again
     # One file's mode differs: that file alone changes, its content left as it was.

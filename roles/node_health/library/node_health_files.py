@@ -160,6 +160,7 @@ def main() -> None:
             made = True
             if not module.check_mode:
                 os.makedirs(path, mode=_mode(module, entry["mode"], path))
+                _attributes(module, path, entry, True)  # makedirs' mode is masked by the umask
         if made or (os.path.isdir(path) and _attributes(module, path, entry, False)):
             changed_paths.append(path)
     for entry in module.params["files"]:
