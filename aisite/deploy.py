@@ -47,6 +47,8 @@ class RunResult:
     plays: dict[str, float] = field(default_factory=dict)
     tasks: dict[str, float] = field(default_factory=dict)
     walls: dict[str, float] = field(default_factory=dict)
+    # Each play's seconds per host, its tasks' durations summed: which host a play waited for.
+    hosts: dict[str, dict[str, float]] = field(default_factory=dict)
     # `host: task` of every change, so a pass that should have changed nothing says what it changed.
     changes: list[str] = field(default_factory=list)
 
@@ -55,6 +57,12 @@ class RunResult:
 
     def slowest_walls(self, n: int = 15) -> list[tuple[str, float]]:
         return sorted(self.walls.items(), key=lambda kv: -kv[1])[:n]
+
+    def slowest_hosts(self, n: int = 3) -> dict[str, list[tuple[str, float]]]:
+        """Each play's `n` slowest hosts and their seconds."""
+        return {
+            play: sorted(by_host.items(), key=lambda kv: (-kv[1], kv[0]))[:n] for play, by_host in self.hosts.items()
+        }
 
     @property
     def ok(self) -> bool:
@@ -141,6 +149,7 @@ def run_playbook(
     plays: dict[str, float] = {}
     tasks: dict[str, float] = {}
     walls: dict[str, float] = {}
+    hosts: dict[str, dict[str, float]] = {}
     changes: list[str] = []
     now = time.monotonic()
     current: dict[str, Any] = {"play": None, "since": now, "task": None, "task_since": now}
@@ -170,7 +179,10 @@ def run_playbook(
             custom.update(data.get("artifact_data") or {})
         elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"):
             task = f"{data.get('play', '')} | {data.get('task', '')}"
-            tasks[task] = tasks.get(task, 0.0) + float(data.get("duration") or 0.0)
+            seconds = float(data.get("duration") or 0.0)
+            tasks[task] = tasks.get(task, 0.0) + seconds
+            by_host = hosts.setdefault(str(data.get("play", "")), {})
+            by_host[str(data.get("host"))] = by_host.get(str(data.get("host")), 0.0) + seconds
             res = data.get("res")
             res = res if isinstance(res, dict) else {}
             if kind == "runner_on_ok" and res.get("changed"):
@@ -237,6 +249,7 @@ def run_playbook(
             plays=plays,
             tasks={k: round(v, 2) for k, v in tasks.items()},
             walls={k: round(v, 2) for k, v in walls.items()},
+            hosts={play: {h: round(s, 2) for h, s in by_host.items()} for play, by_host in hosts.items()},
             changes=changes,
         )
     finally:
@@ -268,6 +281,7 @@ def merge(results: list[RunResult]) -> RunResult:
     skipped: dict[str, dict[str, list[str]]] = {}
     tasks: dict[str, float] = {}
     walls: dict[str, float] = {}
+    hosts: dict[str, dict[str, float]] = {}
     for r in results:
         for host, counts in r.recap.items():
             total = recap.setdefault(host, HostRecap())
@@ -280,6 +294,9 @@ def merge(results: list[RunResult]) -> RunResult:
             tasks[task] = round(tasks.get(task, 0.0) + sec, 2)
         for task, sec in r.walls.items():
             walls[task] = round(walls.get(task, 0.0) + sec, 2)
+        for play, by_host in r.hosts.items():
+            for host, sec in by_host.items():
+                hosts.setdefault(play, {})[host] = round(hosts.get(play, {}).get(host, 0.0) + sec, 2)
     ok = all(r.ok for r in results)
     return RunResult(
         status="successful" if ok else "failed",
@@ -290,6 +307,7 @@ def merge(results: list[RunResult]) -> RunResult:
         plays={play: sec for r in results for play, sec in r.plays.items()},
         tasks=tasks,
         walls=walls,
+        hosts=hosts,
         changes=[c for r in results for c in r.changes],
     )
 

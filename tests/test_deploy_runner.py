@@ -16,6 +16,7 @@ PLAYBOOK = """---
     - name: Probe | Wait a moment
       ansible.builtin.command: sleep 0.4
       changed_when: true
+      when: inventory_hostname == "probe"
     - name: Probe | Say nothing changed
       ansible.builtin.debug:
         msg: quiet
@@ -23,6 +24,9 @@ PLAYBOOK = """---
 INVENTORY = """all:
   hosts:
     probe:
+      ansible_connection: local
+      ansible_python_interpreter: "{{ ansible_playbook_python }}"
+    quick:
       ansible_connection: local
       ansible_python_interpreter: "{{ ansible_playbook_python }}"
 """
@@ -42,8 +46,13 @@ def test_a_run_reports_changes_and_where_the_time_went(tmp_path: Path) -> None:
     assert r.walls[say] < r.walls[wait]
     assert r.plays["Probe | Two tasks"] >= r.walls[wait] + r.walls[say] - 0.05
     assert r.slowest_walls(1) == [(wait, r.walls[wait])]
+    # Per play, each host's tasks summed: the one that waited is the slowest, by at least its wait.
+    by_host = r.hosts["Probe | Two tasks"]
+    assert set(by_host) == {"probe", "quick"} and by_host["probe"] >= by_host["quick"] + 0.3
+    assert r.slowest_hosts(1) == {"Probe | Two tasks": [("probe", by_host["probe"])]}
 
     both = merge([r, r])
     assert both.ok and both.recap["probe"].changed == 2
     assert both.walls[wait] == round(2 * r.walls[wait], 2)
     assert both.changes == r.changes * 2
+    assert both.hosts["Probe | Two tasks"]["probe"] == round(2 * by_host["probe"], 2)

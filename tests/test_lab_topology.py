@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,6 +21,7 @@ from aisite.lab.topology import lab_topology
 from aisite.loader import load_site, parse_site
 from aisite.paths import mirror_dir
 from aisite.plan import FABRIC_ROLES, build_plan
+from aisite.provision import image
 from aisite.render.inventory import inventory
 from tests.conftest import STACKS, commit_file, git
 
@@ -172,3 +176,89 @@ def test_a_lab_too_big_for_the_machines_inotify_limit_is_refused_before_anything
         lablab._check_inotify(big)
     limit.write_text("278\n")
     lablab._check_inotify(big)
+
+
+_UP_STEPS = (
+    "_check_inotify",
+    "_remove_stale",
+    "_ensure_networks",
+    "_ensure_containers",
+    "_restart_stopped",
+    "_ensure_links",
+    "_ensure_ssh",
+    "_ensure_bmcs",
+    "_ensure_vms",
+)
+
+
+def _lab_up_steps_stubbed(monkeypatch: pytest.MonkeyPatch, images_built: Any, last_step: Any) -> None:
+    """`lab.up` with podman's steps replaced: what it runs beside them and how it waits is what is tested."""
+    monkeypatch.setattr(lablab, "ensure_tools", list)
+    monkeypatch.setattr(lablab.images, "ensure_images", images_built)
+    monkeypatch.setattr(lablab.images, "ensure_pull_wheels", lambda *a: None)
+    for step in _UP_STEPS:
+        monkeypatch.setattr(lablab, step, lambda *a: None)
+    monkeypatch.setattr(lablab, "_ensure_vms", last_step)
+
+
+def test_lab_up_runs_beside_while_its_images_build_and_returns_only_once_that_ended(
+    monkeypatch: pytest.MonkeyPatch, lab: dict[str, Any]
+) -> None:
+    """The install image builds while the lab's own images do (`beside` starts before they end), and `up` waits for
+    it: its line is in the report, and a step that fails still waits for it, so no build outlives the command."""
+    topo = lab_topology(build_plan(parse_site(lab, "lab")))
+    started, lab_done, ended = threading.Event(), threading.Event(), threading.Event()
+
+    def images_built(cache: Path, say: Any) -> dict[str, str]:
+        assert started.wait(10), "beside did not start while the lab's images were building"
+        return {"bmc": "bmc-tag", "vm": "vm-tag"}
+
+    def beside() -> str:
+        started.set()
+        assert lab_done.wait(10)
+        time.sleep(0.2)  # still running when the lab's last step ends: `up` must wait
+        ended.set()
+        return "the install image is ready"
+
+    said: list[str] = []
+    _lab_up_steps_stubbed(monkeypatch, images_built, lambda *a: lab_done.set())
+    report = lablab.up(topo, Path("/nonexistent"), said.append, {"lab-bmc": ("admin", "x")}, beside)
+    assert ended.is_set() and report.beside == "the install image is ready"
+    assert said == ["waiting for what runs beside the lab (the install image's build)"]
+
+    def fails(*a: Any) -> None:
+        lab_done.set()
+        raise LabError("a container did not start")
+
+    for event in (started, lab_done, ended):
+        event.clear()
+    _lab_up_steps_stubbed(monkeypatch, images_built, fails)
+    with pytest.raises(LabError, match="did not start"):
+        lablab.up(topo, Path("/nonexistent"), said.append, {"lab-bmc": ("admin", "x")}, beside)
+    assert ended.is_set()
+
+
+def test_the_install_image_prepared_ahead_says_what_it_did_and_a_failure_is_said_not_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lab: dict[str, Any]
+) -> None:
+    prov = build_plan(parse_site(lab, "lab")).provisioning
+    assert prov is not None
+    # A complete image folder of this recipe is taken as built: nothing runs.
+    folder = tmp_path / f"debian-12-{image.digest('debian-12', prov.mirror, prov.image_packages)}"
+    folder.mkdir()
+    (folder / "image.json").write_text(json.dumps({"os": "debian-12", "kernel_version": "6.1", "digest": "d"}))
+    for name in ("rootfs.tar.zst", "vmlinuz", "installer.img"):
+        (folder / name).write_text("x")
+    assert image.load(folder) is not None
+    line = image.prepare_site_images(prov, tmp_path, print)
+    assert line.startswith(f"the install image {folder.name} is ready for `aisite provision`"), line
+
+    def broken(*a: Any) -> None:
+        raise image.ImageError("debootstrap bookworm from http://deb.debian.org/debian failed (exit 1): no route")
+
+    monkeypatch.setattr(image, "ensure_image", broken)
+    line = image.prepare_site_images(prov, tmp_path / "empty", print)
+    assert line == (
+        "the install image was not built ahead (debootstrap bookworm from http://deb.debian.org/debian failed "
+        "(exit 1): no route); `aisite provision` builds it"
+    )

@@ -800,3 +800,25 @@ def test_a_node_to_install_gets_its_firmware_baseline_while_off_before_its_netwo
         calls.clear()
         world.boot_from_network(target)
         assert calls == [f"{protocol} power off", "wait off", "boot pxe", f"{protocol} power on"]
+
+
+def test_an_install_image_that_cannot_be_built_fails_provision_with_its_reason_and_no_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from aisite.cli import app
+    from aisite.cli import provision as cli_provision
+
+    keys = tmp_path / "ssh"
+    keys.mkdir()
+    (keys / "id_ed25519").write_text("not read: the image comes first\n")
+    monkeypatch.setattr(cli_provision, "lab_ssh_dir", lambda site: keys)
+
+    def broken(*a: Any) -> None:
+        raise image.ImageError("debootstrap bookworm from http://deb.debian.org/debian failed (exit 1): no route")
+
+    monkeypatch.setattr(cli_provision.images, "ensure_site_images", broken)
+    r = CliRunner().invoke(app, ["provision", "lab"], env={"AISITE_LAB_BMC_PASSWORD": "Lab-Bmc-Secret-1"})
+    assert r.exit_code == 1 and isinstance(r.exception, SystemExit), (r.exit_code, r.output, r.exception)
+    assert "error: the install image: debootstrap bookworm from http://deb.debian.org/debian failed" in r.output

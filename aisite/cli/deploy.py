@@ -299,6 +299,10 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         "plays": result.plays,
         "slowest_tasks": [{"task": t, "seconds": sec} for t, sec in result.slowest()],
         "longest_tasks": [{"task": t, "seconds": sec} for t, sec in result.slowest_walls()],
+        # Each play's slowest hosts, their tasks' seconds summed: the host a play waited for.
+        "slowest_hosts": {
+            play: [{"host": h, "seconds": sec} for h, sec in top] for play, top in result.slowest_hosts().items()
+        },
     }
     record_run(
         p.site,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 from typing import Annotated, Any
 
 import typer
@@ -18,7 +19,8 @@ from aisite.lab.bmc import emulator_problems
 from aisite.lab.podman import LabError, ensure_tools
 from aisite.lab.topology import LabPlanError, LabTopology, lab_topology
 from aisite.loader import resolve_stack
-from aisite.paths import CACHE
+from aisite.paths import CACHE, IMAGES
+from aisite.provision.image import prepare_site_images
 from aisite.secrets import resolve, username_of, uses
 
 lab_app = typer.Typer(no_args_is_help=True, help="The emulated lab: a site rehearsed on this machine with podman.")
@@ -71,8 +73,11 @@ def lab_up(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
             if not err.is_terminal:
                 err.print(f"lab {topo.site}: {msg}", markup=False)
 
+        prov = load_plan(stack, as_json).provisioning
+        # The install image `aisite provision` serves the lab's VMs is built while the lab comes up.
+        beside = partial(prepare_site_images, prov, IMAGES, say) if prov is not None and topo.vms else None
         try:
-            report = lab.up(topo, CACHE, say, _lab_credentials(stack, as_json))
+            report = lab.up(topo, CACHE, say, _lab_credentials(stack, as_json), beside)
         except LabError as exc:
             raise _lab_failed(exc) from None
     # A container made afresh has nothing applied: `deploy --changed` and `reconcile` must run it again.
@@ -97,6 +102,8 @@ def lab_up(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
         f"{len(report.bmcs_started)} BMC emulators and {len(report.vms_started)} VMs created"
         + ("" if changed else " (nothing to change)")
     )
+    if report.beside:
+        out.print(f"lab {topo.site}: {report.beside}", markup=False)
     _print_status(topo)
 
 

@@ -92,10 +92,11 @@ def provision_command(
     def say_build(msg: str) -> None:
         err.print(msg, markup=False)
 
-    built = [
-        images.ensure_image(os_name, prov.mirror, IMAGES, say_build, prov.image_packages)
-        for os_name in sorted({pr.os for pr in prov.profiles})
-    ]
+    try:
+        built = images.ensure_site_images(prov, IMAGES, say_build)
+    except images.ImageError as exc:
+        print(f"error: the install image: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_FAILED) from None
     inv = inventory(p)
     text = inventory_text(inv)
     folder = provision_dir(p.site)

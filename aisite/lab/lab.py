@@ -34,6 +34,8 @@ class UpReport:
     links_created: int = 0
     bmcs_started: list[str] = field(default_factory=list)
     vms_started: list[str] = field(default_factory=list)
+    # What ran beside the lab's own steps (`beside`), or why it did not finish: "" when nothing did.
+    beside: str = ""
     seconds: float = 0.0
 
 
@@ -533,25 +535,40 @@ def _wait_for_bmc(b: LabBmc, timeout: float = 60.0) -> None:
         time.sleep(0.3)
 
 
-def up(topo: LabTopology, cache: Path, say: Say, credentials: Credentials) -> UpReport:
-    """Build the lab; `credentials` maps each secret the BMCs reference to (username, password)."""
+def up(
+    topo: LabTopology, cache: Path, say: Say, credentials: Credentials, beside: Callable[[], str] | None = None
+) -> UpReport:
+    """Build the lab; `credentials` maps each secret the BMCs reference to (username, password).
+
+    `beside` runs in a thread of its own once the tools are installed, while the lab's images build and its
+    containers start (the CLI builds the install image `aisite provision` serves there: both mostly wait on the
+    mirror and on disk). It returns what it did, in `report.beside`, and says so when it failed: it prepares a later
+    step, which does the work again. `up` returns or raises only once it has ended: nothing it started outlives it."""
     missing = sorted({b.credentials for b in (*topo.bmcs, *(v.bmc for v in topo.vms))} - set(credentials))
     if missing:
         raise LabError(f"no credentials for the BMC secret(s) {', '.join(missing)}")
     start = time.monotonic()
     _check_inotify(topo)
     report = UpReport(installed=ensure_tools())
-    tags = images.ensure_images(cache, say)
-    _remove_stale(topo, tags, credentials, say)
-    _ensure_networks(topo, report, say)
-    _ensure_containers(topo, tags, report, say)
-    _restart_stopped(topo, tags, say)
-    _ensure_links(topo, report, say)
-    _ensure_ssh(topo, say)
-    _ensure_bmcs(topo, tags["bmc"], credentials, report, say)
-    _ensure_vms(topo, tags["vm"], credentials, report, say)
-    if topo.pulls:
-        images.ensure_pull_wheels(pull_wheels_dir(topo.site), say)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lab-beside") as pool:
+        job = pool.submit(beside) if beside else None
+        try:
+            tags = images.ensure_images(cache, say)
+            _remove_stale(topo, tags, credentials, say)
+            _ensure_networks(topo, report, say)
+            _ensure_containers(topo, tags, report, say)
+            _restart_stopped(topo, tags, say)
+            _ensure_links(topo, report, say)
+            _ensure_ssh(topo, say)
+            _ensure_bmcs(topo, tags["bmc"], credentials, report, say)
+            _ensure_vms(topo, tags["vm"], credentials, report, say)
+            if topo.pulls:
+                images.ensure_pull_wheels(pull_wheels_dir(topo.site), say)
+        finally:
+            if job is not None:
+                if not job.done():
+                    say("waiting for what runs beside the lab (the install image's build)")
+                report.beside = job.result()
     report.seconds = round(time.monotonic() - start, 2)
     return report
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +207,9 @@ def test_second_up_changes_nothing(up: subprocess.CompletedProcess[str], stack_f
     report = json.loads(again.stdout)
     assert report["networks_created"] == [] and report["containers_started"] == [] and report["links_created"] == 0
     assert report["bmcs_started"] == [] and report["vms_started"] == []
+    # The install image `lab up` built beside the lab is cached: this up found it, and `aisite provision` will.
+    ready = re.fullmatch(
+        r"the install image debian-12-\w+ is ready for `aisite provision` \((\d+) s\)",
+        report["beside"],
+    )
+    assert ready and int(ready[1]) < 30, report["beside"]  # found, not built: a build takes minutes
