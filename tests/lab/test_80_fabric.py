@@ -22,6 +22,7 @@ from tests.lab.common import (
     Pinger,
     addresses,
     podman,
+    rotating,
     route_nexthops,
     tx_packets,
     wait_established,
@@ -32,9 +33,9 @@ from tests.lab.common import (
 def test_fabric_converges_and_a_second_run_changes_nothing(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
 ) -> None:
+    """The whole-site deploy (test_10_deploy's: `make lab`'s or the tests' own) was the fabric's first run: its
+    sessions come up, and a second run of the layer changes nothing."""
     assert up.returncode == 0, up.stderr
-    first = run_cli("deploy", str(stack_file), "--layer", "fabric", "--json", env=BMC_ENV)
-    assert first.returncode == 0, first.stdout + first.stderr
     fabric = wait_established(plan, SITE)
     again = json.loads(run_cli("deploy", str(stack_file), "--layer", "fabric", "--json", env=BMC_ENV).stdout)
     assert again["status"] == "successful"
@@ -117,7 +118,30 @@ def test_ecmp_spreads_flows_over_every_spine(
     assert all(n >= 256 // (4 * len(ports)) for n in sent.values()), f"flows per uplink of {leaf}: {sent}"
 
 
-@pytest.mark.parametrize("failure", ["leaf-spine link", "spine", "hung spine"])
+def _fail(failure: str, broken: bool, spine: str, spine_ports: list[str], leaf: str, port: str) -> None:  # noqa: PLR0917
+    """Break (`broken`) or repair one of the failures below."""
+    if failure == "hung spine":
+        # Its processes frozen: the kernel still forwards, BGP and BFD fall silent; BFD withdraws the routes.
+        podman("pause" if broken else "unpause", f"aisite-{SITE}-{spine}")
+        return
+    state = "down" if broken else "up"
+    if failure == "spine":
+        # Every port of the spine down at once, as when it loses power.
+        for p in spine_ports:
+            podman("exec", f"aisite-{SITE}-{spine}", "ip", "link", "set", p, state)
+    else:
+        podman("exec", f"aisite-{SITE}-{leaf}", "ip", "link", "set", port, state)
+
+
+# One failure every day; the other two take their turn with the other fault scenarios.
+@pytest.mark.parametrize(
+    "failure",
+    [
+        "leaf-spine link",
+        pytest.param("spine", marks=rotating("faults")),
+        pytest.param("hung spine", marks=rotating("faults")),
+    ],
+)
 def test_traffic_survives_a_failure_and_returns_with_the_repair(
     up: subprocess.CompletedProcess[str], plan: Plan, rail_routes: tuple[str, str], failure: str
 ) -> None:
@@ -133,28 +157,14 @@ def test_traffic_survives_a_failure_and_returns_with_the_repair(
     spine, port = max(ports.items(), key=lambda sp: after[sp[1]] - before[sp[1]])
     assert after[port] - before[port] >= 15, (before, after)
     spine_ports = [nb.interface for nb in next(s for s in plan.switches if s.name == spine).neighbors]
-    if failure == "hung spine":
-        # Its processes frozen: the kernel still forwards, BGP and BFD fall silent; BFD withdraws the routes.
-        podman("pause", f"aisite-{SITE}-{spine}")
-    elif failure == "spine":
-        # Every port of the spine down at once, as when it loses power.
-        for p in spine_ports:
-            podman("exec", f"aisite-{SITE}-{spine}", "ip", "link", "set", p, "down")
-    else:
-        podman("exec", f"aisite-{SITE}-{leaf}", "ip", "link", "set", port, "down")
+    _fail(failure, True, spine, spine_ports, leaf, port)
     try:
         took = wait_for(
             f"{leaf} routes around {spine}", lambda: route_nexthops(leaf, remote) == set(ports.values()) - {port}, 10
         )
         time.sleep(5)
     finally:
-        if failure == "hung spine":
-            podman("unpause", f"aisite-{SITE}-{spine}")
-        elif failure == "spine":
-            for p in spine_ports:
-                podman("exec", f"aisite-{SITE}-{spine}", "ip", "link", "set", p, "up")
-        else:
-            podman("exec", f"aisite-{SITE}-{leaf}", "ip", "link", "set", port, "up")
+        _fail(failure, False, spine, spine_ports, leaf, port)
     back = wait_for(f"{leaf}: {spine} back in ECMP", lambda: route_nexthops(leaf, remote) == set(ports.values()), 90)
     outage = pinger.outage_seconds()
     print(f"{failure}: rerouted in {took:.1f} s, traffic lost {outage:.1f} s, ECMP restored {back:.1f} s after repair")
@@ -223,6 +233,7 @@ def pid(container: str) -> str:
     return podman("inspect", "--format", "{{.State.Pid}}", container).strip()
 
 
+@rotating("faults")
 def test_cabling_check_lists_every_miswire(up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan) -> None:
     """Swap two nodes' rail-0 cables at the leaf: the LLDP check names both ends; `lab up` recables, and the
     check comes back clean. Runs after the deploy test, which starts lldpd with the plan's names."""
