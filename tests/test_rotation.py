@@ -18,10 +18,11 @@ def test_every_group_takes_its_turn_and_each_day_runs_one() -> None:
         due = [g for g in ROTATION_GROUPS if rotation_skip(g, day) is None]
         assert due == [rotation_due(day)]
     why = rotation_skip("three-tier", dt.date(2026, 11, 28))
-    assert why is not None and "'reconcile' runs today" in why and "'three-tier' next on 2026-12-02" in why, why
-    for day in (dt.date(2026, 11, 29), dt.date(2026, 11, 30), dt.date(2026, 12, 1), dt.date(2026, 12, 2)):
-        assert "'reconcile' next on 2026-12-03" in (rotation_skip("reconcile", day) or "")
-    assert rotation_skip("reconcile", dt.date(2026, 12, 3)) is None
+    assert why is not None and "'faults' runs today" in why and "'three-tier' next on 2026-12-01" in why, why
+    for day in (dt.date(2026, 11, 29), dt.date(2026, 11, 30), dt.date(2026, 12, 1)):
+        assert "'reconcile' next on 2026-12-02" in (rotation_skip("reconcile", day) or "")
+    assert rotation_skip("reconcile", dt.date(2026, 12, 2)) is None
+    assert "'reconcile' next on 2026-12-09" in (rotation_skip("reconcile", dt.date(2026, 12, 3)) or "")
     with pytest.raises(AssertionError, match="unknown rotating group"):
         rotation_skip("pul", start)
 

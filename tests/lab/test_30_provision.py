@@ -47,7 +47,7 @@ def test_the_vm_node_was_installed_from_power_off(
     assert row["node"] == vm and row["status"] == "unchanged" and row["version"] == installed["version"]
 
 
-@rotating("bmcs")
+@rotating("restarts")
 def test_a_wrong_boot_mac_fails_at_dhcp_and_the_node_keeps_its_install(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan, tmp_path: Path
 ) -> None:

@@ -41,7 +41,7 @@ from tests.lab.common import (
 )
 
 
-@rotating("bmcs")
+@rotating("restarts")
 def test_a_changed_bmc_password_reconfigures_the_emulators(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
 ) -> None:
@@ -276,7 +276,7 @@ def test_bmc_provider_reads_a_change_made_behind_its_back_and_puts_it_back(
         provider.read(created.id, props | {"password": "not-the-bmc-password"})
 
 
-@rotating("bmcs")
+@rotating("restarts")
 def test_a_bios_change_by_hand_shows_in_diff_and_a_rollout_puts_it_back(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan, tmp_path: Path
 ) -> None:

@@ -16,7 +16,7 @@ from tests.conftest import ROOT, run_cli
 from tests.lab.common import BMC_ENV, SITE, rotating
 
 
-@rotating("reconcile")
+@rotating("faults")
 def test_deploy_holds_back_a_driver_change_and_rolls_it_node_by_node(
     up: subprocess.CompletedProcess[str], stack_file: Path, plan: Plan
 ) -> None:

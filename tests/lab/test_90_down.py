@@ -19,6 +19,7 @@ from tests.lab.common import (
     containers,
     paced_read,
     podman,
+    rotating,
     wait_ceph_reports,
     wait_ceph_settled,
     wait_visible,
@@ -28,6 +29,7 @@ from tests.lab.common import (
 
 # Last before `down`: a storage container killed and started again is one the lab did not start, so nothing after
 # it should read its state as the deploy left it.
+@rotating("faults")
 def test_a_storage_node_lost_during_a_read_loses_no_byte_and_the_cluster_recovers(
     up: subprocess.CompletedProcess[str], plan: Plan
 ) -> None:
