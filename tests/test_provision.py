@@ -822,3 +822,12 @@ def test_an_install_image_that_cannot_be_built_fails_provision_with_its_reason_a
     r = CliRunner().invoke(app, ["provision", "lab"], env={"AISITE_LAB_BMC_PASSWORD": "Lab-Bmc-Secret-1"})
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit), (r.exit_code, r.output, r.exception)
     assert "error: the install image: debootstrap bookworm from http://deb.debian.org/debian failed" in r.output
+
+
+def test_a_build_tool_missing_is_an_image_error_naming_it_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no debootstrap on it
+    with pytest.raises(image.ImageError, match=r"debootstrap not found \(it runs debootstrap, chroot, tar and zstd"):
+        image.ensure_image("debian-12", "http://deb.debian.org/debian", tmp_path / "images", print)
+    assert [p.name for p in (tmp_path / "images").iterdir()] == []  # its work folder removed

@@ -151,6 +151,12 @@ def ensure_image(
         out = _build(os_name, mirror, d, work, say, extra)
         shutil.rmtree(folder, ignore_errors=True)
         out.rename(folder)
+    except FileNotFoundError as exc:
+        # Most often a tool the build runs (debootstrap, chroot, tar, zstd) missing: said, not a traceback.
+        raise ImageError(
+            f"building the {os_name} install image: {exc.filename or exc} not found (it runs debootstrap, chroot, "
+            "tar and zstd: on Debian, apt-get install debootstrap zstd)"
+        ) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for old in images.glob(f"{os_name}-*"):
