@@ -20,6 +20,7 @@ from aisite.lab.podman import LabError, ensure_tools
 from aisite.lab.topology import LabPlanError, LabTopology, lab_topology
 from aisite.loader import resolve_stack
 from aisite.paths import CACHE, IMAGES
+from aisite.plan import Plan
 from aisite.provision.image import prepare_site_images
 from aisite.secrets import resolve, username_of, uses
 
@@ -27,7 +28,8 @@ lab_app = typer.Typer(no_args_is_help=True, help="The emulated lab: a site rehea
 LabStackArg = Annotated[str, typer.Argument(help="The stack to emulate (default: lab).")]
 
 
-def _lab_topology(stack: str, as_json: bool = False) -> LabTopology:
+def _lab_plan(stack: str, as_json: bool = False) -> Plan:
+    """The stack's plan, refused unless it is made for the lab."""
     plan = load_plan(stack, as_json)
     if plan.connection != "lab":
         # A real site's ranges never go on this machine's bridges: the lab emulates only stacks made for it.
@@ -37,6 +39,10 @@ def _lab_topology(stack: str, as_json: bool = False) -> LabTopology:
             file=sys.stderr,
         )
         raise typer.Exit(EXIT_INVALID)
+    return plan
+
+
+def _lab_topology(plan: Plan) -> LabTopology:
     try:
         return lab_topology(plan)
     except LabPlanError as exc:
@@ -44,9 +50,8 @@ def _lab_topology(stack: str, as_json: bool = False) -> LabTopology:
         raise typer.Exit(EXIT_INVALID) from None
 
 
-def _lab_credentials(stack: str, as_json: bool) -> dict[str, tuple[str, str]]:
+def _lab_credentials(p: Plan, stack: str, as_json: bool) -> dict[str, tuple[str, str]]:
     """(username, password) per secret the BMC emulators use: the lab's BMCs accept what the site declares."""
-    p = load_plan(stack, as_json)
     values, problems = resolve(p)
     if problems:
         raise invalid(SiteError(str(resolve_stack(stack)), problems), as_json)
@@ -65,7 +70,8 @@ def _lab_failed(exc: LabError) -> typer.Exit:
 @lab_app.command("up")
 def lab_up(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
     """Build the site's lab from its plan: images (cached), networks, node and switch containers, cabling."""
-    topo = _lab_topology(stack, as_json)
+    plan = _lab_plan(stack, as_json)
+    topo = _lab_topology(plan)
     with err.status(f"lab {topo.site}: starting") as spinner:
 
         def say(msg: str) -> None:
@@ -73,11 +79,11 @@ def lab_up(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
             if not err.is_terminal:
                 err.print(f"lab {topo.site}: {msg}", markup=False)
 
-        prov = load_plan(stack, as_json).provisioning
+        prov = plan.provisioning
         # The install image `aisite provision` serves the lab's VMs is built while the lab comes up.
         beside = partial(prepare_site_images, prov, IMAGES, say) if prov is not None and topo.vms else None
         try:
-            report = lab.up(topo, CACHE, say, _lab_credentials(stack, as_json), beside)
+            report = lab.up(topo, CACHE, say, _lab_credentials(plan, stack, as_json), beside)
         except LabError as exc:
             raise _lab_failed(exc) from None
     # A container made afresh has nothing applied: `deploy --changed` and `reconcile` must run it again.
@@ -146,7 +152,7 @@ def lab_image(kind: Annotated[str, typer.Argument(help="base, node, frr or bmc."
 @lab_app.command("status")
 def lab_status(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
     """Every node and switch of the lab with its container, addresses, state and cabling."""
-    topo = _lab_topology(stack, as_json)
+    topo = _lab_topology(_lab_plan(stack, as_json))
     try:
         if as_json:
             print(json.dumps({"site": topo.site, "members": lab.status(topo)}, indent=2))
@@ -159,7 +165,7 @@ def lab_status(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
 @lab_app.command("down")
 def lab_down(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
     """Remove exactly what `lab up` created for the site (labelled containers and networks); images stay cached."""
-    topo = _lab_topology(stack, as_json)
+    topo = _lab_topology(_lab_plan(stack, as_json))
     try:
         removed = lab.down(topo.site, lambda msg: err.print(f"lab {topo.site}: {msg}", markup=False))
     except LabError as exc:
