@@ -1,5 +1,5 @@
-"""The wheel carries the tool's Ansible content inside the package (aisite/content: the playbooks, the roles, the
-aisite.site collection, the cliconf/terminal plugins, ansible.cfg and the templates `aisite init` writes from), so
+"""The wheel carries the tool's Ansible content inside the package (aisite/content: the aisite.site collection with
+its playbooks, roles and plugins, ansible.cfg and the templates `aisite init` writes from), so
 that an installed aisite deploys without a checkout (aisite.roots finds it there). An editable install reads the
 checkout's own. Everything else is in pyproject.toml."""
 
@@ -11,9 +11,10 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-CONTENT = ("ansible.cfg", "playbooks", "roles", "collections", "plugins", "templates")
-# A role's molecule scenarios test it here; an installed site never runs them (and change scopes skip them).
-SKIP = shutil.ignore_patterns("molecule", "__pycache__", "*.pyc", ".pytest_cache")
+CONTENT = ("ansible.cfg", "collections", "templates")
+# A role's molecule scenarios (and their testinfra conftest) test it here; an installed site never runs them (and
+# change scopes skip them).
+SKIP = shutil.ignore_patterns("molecule", "conftest.py", "__pycache__", "*.pyc", ".pytest_cache")
 
 
 class BuildWithContent(build_py):

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from aisite.plan import Plan
-from aisite.playbooks import COLLECTION, PLAYBOOKS, ROLES, playbook_roles
+from aisite.playbooks import COLLECTION, PLAYBOOKS, PLUGINS, ROLES, playbook_roles
 from aisite.render.inventory import inventory
 from aisite.render.manifests import layer_files, manifest_files
 
@@ -218,6 +218,13 @@ def site_layer_inputs(plan: Plan) -> tuple[dict[str, Any], dict[str, str]]:
     return inventory(plan), {name: contents_text(files) for name, files in layer_files(manifest_files(plan)).items()}
 
 
+# A layer uses the collection's plugins where it names one (a module, aisite.site.guarded_file; a filter,
+# aisite.site.lldp_miswires): its roles' full names (aisite.site.common) are no use of them.
+_PLUGIN_USE = re.compile(
+    r"aisite\.site\.(?!(?:" + "|".join(sorted(p.name for p in ROLES.iterdir() if p.is_dir())) + r")\b)(\w+)"
+)
+
+
 def layer_code(layer: str, content: str = "") -> str:
     """sha256 of the layer's playbook, its roles' files (not their molecule scenarios), the project's plugins where
     the layer uses them, and `content` (what else the layer applies: the platform's rendered charts and objects)."""
@@ -232,11 +239,27 @@ def layer_code(layer: str, content: str = "") -> str:
                 continue
             h.update(str(f.relative_to(ROLES)).encode())
             h.update(f.read_bytes())
-    if any("aisite.site." in text for text in layer_files_text(layer)):
-        for f in _tree_files(COLLECTION):
-            h.update(str(f.relative_to(COLLECTION)).encode())
-            h.update(f.read_bytes())
+    for f in _plugin_files(frozenset(m.group(1) for t in layer_files_text(layer) for m in _PLUGIN_USE.finditer(t))):
+        h.update(str(f.relative_to(COLLECTION)).encode())
+        h.update(f.read_bytes())
     return h.hexdigest()
+
+
+def _plugin_files(names: frozenset[str]) -> list[Path]:
+    """The collection's plugin files a layer runs: those of the modules, actions and filters it names (a module's
+    file is named for it, a filter's file defines it) and, where it names any, the code and docs they share."""
+    if not names:
+        return []
+    files = []
+    for f in _tree_files(PLUGINS):
+        kind = f.relative_to(PLUGINS).parts[0]
+        if (
+            kind in ("module_utils", "doc_fragments")
+            or f.stem in names
+            or (kind == "filter" and any(f"def {n}(" in f.read_text(errors="replace") for n in names))
+        ):
+            files.append(f)
+    return files
 
 
 def layer_state(layer: str, inv: Mapping[str, Any], content: str = "") -> LayerState:

@@ -19,6 +19,7 @@ from typing import Any
 import ansible_runner
 
 from aisite.paths import deploys_dir
+from aisite.playbooks import PLAYBOOKS
 from aisite.render.inventory import Template, inventory_text
 from aisite.roots import CONTENT, PACKAGE, SITE
 
@@ -111,9 +112,6 @@ def ansible_env() -> dict[str, str]:
         "ANSIBLE_CONFIG": str(CONTENT / "ansible.cfg"),
         # The lab's podman settings, for the containers.podman connection.
         "CONTAINERS_CONF": str(PACKAGE / "lab" / "containers.conf"),
-        "ANSIBLE_ROLES_PATH": str(CONTENT / "roles"),
-        "ANSIBLE_CLICONF_PLUGINS": str(CONTENT / "plugins" / "cliconf"),
-        "ANSIBLE_TERMINAL_PLUGINS": str(CONTENT / "plugins" / "terminal"),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
         # The inventory is always the YAML file run_playbook writes: the default `auto` plugin would parse it whole
@@ -132,7 +130,7 @@ def run_playbook(
     check: bool = False,
     extravars: Mapping[str, Any] | None = None,
 ) -> RunResult:
-    """Run `playbook` (relative to the project) against `inventory` (YAML text).
+    """Run `playbook` (a playbook of the aisite.site collection: `site.yml`) against `inventory` (YAML text).
 
     The private data directory is a fresh 0700 directory removed afterwards; secrets go only into the child's
     environment, so neither they nor the inventory stay on disk. `extravars` are data, never templates: every
@@ -215,7 +213,7 @@ def run_playbook(
             r = ansible_runner.run(
                 private_data_dir=str(work),
                 project_dir=str(CONTENT),
-                playbook=str(CONTENT / playbook),
+                playbook=str(PLAYBOOKS / playbook),
                 inventory=str(inv),
                 envvars=env,
                 limit=limit,

@@ -58,7 +58,7 @@ def run_layer(run: LayerRun, secret_env: Mapping[str, str]) -> RunResult | None:
         return None
     started = time.time()
     limit = run.limit()
-    result = run_playbook(f"playbooks/{run.layer}.yml", run.inventory, secret_env, limit=limit)
+    result = run_playbook(f"{run.layer}.yml", run.inventory, secret_env, limit=limit)
     if result.ok:
         record_applied(run.site, {run.layer: {h: s for h, s in run.states.items() if h in result.recap}}, {})
     record_run(

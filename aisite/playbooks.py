@@ -7,13 +7,21 @@ from typing import Any
 
 import yaml
 
-from aisite.roots import CONTENT
+from aisite.roots import COLLECTION
 
-# The tool's content (aisite.roots): the checkout's, or the one shipped inside the installed package.
-PLAYBOOKS = CONTENT / "playbooks"
-ROLES = CONTENT / "roles"
-# The project's own Ansible plugins (aisite.site.*), found through ansible.cfg's collections_path.
-COLLECTION = CONTENT / "collections" / "ansible_collections" / "aisite" / "site"
+__all__ = ["COLLECTION", "PLAYBOOKS", "PLUGINS", "ROLES", "playbook_roles", "role_name"]
+
+# The tool's content is the aisite.site collection (aisite.roots): the checkout's, or the one shipped inside the
+# installed package. Its playbooks name its roles by their full names (aisite.site.common).
+PLAYBOOKS = COLLECTION / "playbooks"
+ROLES = COLLECTION / "roles"
+PLUGINS = COLLECTION / "plugins"
+_PREFIX = "aisite.site."
+
+
+def role_name(name: str) -> str:
+    """A role's folder under ROLES, from the name a playbook or task gives it (aisite.site.common or common)."""
+    return name.removeprefix(_PREFIX)
 
 
 def playbook_roles(playbook: Path) -> list[str]:
@@ -26,9 +34,9 @@ def playbook_roles(playbook: Path) -> list[str]:
             for key, value in node.items():
                 if key == "roles" and isinstance(value, list):
                     for r in value:
-                        found.append(r["role"] if isinstance(r, dict) else str(r))
+                        found.append(role_name(r["role"] if isinstance(r, dict) else str(r)))
                 elif key in ("ansible.builtin.import_role", "ansible.builtin.include_role") and isinstance(value, dict):
-                    found.append(str(value["name"]))
+                    found.append(role_name(str(value["name"])))
                 elif key == "ansible.builtin.import_playbook" and isinstance(value, str):
                     walk(yaml.safe_load((base / value).read_text()), base)
                 else:

@@ -1,5 +1,6 @@
-"""The two roots: the tool's Ansible content (playbooks, roles, the aisite.site collection, ansible.cfg), which
-ships with the package, and the site repository (stacks/, .aisite/, manifests/), which is the user's.
+"""The two roots: the tool's Ansible content (the aisite.site collection: its playbooks, roles and plugins; and
+ansible.cfg), which ships with the package, and the site repository (stacks/, .aisite/, manifests/), which is the
+user's.
 
 A checkout of aisite is both: its content sits beside the package, and it is the lab's site repository. An
 installed wheel holds the content inside the package (aisite/content, copied there by setup.py's build), and the
@@ -13,17 +14,22 @@ from pathlib import Path
 
 from aisite import SITE_DIR_ENV
 
-__all__ = ["CONTENT", "PACKAGE", "SITE", "SITE_DIR_ENV", "find_site", "is_site"]
+__all__ = ["COLLECTION", "COLLECTION_PATH", "CONTENT", "PACKAGE", "SITE", "SITE_DIR_ENV", "find_site", "is_site"]
 
 PACKAGE = Path(__file__).resolve().parent
 _SHIPPED = PACKAGE / "content"
 
 
+# Where the aisite.site collection sits under the content root (ansible.cfg's collections_path is `collections`).
+COLLECTION_PATH = Path("collections", "ansible_collections", "aisite", "site")
+
+
 def _content_root() -> Path:
-    return _SHIPPED if (_SHIPPED / "playbooks").is_dir() else PACKAGE.parent
+    return _SHIPPED if (_SHIPPED / COLLECTION_PATH).is_dir() else PACKAGE.parent
 
 
 CONTENT = _content_root()
+COLLECTION = CONTENT / COLLECTION_PATH
 
 
 def is_site(path: Path) -> bool:

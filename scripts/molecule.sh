@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 export CONTAINERS_CONF="$PWD/aisite/lab/containers.conf"
+# The roles of the aisite.site collection (aisite.roots.COLLECTION_PATH).
+ROLES=collections/ansible_collections/aisite/site/roles
 AISITE_NODE_IMAGE="$(aisite lab image node)"
 AISITE_FRR_IMAGE="$(aisite lab image frr)"
 export AISITE_NODE_IMAGE AISITE_FRR_IMAGE
@@ -18,9 +20,9 @@ roles=("$@")
 if [ ${#roles[@]} -eq 0 ]; then
   # The longest first (seconds of a CI run), so the last to start are short and the jobs end together.
   for role in kubernetes/upgrade ceph reconciler pull boot_server etcd_backup common fabric_frr roce_host kubernetes_certs storage; do
-    [ -d "roles/${role%%/*}/molecule/$([[ $role == */* ]] && echo "${role#*/}" || echo default)" ] && roles+=("$role")
+    [ -d "$ROLES/${role%%/*}/molecule/$([[ $role == */* ]] && echo "${role#*/}" || echo default)" ] && roles+=("$role")
   done
-  for d in roles/*/molecule/*/; do
+  for d in "$ROLES"/*/molecule/*/; do
     d="${d%/}"
     role="$(basename "$(dirname "$(dirname "$d")")")"
     scenario="$(basename "$d")"
@@ -61,12 +63,12 @@ scenario() {  # one `molecule test` of ROLE[/SCENARIO], its output kept to name 
   local -a suffixes=()
   local n
   mapfile -t suffixes < <(grep -oP '^\s*- name: \$\{AISITE_MOLECULE_INSTANCE:-aisite-molecule\}\K\S*' \
-    "roles/$role/molecule/$scenario/molecule.yml" || true)
+    "$ROLES/$role/molecule/$scenario/molecule.yml" || true)
   [ ${#suffixes[@]} -gt 0 ] || suffixes=("")
   for n in "${suffixes[@]}"; do
     podman rm -f -t 0 "$instance$n" >/dev/null 2>&1 || podman rm -f -t 0 "$instance$n" >/dev/null 2>&1 || true
   done
-  (cd "roles/$role" && AISITE_MOLECULE_INSTANCE="$instance" molecule test -s "$scenario") >"$logs/${1//\//-}.log" 2>&1
+  (cd "$ROLES/$role" && AISITE_MOLECULE_INSTANCE="$instance" molecule test -s "$scenario") >"$logs/${1//\//-}.log" 2>&1
 }
 timed() {  # scenario, then its seconds in $logs/ROLE.s (read when it ends: the jobs print in the order they end)
   local start=$SECONDS rc=0

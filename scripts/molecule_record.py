@@ -28,24 +28,27 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / ".ci" / "molecule-passed.json"
-# Read by every scenario: the molecule base, the project's plugins and collection (aisite.site.guarded_file), the
+# The aisite.site collection (aisite.roots.COLLECTION_PATH): its roles, playbooks and plugins.
+COLLECTION = "collections/ansible_collections/aisite/site"
+ROLES = f"{COLLECTION}/roles"
+# Read by every scenario: the molecule base, the collection's plugins and metadata (aisite.site.guarded_file), the
 # Ansible settings, the pinned tree molecule, ansible-core and testinfra come from, testinfra's podman switch, and
-# the node image's recipe (its packages and base).
+# the node image's recipe (its packages and base). Not the collection's other roles, nor its playbooks.
 SHARED = (
     ".config/molecule",
-    "collections",
-    "plugins",
+    f"{COLLECTION}/galaxy.yml",
+    f"{COLLECTION}/meta",
+    f"{COLLECTION}/plugins",
     "ansible.cfg",
     "requirements.lock",
-    "roles/conftest.py",
+    f"{ROLES}/conftest.py",
     "aisite/lab/images.py",
     "aisite/lab/containers.conf",
 )
 # Scenarios that run the project itself inside their instance (the reconciler's prepare clones HEAD and installs it).
 PROJECT = (
     "aisite",
-    "playbooks",
-    "roles",
+    "collections",
     "stacks",
     "pyproject.toml",
     "requirements.txt",
@@ -56,8 +59,11 @@ PROJECT = (
 )
 RUNS_THE_PROJECT = frozenset({"reconciler"})
 # A role named where a role is named: `include_role`/`import_role`'s `name:`, a play's or meta's `role:`, a meta
-# dependency given as a bare string. Over-reading (a `name:` that happens to match a role) only adds inputs.
-_ROLE_REF = re.compile(r"""(?:\bname|\brole|^\s*-)\s*:?\s*["']?([a-z][a-z0-9_]*)["']?\s*$""", re.MULTILINE)
+# dependency given as a bare string, by its full name (aisite.site.packages) or its short one. Over-reading (a
+# `name:` that happens to match a role) only adds inputs.
+_ROLE_REF = re.compile(
+    r"""(?:\bname|\brole|^\s*-)\s*:?\s*["']?(?:aisite\.site\.)?([a-z][a-z0-9_]*)["']?\s*$""", re.MULTILINE
+)
 
 
 def _split(run: str) -> tuple[str, str]:
@@ -66,7 +72,7 @@ def _split(run: str) -> tuple[str, str]:
 
 
 def _roles() -> set[str]:
-    return {p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir()}
+    return {p.name for p in (ROOT / ROLES).iterdir() if (p / "tasks").is_dir()}
 
 
 def _referenced(files: list[Path], roles: set[str]) -> set[str]:
@@ -90,19 +96,19 @@ def role_closure(run: str) -> list[str]:
     role, scenario = _split(run)
     roles = _roles()
     seen: set[str] = set()
-    todo = {role} | _referenced(_tracked([f"roles/{role}/molecule/{scenario}"]), roles)
+    todo = {role} | _referenced(_tracked([f"{ROLES}/{role}/molecule/{scenario}"]), roles)
     while todo:
         r = todo.pop()
         seen.add(r)
-        files = [f for f in _tracked([f"roles/{r}"]) if "/molecule/" not in str(f)]
+        files = [f for f in _tracked([f"{ROLES}/{r}"]) if "/molecule/" not in str(f)]
         todo |= _referenced(files, roles) - seen
     return sorted(seen)
 
 
 def inputs(run: str) -> list[Path]:
     role, scenario = _split(run)
-    paths = [*SHARED, f"roles/{role}/molecule/{scenario}"]
-    paths += [f"roles/{r}/{sub}" for r in role_closure(run) for sub in _role_parts(r)]
+    paths = [*SHARED, f"{ROLES}/{role}/molecule/{scenario}"]
+    paths += [f"{ROLES}/{r}/{sub}" for r in role_closure(run) for sub in _role_parts(r)]
     if role in RUNS_THE_PROJECT:
         paths += PROJECT
     return sorted(set(_tracked(paths)))
@@ -110,7 +116,7 @@ def inputs(run: str) -> list[Path]:
 
 def _role_parts(role: str) -> list[str]:
     # A role's own files, not its other scenarios.
-    return [p.name for p in (ROOT / "roles" / role).iterdir() if p.name != "molecule"]
+    return [p.name for p in (ROOT / ROLES / role).iterdir() if p.name != "molecule"]
 
 
 def digest(run: str) -> str:

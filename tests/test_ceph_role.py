@@ -19,11 +19,12 @@ from aisite.loader import parse_site
 from aisite.plan import build_plan
 from aisite.plan.ceph import CephClientPlan, CephIdentity, CephPlan, CephTenantPlan, Osd, PoolPlan
 from aisite.plan.types import plain
+from aisite.playbooks import ROLES
 from aisite.render.inventory import inventory
 from tests.test_ceph_plan import DESIGN, _site
 
 ROOT = Path(__file__).resolve().parent.parent
-CONVERGE = ROOT / "roles/ceph/molecule/default/converge.yml"
+CONVERGE = ROLES / "ceph/molecule/default/converge.yml"
 
 
 def _fields(cls: type) -> set[str]:
@@ -108,7 +109,7 @@ def test_the_rendered_ceph_conf_reads_back_through_cephs_own_parser(tmp_path: Pa
     plan = build_plan(parse_site(_site(copy.deepcopy(DESIGN))))
     assert plan.ceph is not None
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    template = env.from_string((ROOT / "roles/ceph/templates/ceph.conf.j2").read_text())
+    template = env.from_string((ROLES / "ceph/templates/ceph.conf.j2").read_text())
     conf = tmp_path / "ceph.conf"
     conf.write_text(
         template.render(

@@ -9,8 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from aisite.playbooks import PLUGINS
+
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ROOT / "collections/ansible_collections/aisite/site/plugins/modules"
+MODULES = PLUGINS / "modules"
 
 
 def test_ansible_doc_reads_every_modules_documentation() -> None:

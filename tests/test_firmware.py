@@ -295,7 +295,7 @@ def test_after_its_bmcs_reset_a_machine_is_waited_for_until_it_answers_from_a_ne
     steps, state, calls = scripted([old, old, None, new])
     assert steps("reboot", ["gpu01"], state) == {}
     assert [c[2] for c in calls] == [{}] + [{"maintenance_reboot": False}] * 3
-    assert all(c[0] == "playbooks/maintenance-reboot.yml" and c[1] == "gpu01" for c in calls)
+    assert all(c[0] == "maintenance-reboot.yml" and c[1] == "gpu01" for c in calls)
     # Never back within the wait: the member fails with why.
     steps, state, calls = scripted([old, old])
     assert steps("reboot", ["gpu01"], state) == {"gpu01": "did not boot again within 60 s of its BMC's reset"}

@@ -147,7 +147,7 @@ def test_health_apply_never_evaluates_what_a_node_reported(
         if kubeconfig.name == "kubeconfig":
             kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
         extra = apply_vars(hp) | {"aisite_kubeconfig": str(kubeconfig)}
-        result = run_playbook("playbooks/health-apply.yml", inventory, extravars=extra)
+        result = run_playbook("health-apply.yml", inventory, extravars=extra)
         assert result.recap, result.failures
         assert canary.fired() == [], result.failures
 
@@ -161,15 +161,15 @@ def test_the_control_a_canary_fires_when_extra_vars_are_trusted(
     hp = run_pass(plan, records, tmp_path / "health", tmp_path / "members.json")
     monkeypatch.setattr(deploy, "extravars_text", lambda ev: json.dumps(dict(ev)))
     extra = apply_vars(hp) | {"aisite_kubeconfig": str(tmp_path / "absent")}
-    run_playbook("playbooks/health-apply.yml", local_inventory(["control_plane"]), extravars=extra)
+    run_playbook("health-apply.yml", local_inventory(["control_plane"]), extravars=extra)
     assert canary.fired(), "the control canary did not fire: the canary tests prove nothing"
 
 
 @pytest.mark.parametrize(
     "case",
     [
-        ("playbooks/health-status.yml", "gpu_nodes", "health_status_file", "health_states"),
-        ("playbooks/pull-status.yml", "pull", "pull_status_file", "pull_states"),
+        ("health-status.yml", "gpu_nodes", "health_status_file", "health_states"),
+        ("pull-status.yml", "pull", "pull_status_file", "pull_states"),
     ],
 )
 def test_a_nodes_record_is_read_as_data(case: tuple[str, str, str, str], canary: Canaries, tmp_path: Path) -> None:
@@ -266,7 +266,7 @@ def test_arming_the_boot_server_writes_names_and_keys_as_data(canary: Canaries, 
     ]
     events: list[str] = []
     result = run_playbook(
-        "playbooks/boot-arm.yml",
+        "boot-arm.yml",
         local_inventory(["boot_server"]),
         {hostkey_env("gpu01"): key.private},
         extravars={"boot_server_arm": arm, "boot_server_state": str(state)},

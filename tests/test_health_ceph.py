@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from aisite.health.ceph import LIMIT, read_status, summary
+from aisite.playbooks import PLAYBOOKS
 from tests.ceph_local import ceph_cluster
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ceph"
@@ -157,7 +158,12 @@ def test_the_health_status_playbook_reads_the_first_monitors_status(tmp_path: Pa
         fsid = json.loads(subprocess.run([*c.cmd, "fsid", "-f", "json"], capture_output=True, check=True).stdout)[
             "fsid"
         ]
-        play = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), "playbooks/health-status.yml"]
+        play = [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            str(inv),
+            str(PLAYBOOKS / "health-status.yml"),
+        ]
         r = subprocess.run(play, cwd=root, env=env, capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     stats = json.loads(r.stdout)["global_custom_stats"]

@@ -16,7 +16,8 @@ from aisite.loader import load_site, parse_site
 from aisite.plan import build_plan
 from aisite.plan.kubernetes import UPSTREAM_REGISTRIES, registry_host
 from aisite.platform.images import CHART_IMAGES, image_refs, site_images
-from tests.conftest import ROOT, STACKS, run_cli, stack_data
+from aisite.playbooks import ROLES
+from tests.conftest import STACKS, run_cli, stack_data
 from tests.test_helm import RELEASES, rendered, site_renders
 
 MIRROR = "https://mirror.lab.aisite.internal:5000"
@@ -77,7 +78,7 @@ def test_containerd_sends_a_registrys_pulls_to_the_mirror_path() -> None:
     data["kubernetes"]["image_mirror"] = MIRROR
     plan = build_plan(parse_site(data, "lab"))
     item = next(r for r in plan.kubernetes.registries if r.host == "nvcr.io")
-    template = (ROOT / "roles" / "containerd" / "templates" / "hosts.toml.j2").read_text()
+    template = (ROLES / "containerd" / "templates" / "hosts.toml.j2").read_text()
     variables = {
         "item": {"host": item.host, "mirrors": list(item.mirrors), "ca": item.ca, "override_path": item.override_path},
         "containerd_certs_dir": "/etc/containerd/certs.d",

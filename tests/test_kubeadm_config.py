@@ -21,10 +21,11 @@ from ansible.template import Templar, trust_as_template
 
 from aisite.loader import load_site
 from aisite.plan import Node, Plan, build_plan
+from aisite.playbooks import ROLES
 from aisite.render.inventory import inventory_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-ROLE = ROOT / "roles" / "kubernetes"
+ROLE = ROLES / "kubernetes"
 
 # type -> {field: type of its value (None: a scalar or a list of scalars)}; "[X]" is a list of X.
 ARG = {"name": None, "value": None}
@@ -272,7 +273,7 @@ def _node_vars(plan: Plan, node: Node) -> dict[str, Any]:
 def test_containerd_registry_settings_are_toml_strings() -> None:
     """hosts.toml of the containerd role, rendered by Ansible's Templar with a mirror URL and a registry host that
     hold TOML's quote and newline: tomllib reads back exactly those values."""
-    template = (ROOT / "roles" / "containerd" / "templates" / "hosts.toml.j2").read_text()
+    template = (ROLES / "containerd" / "templates" / "hosts.toml.j2").read_text()
     item = {"host": 'reg"\nx = 1', "ca": "PEM", "mirrors": ['https://m"\n[evil]']}
     templar = Templar(loader=DataLoader(), variables={"item": item, "containerd_certs_dir": "/etc/containerd/certs.d"})
     doc = tomllib.loads(templar.template(trust_as_template(template)))

@@ -570,9 +570,9 @@ def test_ansible_steps_verify_fails_on_a_problem_the_baseline_did_not_have(lab: 
     state = RolloutState("lab", "c", "t", [["gpu01"]], {"gpu01": MemberState(["x"], False)})
     assert steps("cordon", ["gpu01"], state) == {}
     assert state.members["gpu01"].baseline == ["clock chrony"]  # known before: not the change's fault
-    assert runs[1][0] == "playbooks/maintenance.yml" and runs[1][2]["maintenance_action"] == "cordon"
+    assert runs[1][0] == "maintenance.yml" and runs[1][2]["maintenance_action"] == "cordon"
     assert steps("verify", ["gpu01"], state) == {"gpu01": "new health problems: rail rail1"}
-    assert runs[2] == ("playbooks/health-status.yml", "gpu01", {"health_now": True})
+    assert runs[2] == ("health-status.yml", "gpu01", {"health_now": True})
     # The driver the change installs must be loaded after it, even where it was wrong before the change.
     assert steps("cordon", ["gpu01"], state) == {} and "gpu-driver node" in state.members["gpu01"].baseline
     assert steps("verify", ["gpu01"], state) == {"gpu01": "new health problems: gpu-driver node"}
@@ -691,18 +691,14 @@ def test_a_rollouts_apply_upgrades_kubernetes_and_keeps_a_switch_drained(lab: di
     try:
         assert steps("apply", ["cp01", "spine01"], state) == {}
         by_layer = {p: (limit, extra) for p, limit, extra in runs}
-        assert by_layer["playbooks/cluster.yml"] == ("cp01", {"kubernetes_upgrade": True})
-        assert by_layer["playbooks/fabric.yml"] == ("spine01", {"fabric_frr_graceful_shutdown": True})
-        assert all(
-            extra == {}
-            for p, (_, extra) in by_layer.items()
-            if p not in ("playbooks/cluster.yml", "playbooks/fabric.yml")
-        )
+        assert by_layer["cluster.yml"] == ("cp01", {"kubernetes_upgrade": True})
+        assert by_layer["fabric.yml"] == ("spine01", {"fabric_frr_graceful_shutdown": True})
+        assert all(extra == {} for p, (_, extra) in by_layer.items() if p not in ("cluster.yml", "fabric.yml"))
         assert "cp01" in applied_hosts(site)["cluster"] and "spine01" in applied_hosts(site)["fabric"]
         for step in ("cordon", "drain", "verify", "uncordon"):
             runs.clear()
             assert steps(step, ["cp01", "spine01"], state) == {}
-            assert ("playbooks/maintenance-switch.yml", "spine01", {"maintenance_action": step}) in runs
+            assert ("maintenance-switch.yml", "spine01", {"maintenance_action": step}) in runs
     finally:
         shutil.rmtree(site_dir(site), ignore_errors=True)
 

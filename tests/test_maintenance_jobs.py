@@ -327,7 +327,7 @@ def test_the_controllers_kubernetes_modules_reach_for_the_api_server(tmp_path: P
             items.append(str(event.get("event_data", {}).get("res", {}).get("msg", "")))
 
     text = inventory_text(inventory(plan))
-    r = run_playbook("playbooks/maintenance.yml", text, on_event=on_event, extravars=extravars)
+    r = run_playbook("maintenance.yml", text, on_event=on_event, extravars=extravars)
     said = " ".join(items)
     assert not r.ok and len(items) == 1 and "Failed to import" not in said, said
     assert "Connection refused" in said or "Max retries exceeded" in said, said

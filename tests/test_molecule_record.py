@@ -40,11 +40,16 @@ def test_a_scenario_reads_its_role_and_the_roles_it_includes(record: ModuleType)
     assert record.role_closure("ceph") == ["ceph", "packages"]
     assert {"file_state", "kubernetes", "packages"} <= set(record.role_closure("kubernetes/upgrade"))
     names = {str(p.relative_to(record.ROOT)) for p in record.inputs("ceph")}
-    assert "roles/ceph/tasks/main.yml" in names and "roles/packages/tasks/main.yml" in names
-    assert "roles/ceph/molecule/default/converge.yml" in names and ".config/molecule/config.yml" in names
-    assert not any(n.startswith(("roles/kubernetes/", "aisite/plan/", "tests/")) for n in names), names
+    roles, collection = f"{record.ROLES}/", f"{record.COLLECTION}/"
+    assert f"{roles}ceph/tasks/main.yml" in names and f"{roles}packages/tasks/main.yml" in names
+    assert f"{roles}ceph/molecule/default/converge.yml" in names and ".config/molecule/config.yml" in names
+    assert f"{collection}plugins/action/guarded_file.py" in names and f"{roles}conftest.py" in names
+    # Not the collection's other roles, nor its playbooks: a change there runs other scenarios, not this one.
+    assert not any(
+        n.startswith((f"{roles}kubernetes/", f"{collection}playbooks/", "aisite/plan/", "tests/")) for n in names
+    ), names
     reconciler = {str(p.relative_to(record.ROOT)) for p in record.inputs("reconciler")}
-    assert "aisite/plan/__init__.py" in reconciler and "playbooks/site.yml" in reconciler
+    assert "aisite/plan/__init__.py" in reconciler and f"{collection}playbooks/site.yml" in reconciler
 
 
 def test_a_change_to_what_a_scenario_reads_runs_it_again_and_nothing_else_does(
@@ -57,7 +62,7 @@ def test_a_change_to_what_a_scenario_reads_runs_it_again_and_nothing_else_does(
     said = capsys.readouterr().out
     assert f"passed on {dt.date.today().isoformat()}" in said and "100 s" in said, said
     assert record.main(["unchanged", "lldp"]) == 1  # never recorded
-    _edit(record.ROOT, "roles/packages/tasks/main.yml")  # a role ceph includes
+    _edit(record.ROOT, f"{record.ROLES}/packages/tasks/main.yml")  # a role ceph includes
     assert record.main(["unchanged", "ceph"]) == 1
     assert record.main(["unchanged", "node_health"]) == 0
     assert record.main(["unchanged", "reconciler"]) == 1  # the project's roles are its inputs
@@ -89,4 +94,11 @@ def test_the_committed_record_names_only_scenarios_that_exist() -> None:
     data = json.loads((ROOT / ".ci" / "molecule-passed.json").read_text())
     for run in data:
         role, _, scenario = run.partition("/")
-        assert (ROOT / "roles" / role / "molecule" / (scenario or "default") / "molecule.yml").is_file(), run
+        assert (
+            ROOT
+            / "collections/ansible_collections/aisite/site/roles"
+            / role
+            / "molecule"
+            / (scenario or "default")
+            / "molecule.yml"
+        ).is_file(), run

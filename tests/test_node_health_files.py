@@ -1,4 +1,4 @@
-"""node_health's own module (roles/node_health/library/node_health_files.py), run as Ansible runs it: the health
+"""node_health's module (aisite.site.node_health_files), run as Ansible runs it: the health
 check's directories and files in one module run, each written only where it differs, validated before it replaces
 anything, and nothing written in check mode."""
 
@@ -11,9 +11,10 @@ import pwd
 from pathlib import Path
 from typing import Any
 
-from tests.adhoc import ROOT, run_module
+from aisite.playbooks import PLUGINS
+from tests.adhoc import run_module
 
-LIBRARY = ROOT / "roles" / "node_health" / "library"
+LIBRARY = PLUGINS / "modules"
 OWNER = pwd.getpwuid(os.getuid()).pw_name
 GROUP = grp.getgrgid(os.getgid()).gr_name
 VALID_JSON = 'python3 -c "import json, sys; json.load(open(sys.argv[1]))" %s'

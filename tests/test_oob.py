@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from aisite import oob
-from tests.conftest import ROOT, run_cli
+from aisite.playbooks import PLUGINS
+from tests.conftest import run_cli
 
 
 def test_ipmitool_fields_reads_name_value_lines() -> None:
-    spec = importlib.util.spec_from_file_location("ipmitool", ROOT / "roles/bmc/filter_plugins/ipmitool.py")
+    spec = importlib.util.spec_from_file_location("ipmitool", PLUGINS / "filter" / "ipmitool.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -16,6 +16,7 @@ import pytest
 
 from aisite.entry import site_dir_arg
 from aisite.init import check_name, site_files
+from aisite.roots import COLLECTION_PATH
 from tests.conftest import ROOT
 
 SITE = "newsite"
@@ -91,15 +92,18 @@ def test_the_installed_package_carries_its_content_and_finds_the_site_it_runs_in
     module, content, site = _run([str(installed / "bin" / "python"), "-c", probe], site_repo / "stacks").stdout.split()
     assert Path(module).is_relative_to(installed) and Path(content) == Path(module).parent / "content"
     assert Path(site) == site_repo.resolve()  # found from a directory below it
+    collection = Path(content) / COLLECTION_PATH
     for part in (
-        "ansible.cfg",
-        "playbooks/site.yml",
-        "roles/roce_host/tasks/main.yml",
-        "templates/site/Pulumi.yaml",
-        "collections/ansible_collections/aisite/site/galaxy.yml",
+        Path(content) / "ansible.cfg",
+        Path(content) / "templates/site/Pulumi.yaml",
+        collection / "galaxy.yml",
+        collection / "playbooks/site.yml",
+        collection / "roles/roce_host/tasks/main.yml",
+        collection / "plugins/cliconf/onyx.py",
     ):
-        assert (Path(content) / part).is_file(), part
-    assert not list(Path(content).glob("roles/*/molecule")), "the roles' molecule scenarios are not shipped"
+        assert part.is_file(), part
+    assert not list(collection.glob("roles/*/molecule")), "the roles' molecule scenarios are not shipped"
+    assert not (collection / "roles" / "conftest.py").exists(), "nor their testinfra conftest"
 
 
 def test_a_new_site_repository_validates_plans_and_renders_outside_the_checkout(
@@ -182,7 +186,13 @@ def test_the_packaged_playbooks_resolve_their_roles_and_collection(installed: Pa
     playbook = Path(sys.executable).parent / "ansible-playbook"  # the dependencies' scripts are this environment's
     for name in ("site.yml", "oob.yml"):
         r = subprocess.run(
-            [str(playbook), "--syntax-check", "-i", "checked/inventory.yml", str(content / "playbooks" / name)],
+            [
+                str(playbook),
+                "--syntax-check",
+                "-i",
+                "checked/inventory.yml",
+                str(content / COLLECTION_PATH / "playbooks" / name),
+            ],
             cwd=site_repo,
             env=os.environ | env | {"ANSIBLE_LOCAL_TEMP": str(installed.parent / "ansible-tmp")},
             capture_output=True,

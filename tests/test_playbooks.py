@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from aisite import changes, playbooks
-from tests.conftest import ROOT
 
 
 def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
-    assert playbooks.playbook_roles(ROOT / "playbooks" / "site.yml") == [
+    assert playbooks.playbook_roles(playbooks.PLAYBOOKS / "site.yml") == [
         "preflight",
         "bmc",
         "fabric_frr",
@@ -34,13 +33,13 @@ def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
         "file_state",
     ]
     for layer in ("oob", "fabric", "hosts", "cluster", "workloads"):
-        for role in playbooks.playbook_roles(ROOT / "playbooks" / f"{layer}.yml"):
-            assert (ROOT / "roles" / role / "tasks" / "main.yml").is_file()
+        for role in playbooks.playbook_roles(playbooks.PLAYBOOKS / f"{layer}.yml"):
+            assert (playbooks.ROLES / role / "tasks" / "main.yml").is_file()
 
 
 def test_layer_code_follows_role_files_but_not_molecule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     roles = tmp_path / "roles"
-    shutil.copytree(ROOT / "roles", roles)
+    shutil.copytree(playbooks.ROLES, roles)
     monkeypatch.setattr(playbooks, "ROLES", roles)
     monkeypatch.setattr(changes, "ROLES", roles)
     before = changes.layer_code("hosts")
@@ -67,8 +66,18 @@ def test_layer_code_follows_the_projects_plugins_where_the_layer_uses_them(
     collection = tmp_path / "site"
     shutil.copytree(playbooks.COLLECTION, collection)
     monkeypatch.setattr(changes, "COLLECTION", collection)
+    monkeypatch.setattr(changes, "PLUGINS", collection / "plugins")
     hosts, oob = changes.layer_code("hosts"), changes.layer_code("oob")
     plugin = collection / "plugins" / "action" / "guarded_file.py"
     plugin.write_text(plugin.read_text() + "\n")
     assert changes.layer_code("hosts") != hosts  # its roles write their files with aisite.site.guarded_file
     assert changes.layer_code("oob") == oob  # the BMC role does not
+    # Its roles are named by their full names (aisite.site.bmc): no use of the plugins.
+    assert "aisite.site.bmc" in (playbooks.PLAYBOOKS / "oob.yml").read_text()
+    # A filter is followed to the file that defines it: the BMC role reads ipmitool's output with one.
+    cluster = changes.layer_code("cluster")
+    hosts = changes.layer_code("hosts")
+    filters = collection / "plugins" / "filter" / "ipmitool.py"
+    filters.write_text(filters.read_text() + "\n")
+    assert changes.layer_code("oob") != oob
+    assert changes.layer_code("cluster") == cluster and changes.layer_code("hosts") == hosts

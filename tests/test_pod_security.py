@@ -14,11 +14,12 @@ import yaml
 
 from aisite.plan import Plan
 from aisite.platform import NAMESPACES, charts, jobs, objects
+from aisite.playbooks import ROLES
 from tests.conftest import ROOT, STACKS
 from tests.pod_security import LEVELS, lowest_level, pod_templates, violations
 from tests.test_helm import RELEASES, _plan, rendered
 
-EXEMPT = yaml.safe_load((ROOT / "roles/kubernetes/defaults/main.yml").read_text())[
+EXEMPT = yaml.safe_load((ROLES / "kubernetes/defaults/main.yml").read_text())[
     "kubernetes_pod_security_exempt_namespaces"
 ]
 

@@ -31,6 +31,7 @@ from aisite.errors import SiteError
 from aisite.loader import parse_site
 from aisite.plan import ProvisioningPlan, ProvisionTarget, build_plan, plain
 from aisite.plan.provisioning import missing_boot_macs
+from aisite.playbooks import ROLES
 from aisite.provision import image, run
 from aisite.render.inventory import BOOT_SERVER, inventory
 from tests.conftest import ROOT
@@ -168,7 +169,7 @@ def test_install_fields_take_only_what_reaches_the_installer_safely(key: str, va
 
 # ------------------------------------------------------------------------------------------ the HTTP service
 def _service_module() -> ModuleType:
-    path = ROOT / "roles" / "boot_server" / "files" / "aisite_boot_http.py"
+    path = ROLES / "boot_server" / "files" / "aisite_boot_http.py"
     spec = importlib.util.spec_from_file_location("aisite_boot_http", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -21,7 +21,7 @@ from aisite.model import Gitops
 from aisite.paths import provision_dir
 from aisite.plan import FABRIC_ROLES, build_plan
 from aisite.platform import jobs, objects
-from aisite.playbooks import playbook_roles
+from aisite.playbooks import PLAYBOOKS, ROLES, playbook_roles
 from aisite.render.bundle import bundle
 from aisite.render.inventory import NODE_GROUPS, inventory, inventory_yaml, load_inventory
 from aisite.render.manifests import gitops_files, layer_files, manifest_files
@@ -263,7 +263,7 @@ def test_a_node_pulling_its_layers_has_every_collection_their_roles_use() -> Non
     """A node's pass has ansible-core, the checkout (with aisite.site) and the collections role pull copies from
     the controller (pull_collections): every module, lookup or filter of another collection that a pullable
     layer's roles (and the roles they include) name must be among those."""
-    pull_vars = yaml.safe_load((ROOT / "roles" / "pull" / "vars" / "main.yml").read_text())
+    pull_vars = yaml.safe_load((ROLES / "pull" / "vars" / "main.yml").read_text())
     have = {"ansible.builtin", "ansible.legacy", "aisite.site", *pull_vars["pull_collections"]}
     named = re.compile(
         r"^\s*-?\s*([a-z_]+\.[a-z_]+)\.[a-z_]+:"  # a task's module
@@ -275,8 +275,8 @@ def test_a_node_pulling_its_layers_has_every_collection_their_roles_use() -> Non
     (literal,) = typing.get_args(Gitops.model_fields["pull_layers"].annotation)  # list[Literal[...]]
     used: dict[str, set[str]] = {}
     for layer in typing.get_args(literal):
-        for role in playbook_roles(ROOT / "playbooks" / f"{layer}.yml"):
-            for path in (ROOT / "roles" / role).glob("*/*"):
+        for role in playbook_roles(PLAYBOOKS / f"{layer}.yml"):
+            for path in (ROLES / role).glob("*/*"):
                 if path.parent.name in ("tasks", "handlers", "templates") and path.is_file():
                     for m in named.finditer(path.read_text()):
                         name = next(g for g in m.groups() if g)

@@ -20,7 +20,8 @@ import yaml
 
 from aisite.loader import load_site, resolve_stack
 from aisite.plan import FABRIC_ROLES, Plan, RoceQos, Switch, build_plan
-from tests.conftest import ROOT, run_cli
+from aisite.playbooks import COLLECTION
+from tests.conftest import run_cli
 
 OSES = ("frr", "cumulus", "sonic", "onyx")
 
@@ -338,7 +339,7 @@ def test_sessions_pair_up_and_bfd_agrees_on_every_os(stack: str, tmp_path: Path)
 
 # ------------------------------------------------------------------------------ the roles' own helpers
 def load_plugin(path: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    spec = importlib.util.spec_from_file_location(Path(path).stem, COLLECTION / path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -346,7 +347,7 @@ def load_plugin(path: str) -> ModuleType:
 
 
 def test_config_db_drift_names_what_differs_and_ignores_what_aisite_does_not_own() -> None:
-    drift = load_plugin("roles/fabric_sonic/filter_plugins/config_db.py").config_db_drift
+    drift = load_plugin("plugins/filter/config_db.py").config_db_drift
     want = {
         "PORT": {"Ethernet0": {"mtu": "9216"}, "Ethernet4": {"mtu": "9216"}},
         "LOOPBACK_INTERFACE": {"Loopback0": {}},
@@ -364,7 +365,7 @@ def test_config_db_drift_names_what_differs_and_ignores_what_aisite_does_not_own
 def test_lossless_needs_buffers_on_the_switch(rendered: dict[str, tuple[Plan, Path]]) -> None:
     """Priority 3 is lossless only with buffer headroom: a factory config_db (no buffers) is refused for every
     lossless port, and either buffer model's configuration satisfies the check."""
-    gaps = load_plugin("roles/fabric_sonic/filter_plugins/config_db.py").lossless_buffer_gaps
+    gaps = load_plugin("plugins/filter/config_db.py").lossless_buffer_gaps
     plan, out = rendered["sonic"]
     for sw in fabric(plan):
         want = json.loads((out / f"{sw.name}.config_db.json").read_text())

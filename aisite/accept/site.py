@@ -338,7 +338,7 @@ class AnsibleCluster:
         from aisite.deploy import run_playbook
 
         result = run_playbook(
-            "playbooks/accept-job.yml",
+            "accept-job.yml",
             self.inventory,
             extravars={
                 "accept_objects": objects,

@@ -216,7 +216,7 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
             hold.problems.append("a deploy narrowed by --layer or --limit does not roll: deploy the whole site")
     held = frozenset(hold.members)
     runs = _runs(states, inv, layer, limit, changed, check, applied_before, as_json, pulled, held)
-    playbooks = [f"playbooks/{names[0] if len(names) == 1 else 'site'}.yml" for names, _ in runs]
+    playbooks = [f"{names[0] if len(names) == 1 else 'site'}.yml" for names, _ in runs]
     started = time.time()
     results = []
     with tempfile.TemporaryDirectory(prefix="aisite-platform-") as platform_dir:
@@ -364,7 +364,7 @@ def cabling(stack: StackArg, as_json: JsonOpt = False) -> None:
     inv = inventory(p)
     groups = group_sizes(inv)
     # Reads LLDP on nodes and switches only: no BMC or switch credential is needed.
-    result = progress_runner("playbooks/cabling.yml", inventory_text(inv), {}, limit=None, check=False, groups=groups)
+    result = progress_runner("cabling.yml", inventory_text(inv), {}, limit=None, check=False, groups=groups)
     miswires = [str(m) for m in result.stats.get("cabling_miswires", [])]
     checked = int(result.stats.get("cabling_checked", 0))
     # Failures other than the report's own assert (a host unreachable, lldpcli missing) are errors, not miswires.

@@ -33,7 +33,7 @@ def health_command(
     inv = inventory(plan)
     groups = group_sizes(inv)
     read = progress_runner(
-        "playbooks/health-status.yml",
+        "health-status.yml",
         inventory_text(inv),
         {},
         limit=None,
@@ -51,7 +51,7 @@ def health_command(
     applied = None
     if hp.to_apply:
         applied = progress_runner(
-            "playbooks/health-apply.yml",
+            "health-apply.yml",
             inventory_text(inv),
             {},
             limit=None,

@@ -109,7 +109,7 @@ def provision_command(
         "boot_server_extra_deploy_keys": [identity.with_suffix(".pub").read_text().strip()] if identity else [],
     }
     result = progress_runner(
-        "playbooks/boot-server.yml", text, secrets, limit=None, check=False, groups={"boot_server": 1}, extravars=extra
+        "boot-server.yml", text, secrets, limit=None, check=False, groups={"boot_server": 1}, extravars=extra
     )
     if not result.ok:
         print(f"the boot server's playbook failed: {'; '.join(result.failures[-3:]) or result.status}", file=sys.stderr)

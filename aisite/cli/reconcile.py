@@ -302,9 +302,7 @@ def nodes(
     tip = tip or load_status(stack, lambda msg: print(f"warning: {msg}", file=sys.stderr)).applied_commit or None
     inv = inventory(p)
     groups = group_sizes(inv)
-    result = progress_runner(
-        "playbooks/pull-status.yml", inventory_text(inv), {}, limit=None, check=False, groups=groups
-    )
+    result = progress_runner("pull-status.yml", inventory_text(inv), {}, limit=None, check=False, groups=groups)
     records = dict(result.stats.get("pull_states") or {})
     down = [h for h, r in result.recap.items() if r.unreachable]
     now = time.time()

@@ -245,9 +245,7 @@ def render(
 
 def _render_switch_configs(p: Plan, dest: Path) -> None:
     """Run playbooks/switch-configs.yml against the plan's inventory (all local, no secrets needed)."""
-    result = run_playbook(
-        "playbooks/switch-configs.yml", inventory_yaml(p), extravars={"aisite_render_dir": str(dest.resolve())}
-    )
+    result = run_playbook("switch-configs.yml", inventory_yaml(p), extravars={"aisite_render_dir": str(dest.resolve())})
     if result.rc != 0:
         err.print(f"[red]error[/]: rendering switch configurations failed: {'; '.join(result.failures)}")
         raise typer.Exit(EXIT_FAILED)

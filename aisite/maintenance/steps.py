@@ -141,7 +141,7 @@ class AnsibleSteps:
         switches = [m for m in members if m in names]
         if not switches:
             return {}
-        r = self.run("playbooks/maintenance-switch.yml", ",".join(switches), {"maintenance_action": action})
+        r = self.run("maintenance-switch.yml", ",".join(switches), {"maintenance_action": action})
         self._said(r)
         return _host_errors(r, switches)
 
@@ -151,7 +151,7 @@ class AnsibleSteps:
         if not nodes:
             return {}
         r = self.run(
-            "playbooks/maintenance.yml",
+            "maintenance.yml",
             None,
             {"maintenance_action": action, "maintenance_nodes": nodes, "maintenance_drain_timeout_s": timeout},
         )
@@ -195,7 +195,7 @@ class AnsibleSteps:
         left = list(nodes)
         deadline = self.clock() + self.boot_wait_s
         while left:
-            r = self.run("playbooks/maintenance-reboot.yml", ",".join(left), {"maintenance_reboot": False})
+            r = self.run("maintenance-reboot.yml", ",".join(left), {"maintenance_reboot": False})
             now = _boot_ids(r)
             left = [n for n in left if now.get(n) in (None, before[n])]
             if not left or self.clock() >= deadline:
@@ -220,7 +220,7 @@ class AnsibleSteps:
         nodes = self._nodes(members)
         if not nodes:
             return {}, {}
-        r = self.run("playbooks/health-status.yml", ",".join(nodes), {"health_now": now})
+        r = self.run("health-status.yml", ",".join(nodes), {"health_now": now})
         states = dict(r.stats.get("health_states") or {})
         found = {}
         errors = {}
@@ -271,7 +271,7 @@ class AnsibleSteps:
             pending = [h for h in layer_state.pending(applied.get(layer, {})) if h in members and h not in errors]
             if not pending:
                 continue
-            r = self.run(f"playbooks/{layer}.yml", ",".join(pending), ROLLOUT_VARS.get(layer, {}))
+            r = self.run(f"{layer}.yml", ",".join(pending), ROLLOUT_VARS.get(layer, {}))
             self._said(r)
             failed = _host_errors(r, pending)
             errors |= {h: f"{layer}: {why}" for h, why in failed.items()}
@@ -281,7 +281,7 @@ class AnsibleSteps:
         return errors | self._firmware(ready, state, self._firmware_apply)
 
     def _reboot(self, members: list[str], state: RolloutState) -> dict[str, str]:
-        r = self.run("playbooks/maintenance-reboot.yml", ",".join(members), {})
+        r = self.run("maintenance-reboot.yml", ",".join(members), {})
         self._said(r)
         errors = _host_errors(r, members)
         booted = _boot_ids(r)  # machines, not containers

@@ -79,7 +79,7 @@ class SiteWorld:
             for t in targets
         ]
         secrets = self.secrets | {hostkey_env(n): k.private for n, k in host_keys.items()}
-        result = run_playbook("playbooks/boot-arm.yml", self.inventory, secrets, extravars={key: nodes})
+        result = run_playbook("boot-arm.yml", self.inventory, secrets, extravars={key: nodes})
         if not result.ok:
             raise ArmError(f"{key} on the boot server failed: " + "; ".join(result.failures[-3:] or [result.status]))
 

@@ -17,9 +17,12 @@ import yaml
 from aisite.fields import secret_env
 from aisite.paths import STATE, kubeconfig_path, lab_ssh_dir, provision_dir, pull_wheels_dir, site_dir
 from aisite.plan import FABRIC_ROLES, Node, Plan, Switch, plain
+from aisite.roots import COLLECTION_PATH
 
-# The site repository's .aisite/ as a play sees it: aisite passes the repository to every run (aisite.deploy).
-SITE_DIR_VAR = "{{ aisite_site_dir | default(playbook_dir ~ '/..') }}/.aisite"
+# The site repository's .aisite/ as a play sees it: aisite passes the repository to every run (aisite.deploy, the
+# puller); a playbook run by hand from the tool's checkout finds it above the collection's playbooks.
+_CHECKOUT = "/.." * (len(COLLECTION_PATH.parts) + 1)
+SITE_DIR_VAR = f"{{{{ aisite_site_dir | default(playbook_dir ~ '{_CHECKOUT}') }}}}/.aisite"
 
 NODE_GROUPS = {"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}
 # The boot server's inventory name (`aisite provision` configures it; the lab runs it as a container).
@@ -31,14 +34,14 @@ ACCESS_SWITCHES = "access_switches"
 LAB_LIFECYCLE_DAY_S = 10
 # Switch OS -> how Ansible reaches it on a real site (the lab reaches its FRR switches as root over SSH). Cumulus and
 # SONiC are Linux: their roles run nv / sonic-cfggen / config over SSH as root. Onyx has only its CLI: network_cli
-# with the project's cliconf and terminal plugins (plugins/), in enable mode.
+# with the aisite.site collection's cliconf and terminal plugins (aisite.site.onyx), in enable mode.
 NETWORK_OS = {
     "cumulus": {"ansible_connection": "ansible.builtin.ssh", "ansible_become": True},
     "frr": {"ansible_connection": "ansible.builtin.ssh", "ansible_become": True},
     "sonic": {"ansible_connection": "ansible.builtin.ssh", "ansible_become": True},
     "onyx": {
         "ansible_connection": "ansible.netcommon.network_cli",
-        "ansible_network_os": "onyx",
+        "ansible_network_os": "aisite.site.onyx",
         "ansible_become": True,
         "ansible_become_method": "ansible.netcommon.enable",
     },
