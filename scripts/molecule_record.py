@@ -111,7 +111,14 @@ def inputs(run: str) -> list[Path]:
     paths += [f"{ROLES}/{r}/{sub}" for r in role_closure(run) for sub in _role_parts(r)]
     if role in RUNS_THE_PROJECT:
         paths += PROJECT
-    return sorted(set(_tracked(paths)))
+    own = ROOT / ROLES / role / "molecule" / scenario
+    # The project it installs holds the roles' scenarios but never reads another one (nor does the package ship them).
+    return sorted(
+        f
+        for f in set(_tracked(paths))
+        if not (f.is_relative_to(ROOT / ROLES) and "molecule" in f.relative_to(ROOT / ROLES).parts[1:2])
+        or f.is_relative_to(own)
+    )
 
 
 def _role_parts(role: str) -> list[str]:

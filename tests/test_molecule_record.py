@@ -50,6 +50,9 @@ def test_a_scenario_reads_its_role_and_the_roles_it_includes(record: ModuleType)
     ), names
     reconciler = {str(p.relative_to(record.ROOT)) for p in record.inputs("reconciler")}
     assert "aisite/plan/__init__.py" in reconciler and f"{collection}playbooks/site.yml" in reconciler
+    # The project it installs, but of the roles' scenarios only its own.
+    assert f"{roles}reconciler/molecule/default/converge.yml" in reconciler
+    assert not any(n.startswith(f"{roles}pull/molecule/") for n in reconciler), reconciler
 
 
 def test_a_change_to_what_a_scenario_reads_runs_it_again_and_nothing_else_does(
@@ -66,6 +69,9 @@ def test_a_change_to_what_a_scenario_reads_runs_it_again_and_nothing_else_does(
     assert record.main(["unchanged", "ceph"]) == 1
     assert record.main(["unchanged", "node_health"]) == 0
     assert record.main(["unchanged", "reconciler"]) == 1  # the project's roles are its inputs
+    assert record.main(["passed", "reconciler", "100"]) == 0
+    _edit(record.ROOT, f"{record.ROLES}/pull/molecule/default/prepare.yml")  # another role's scenario
+    assert record.main(["unchanged", "reconciler"]) == 0
     _edit(record.ROOT, "aisite/health/judge.py")  # reached by a link in roles/node_health/files
     assert record.main(["unchanged", "node_health"]) == 1
     _edit(record.ROOT, ".config/molecule/config.yml")
