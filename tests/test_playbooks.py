@@ -6,8 +6,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from aisite import changes, playbooks
+from aisite.accept.lab import ROCE_DEFAULTS
 
 
 def test_site_playbook_imports_every_layer_and_the_roles_are_found() -> None:
@@ -81,3 +83,9 @@ def test_layer_code_follows_the_projects_plugins_where_the_layer_uses_them(
     filters.write_text(filters.read_text() + "\n")
     assert changes.layer_code("oob") != oob
     assert changes.layer_code("cluster") == cluster and changes.layer_code("hosts") == hosts
+
+
+def test_what_the_package_reads_of_the_roles_is_where_it_looks() -> None:
+    # The lab's acceptance compares the nodes' sysctls with roce_host's defaults (read from the collection).
+    assert ROCE_DEFAULTS.is_relative_to(playbooks.ROLES)
+    assert yaml.safe_load(ROCE_DEFAULTS.read_text())["roce_host_rail_sysctls"]

@@ -27,11 +27,11 @@ from aisite.health import parse
 from aisite.lab.netns import NetnsError, in_netns, iperf3, pid
 from aisite.lab.podman import LabError, run
 from aisite.plan import Node, Plan, Rail
+from aisite.playbooks import ROLES
 from aisite.render.inventory import container_name
-from aisite.roots import CONTENT
 
 IPERF_PORT = 5301
-ROCE_DEFAULTS = CONTENT / "roles" / "roce_host" / "defaults" / "main.yml"
+ROCE_DEFAULTS = ROLES / "roce_host" / "defaults" / "main.yml"
 SYSCTL_FILE = "/etc/sysctl.d/91-aisite-rails.conf"  # where roles/roce_host persists them
 
 
