@@ -37,7 +37,14 @@ def run_role(tmp: Path, diff: str, *extra: str) -> tuple[subprocess.CompletedPro
     (tmp / "inventory.yml").write_text(inventory_yaml(build_plan(load_site("h100pod"))))
     (tmp / "play.yml").write_text(
         yaml.safe_dump(
-            [{"name": "NVUE | Apply", "hosts": "mgmt01", "gather_facts": False, "roles": [{"role": "aisite.site.fabric_cumulus"}]}]
+            [
+                {
+                    "name": "NVUE | Apply",
+                    "hosts": "mgmt01",
+                    "gather_facts": False,
+                    "roles": [{"role": "aisite.site.fabric_cumulus"}],
+                }
+            ]
         )
     )
     env = os.environ | {"PATH": f"{nv_dir}:{os.environ['PATH']}", "NV_DIR": str(nv_dir)}
