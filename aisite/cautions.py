@@ -28,6 +28,14 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
                 "0 with the network-operator: the leaf blocks hold no pod addresses, so pods get no rail",
             )
         )
+    if "kserve" in addons:
+        out.append(
+            Problem(
+                "site.kubernetes.addons",
+                "kserve: its webhooks' certificate is a cert-manager Certificate, and aisite does not install "
+                "cert-manager: the cluster must have it before the kserve release",
+            )
+        )
     leaf_gbps = site.switches.leaves.speed_gbps
     for i, g in railed:
         _, _, _, nic_gbps, _ = group_hardware(g)

@@ -47,6 +47,7 @@ from aisite.plan.kubernetes import (
     tenant_flavors,
     version_tuple,
 )
+from aisite.serving.checks import serving_problems
 
 PRIVATE_ASN_RANGES = ((64512, 65534), (4200000000, 4294967294))
 
@@ -76,6 +77,7 @@ def check_site(site: Site) -> list[Problem]:
     _check_provisioning(site, groups, out)
     _check_acceptance(site, out)
     out += ceph_problems(site)
+    out += serving_problems(site)
     return out
 
 

@@ -159,6 +159,16 @@ def _path(value: str) -> str:
     return value
 
 
+def _relative(value: str) -> str:
+    parts = value.split("/")
+    if len(value) > 1024 or not all(PATH_SEGMENT.fullmatch(p) for p in parts):
+        raise ValueError(
+            f"{value!r} is not a relative path of plain segments (letters, digits, '.', '_', '+', '-'; "
+            "no leading '/', no '..', no empty segment, at most 1024 characters)"
+        )
+    return value
+
+
 def _mount(value: str) -> str:
     if value == "/":
         return value
@@ -202,6 +212,8 @@ SecretName = Annotated[
 ]
 PulumiKey = Annotated[str, AfterValidator(_matching(PULUMI_KEY, "a Pulumi config key ([namespace:]name)"))]
 AbsPath = Annotated[str, AfterValidator(_path)]
+# A path inside a volume (a tenant's datasets storage): it cannot leave it.
+RelPath = Annotated[str, AfterValidator(_relative)]
 MountPoint = Annotated[str, AfterValidator(_mount)]
 GitBranch = Annotated[str, AfterValidator(_branch)]
 Group = Annotated[str, AfterValidator(_matching(GROUP, "a group name (letters, digits, '.', '_', ':', '@', '/', '-')"))]

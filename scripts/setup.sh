@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 # ceph-mon, ceph-mgr: a real Ceph 16.2 monitor and manager on loopback hold the Ceph plan's pools to what Ceph sets
 # and its alerts to the metrics a manager serves (tests/ceph_local.py); without their recommends (ceph-mds, a time
 # daemon, the dashboard), which the controller does not need.
+# haproxy: the serving proxy; its own check (`haproxy -c`) holds the configuration aisite renders, and the lab runs it.
 APT_PACKAGES=(git python3 python3-venv python3-dev ipmitool openssh-client iperf3 fio gnupg
-  cmake gcc make patch libpcre2-dev mstflint ceph-mon ceph-mgr)
+  cmake gcc make patch libpcre2-dev mstflint ceph-mon ceph-mgr haproxy)
 APT_NO_RECOMMENDS=(ceph-mon ceph-mgr)
 
 need_apt=()

@@ -141,7 +141,7 @@ def lowest_level(spec: dict[str, Any], annotations: dict[str, str] | None = None
 
 def pod_templates(o: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[str, str]]]:
     """(where, pod spec, pod annotations) of every pod an object creates: workloads, Jobs, CronJobs, MPIJobs,
-    JobSets and (Cluster)TrainingRuntimes."""
+    JobSets, (Cluster)TrainingRuntimes and InferenceServices."""
     kind, name, spec = o.get("kind"), (o.get("metadata") or {}).get("name"), o.get("spec") or {}
 
     def template(t: dict[str, Any], where: str) -> Iterator[tuple[str, dict[str, Any], dict[str, str]]]:
@@ -159,6 +159,10 @@ def pod_templates(o: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict
     elif kind in ("ClusterTrainingRuntime", "TrainingRuntime"):
         for rj in spec["template"]["spec"]["replicatedJobs"]:
             yield from template(rj["template"]["spec"]["template"], f"{kind} {name} {rj['name']}")
+    elif kind == "InferenceService":
+        # Its predictor is a pod spec inline (KServe's Standard mode makes a Deployment of it).
+        keep = {k: v for k, v in spec["predictor"].items() if k not in ("minReplicas", "maxReplicas", "labels")}
+        yield f"InferenceService {name}", keep, {}
     elif kind == "JobSet":
         for rj in spec["replicatedJobs"]:
             yield from template(rj["template"]["spec"]["template"], f"JobSet {name} {rj['name']}")

@@ -191,6 +191,11 @@ def rendered(stack: str, release: str) -> tuple[Chart, tuple[str, ...], list[dic
     return c, api, objs
 
 
+# Kinds a release renders whose CRDs neither ../shared/crds nor any pinned chart holds: KServe's webhook certificate
+# is cert-manager's (the site installs cert-manager; `aisite validate` says so). Listed, printed, not validated.
+UNVALIDATED = {("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "Certificate")}
+
+
 @pytest.mark.parametrize(("stack", "release"), RELEASES)
 def test_every_release_renders_and_every_object_validates(stack: str, release: str) -> None:
     plan = _plan(stack)
@@ -201,6 +206,9 @@ def test_every_release_renders_and_every_object_validates(stack: str, release: s
     for o in objs:
         key = (o.get("apiVersion", ""), o.get("kind", ""))
         where = f"{release}: {key[1]} {o.get('metadata', {}).get('name')}"
+        if key in UNVALIDATED and key not in schemas:
+            print(f"not validated: {where}: no CRD of {key} is on this machine (cert-manager's)")
+            continue
         try:
             if key in schemas:
                 jsonschema.Draft7Validator(schemas[key]).validate(o)

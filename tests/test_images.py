@@ -26,7 +26,8 @@ MIRROR = "https://mirror.lab.aisite.internal:5000"
 @pytest.mark.parametrize(("stack", "release"), RELEASES)
 def test_every_image_a_release_renders_is_in_the_catalog(stack: str, release: str) -> None:
     c, _, objs = rendered(stack, release)
-    assert image_refs(objs), f"{release}: no image found in the render"
+    # A chart of CRDs alone (kserve-crd) has no image, and the catalog says so.
+    assert image_refs(objs) or CHART_IMAGES[c.chart] == (), f"{release}: no image found in the render"
     assert sorted(image_refs(objs) - set(CHART_IMAGES[c.chart])) == []
 
 

@@ -43,6 +43,7 @@ CUSTOM_GROUPS = (
     "kubeflow.org",
     "trainer.kubeflow.org",
     "resource.nvidia.com",
+    "serving.kserve.io",
 )
 
 
@@ -434,8 +435,8 @@ def test_jobs_are_sized_from_the_plan_with_the_fabric_settings(plan: Plan) -> No
     rails = sorted({r.index for n in plan.nodes for r in n.rails})
     rendered = jobs(plan)
     assert set(rendered) == {f"workloads/{w.name}.yaml" for w in plan.workloads} | {
-        f"workloads/{t}.yaml" for t in {w.tenant for w in plan.workloads}
-    }
+        f"workloads/{t}.yaml" for t in {w.tenant for w in (*plan.workloads, *plan.serving)}
+    } | {f"workloads/serving-{s.name}.yaml" for s in plan.serving}
     for w in plan.workloads:
         # The job (its claim templates and ComputeDomain before it, where it claims: test_dra.py).
         claims = ("Service", "ResourceClaimTemplate", "ComputeDomain")
@@ -478,9 +479,8 @@ def test_jobs_are_sized_from_the_plan_with_the_fabric_settings(plan: Plan) -> No
         assert vols["dshm"]["emptyDir"]["sizeLimit"] == f"{max(1, w.gpus_per_node) * 8}Gi"
     for t in {w.tenant for w in plan.workloads}:
         cm = next(o for o in rendered[f"workloads/{t}.yaml"] if o["kind"] == "ConfigMap")
-        assert (
-            set(cm["data"]) == {"result.py", "resnet.py", "tools.py"} and "aisite.bench/v1" in cm["data"]["result.py"]
-        )
+        assert set(cm["data"]) == {"result.py", "resnet.py", "tools.py", "serve.py"}
+        assert "aisite.bench/v1" in cm["data"]["result.py"]
 
 
 def test_gitops_handover_passes_the_crds_and_kubernetes(plan: Plan) -> None:

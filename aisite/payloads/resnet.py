@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle  # its error only: checkpoints load with weights_only, never unpickled freely
 import random
 import sys
 import time
@@ -42,14 +43,75 @@ def sample_bytes(image_size: int) -> int:
     return 1 + 3 * image_size * image_size
 
 
-def write_samples(directory: Path, count: int, image_size: int, seed: int = 0) -> int:
-    """A data set of `count` random samples in `directory` (made if missing), as `--data` reads it; its bytes."""
+def write_samples(directory: Path, count: int, image_size: int, seed: int = 0, classes: int = 0) -> int:
+    """A data set of `count` samples in `directory` (made if missing), as `--data` reads it; its bytes. Random bytes
+    (throughput runs), or with `classes` a set a model can learn: each class's images are noise around its own
+    colour (the same colours for every seed, so a training set and a held-out set of other seeds agree)."""
     directory.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     size = sample_bytes(image_size)
+    colours = [random.Random(f"class-{k}").randbytes(3) for k in range(classes)]
+    pixels = image_size * image_size
     for i in range(count):
-        (directory / f"{i:06d}{SAMPLE_SUFFIX}").write_bytes(rng.randbytes(size))
+        if classes:
+            label = rng.randrange(classes)
+            data = bytes([label]) + bytes(
+                min(255, max(0, c + int(rng.gauss(0, NOISE)))) for c in colours[label] for _ in range(pixels)
+            )
+        else:
+            data = rng.randbytes(size)
+        (directory / f"{i:06d}{SAMPLE_SUFFIX}").write_bytes(data)
     return count * size
+
+
+# The noise (standard deviation, in 0-255 levels) around a learnable class's colour: classes overlap a little, so
+# a model is better the longer it trains rather than perfect at once.
+NOISE = 60.0
+# A checkpoint: tensors and plain values only, loaded with torch.load(weights_only=True), which runs no code.
+CHECKPOINT_KEYS = {"schema", "model", "image_size", "classes", "state_dict"}
+CHECKPOINT_SCHEMA = "aisite.checkpoint/v1"
+
+
+def save_checkpoint(model: nn.Module, path: str, name: str, image_size: int) -> None:
+    """The model's weights with what a server needs to use them (network, input size, classes)."""
+    inner = getattr(model, "_orig_mod", model)  # torch.compile's wrapper
+    inner = inner.module if isinstance(inner, nn.parallel.DistributedDataParallel) else inner
+    state = {k: v.detach().cpu() for k, v in inner.state_dict().items()}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = f"{path}.tmp"
+    torch.save(
+        {
+            "schema": CHECKPOINT_SCHEMA,
+            "model": name,
+            "image_size": image_size,
+            "classes": int(state["fc.weight"].shape[0]),
+            "state_dict": state,
+        },
+        tmp,
+    )
+    os.replace(tmp, path)  # a reader never sees half a checkpoint
+
+
+def load_checkpoint(path: str, name: str, device: torch.device) -> tuple[nn.Module, int]:
+    """The checkpoint's model, in eval mode on `device`, and its image size. A checkpoint is data from storage:
+    loaded as tensors only (weights_only), its keys and shapes checked against the network it claims to be."""
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+        raise SystemExit(f"{path}: not a checkpoint this server loads ({str(exc).splitlines()[0][:200]})") from None
+    if not isinstance(ckpt, dict) or set(ckpt) != CHECKPOINT_KEYS or ckpt["schema"] != CHECKPOINT_SCHEMA:
+        raise SystemExit(f"{path}: not an {CHECKPOINT_SCHEMA} checkpoint (keys {sorted(CHECKPOINT_KEYS)})")
+    if ckpt["model"] != name:
+        raise SystemExit(f"{path}: a {ckpt['model']!r} checkpoint, not {name!r}")
+    size, classes = ckpt["image_size"], ckpt["classes"]
+    if not (isinstance(size, int) and 16 <= size <= 1024 and isinstance(classes, int) and 1 <= classes <= 100_000):
+        raise SystemExit(f"{path}: image_size {size!r} or classes {classes!r} out of range")
+    model, _ = build_model(name, classes)
+    try:
+        model.load_state_dict(ckpt["state_dict"], strict=True)
+    except (RuntimeError, TypeError) as exc:
+        raise SystemExit(f"{path}: its weights do not fit {name}: {str(exc).splitlines()[0][:200]}") from None
+    return model.to(device).eval(), size
 
 
 class Samples:
@@ -147,14 +209,16 @@ class ResNet(nn.Module):
         return out
 
 
-def build_model(name: str) -> tuple[nn.Module, str]:
-    """torchvision's model where torchvision imports (NGC images), else the same network defined above."""
+def build_model(name: str, classes: int = 1000) -> tuple[nn.Module, str]:
+    """torchvision's model where torchvision imports (NGC images), else the same network defined above (the same
+    parameter names: a checkpoint of one loads into the other)."""
     try:
         import torchvision  # type: ignore[import-not-found,unused-ignore]
 
-        return getattr(torchvision.models, name)(weights=None), f"torchvision {torchvision.__version__}"
+        model = getattr(torchvision.models, name)(weights=None, num_classes=classes)
+        return model, f"torchvision {torchvision.__version__}"
     except Exception:  # PyPI's torchvision fails to import beside a CPU torch wheel; any failure means "use ours"
-        return ResNet(LAYERS[name]), "payload"
+        return ResNet(LAYERS[name], classes), "payload"
 
 
 def dist_env() -> tuple[int, int, int]:
@@ -190,7 +254,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--data", default=None, help=f"a directory of *{SAMPLE_SUFFIX} files read each step (default: synthetic data)"
     )
-    return p.parse_args(argv)
+    p.add_argument("--classes", type=int, default=1000, help="the classifier's classes")
+    p.add_argument("--lr", type=float, default=0.1, help="SGD's learning rate (train)")
+    p.add_argument("--save", default=None, help="train: write the trained model's checkpoint here (rank 0)")
+    args = p.parse_args(argv)
+    if args.save and args.mode != "train":
+        p.error("--save: only a training run has a model to save")
+    return args
 
 
 def amp_dtype(args: argparse.Namespace, device: torch.device) -> torch.dtype | None:
@@ -233,7 +303,7 @@ def step_fn(
 
         return infer
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     loss_fn = nn.CrossEntropyLoss()
 
@@ -269,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     if world > 1:
         backend = "nccl" if cuda else "gloo"
         dist.init_process_group(backend, rank=rank, world_size=world)
-    model, source = build_model(args.model)
+    model, source = build_model(args.model, args.classes)
     model = model.to(device)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
@@ -346,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
                 tool={"name": "torch", "version": torch.__version__},
             )
         )
+    if rank == 0 and args.save:
+        save_checkpoint(model, args.save, args.model, args.image_size)
     if world > 1:
         dist.destroy_process_group()
     return 0

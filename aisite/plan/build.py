@@ -38,6 +38,7 @@ from aisite.plan.fabric import (
 from aisite.plan.kubernetes import kubernetes_plan, tenant_plans, workload_plans
 from aisite.plan.pools import Pool, explicit_addresses
 from aisite.plan.provisioning import provisioning_plan
+from aisite.plan.serving import serving_plans
 from aisite.plan.types import (
     FABRIC_ROLES,
     GPU_TAINT,
@@ -569,6 +570,7 @@ def build_plan(site: Site) -> Plan:
         kubernetes=kubernetes_plan(site, nodes),
         tenants=tenants,
         workloads=workload_plans(site),
+        serving=serving_plans(site),
         provisioning=provisioning_plan(site, nodes),
         acceptance=acceptance_plan(site, nodes, {c.speed_gbps for c in b.cables if c.kind == "rail"}),
         health=HealthPlan(**site.health.model_dump()),

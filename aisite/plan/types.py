@@ -304,6 +304,53 @@ class WorkloadPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class ServedVersion:
+    role: str  # champion or candidate: the stable part of its objects' names
+    version: str
+    artifact: str  # inside the tenant's datasets storage
+    share: int  # percent of the requests the serving proxy sends it
+    replicas: int
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryPlan:
+    share: int
+    seconds: int
+    min_requests: int
+    max_error_rate: float
+    max_p95_latency_ms: float
+    min_mean_confidence: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PromotionPlan:
+    training: str
+    dataset: str
+    metric: str
+    margin: float
+    canary: CanaryPlan
+    signers: tuple[str, ...]
+    automatic: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ServingPlan:
+    name: str
+    tenant: str
+    namespace: str
+    model: str  # the network: resnet50, resnet152
+    runtime: str
+    image: str | None
+    gpus: int  # per replica
+    gpu_type: str  # "" when it serves on CPUs
+    cpus: int
+    memory_gi: int
+    versions: tuple[ServedVersion, ...]  # the champion, then the candidate while its canary runs
+    promotion: PromotionPlan | None
+    kserve: bool  # rendered as KServe InferenceServices (the addon), else Deployments and Services
+
+
+@dataclass(frozen=True, slots=True)
 class GitopsPlan:
     repository: str
     branch: str
@@ -538,6 +585,7 @@ class Plan:
     kubernetes: KubernetesPlan
     tenants: tuple[TenantPlan, ...]
     workloads: tuple[WorkloadPlan, ...]
+    serving: tuple[ServingPlan, ...] = ()
     secrets: dict[str, dict[str, str | None]] = field(default_factory=dict)
     # Accounts the BMC role keeps on every Redfish BMC: ({secret, role}, ...).
     bmc_accounts: tuple[dict[str, str], ...] = ()

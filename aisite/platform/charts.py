@@ -33,6 +33,8 @@ UPSTREAM = {
     "ceph-csi-rbd": "https://ceph.github.io/csi-charts",
     "ceph-csi-cephfs": "https://ceph.github.io/csi-charts",
     "nvidia-dra-driver-gpu": "https://helm.ngc.nvidia.com/nvidia",
+    "kserve-crd": "oci://ghcr.io/kserve/charts",
+    "kserve-resources": "oci://ghcr.io/kserve/charts",
 }
 VERSIONS = {
     # One GPU Operator for every generation: the part that drops Volta is the driver, and the driver stays with the
@@ -48,7 +50,29 @@ VERSIONS = {
     # NVIDIA's own release (nvcr.io image, NVIDIA's Helm repository), the one beside GPU Operator 26.3; the
     # project's later home (kubernetes-sigs, dra-driver-nvidia-gpu 0.4.0, registry.k8s.io) is a rename to follow.
     "nvidia-dra-driver-gpu": "25.12.0",
+    # KServe's two charts (its README's install: the CRDs, then the controller), tagged with a leading v.
+    "kserve-crd": "v0.20.0",
+    "kserve-resources": "v0.20.0",
 }
+# KServe in its Standard mode (a Deployment and Service per InferenceService; the Knative mode needs Knative and
+# Istio, which the site does not run), without its ingress: the serving proxy is each model's address. Its webhooks'
+# certificate is a cert-manager Certificate the chart renders: cert-manager must be on the cluster (`aisite validate`
+# says so; the project does not pin it).
+# Its images named with their registry (the chart's are Docker Hub short names, which `aisite images` and a mirror's
+# rewrite would not see as docker.io's).
+KSERVE_VALUES: dict[str, Any] = {
+    "kserve": {
+        "controller": {
+            "deploymentMode": "Standard",
+            "gateway": {"disableIngressCreation": True},
+            "image": "docker.io/kserve/kserve-controller",
+        },
+        "agent": {"image": "docker.io/kserve/agent"},
+        "router": {"image": "docker.io/kserve/router"},
+        "storage": {"image": "docker.io/kserve/storage-initializer"},
+    }
+}
+KSERVE_KINDS = ("InferenceService", "ServingRuntime", "ClusterServingRuntime", "InferenceGraph", "TrainedModel")
 DRA_DRIVER = "nvidia-dra-driver-gpu"
 # The DeviceClasses the DRA driver's chart makes (templates/deviceclass-*.yaml): whole GPUs, and a ComputeDomain's
 # IMEX channel.
@@ -202,8 +226,11 @@ def _device_class_mappings(plan: Plan) -> dict[str, Any]:
     return {"deviceClassMappings": mappings}
 
 
-def kueue_frameworks(addons: tuple[str, ...] | list[str]) -> list[str]:
-    return [*KUEUE_FRAMEWORKS, *(f for addon, f in KUEUE_ADDON_FRAMEWORKS.items() if addon in addons)]
+def kueue_frameworks(addons: tuple[str, ...] | list[str], serving: bool = False) -> list[str]:
+    """Kueue's integrations: the jobs', and Deployments where the site serves models (their pods count against the
+    tenant's quota as its jobs' do)."""
+    frameworks = [*KUEUE_FRAMEWORKS, *(f for addon, f in KUEUE_ADDON_FRAMEWORKS.items() if addon in addons)]
+    return frameworks + (["deployment"] if serving else [])
 
 
 def _kueue(plan: Plan, monitoring: bool) -> dict[str, Any]:
@@ -221,7 +248,7 @@ def _kueue(plan: Plan, monitoring: bool) -> dict[str, Any]:
         # Every job in a tenant's namespace is Kueue's, queue name or not: one without waits, suspended, instead of
         # running past the tenant's quota and the flavors' placement.
         "manageJobsWithoutQueueName": True,
-        "integrations": {"frameworks": kueue_frameworks(plan.kubernetes.addons)},
+        "integrations": {"frameworks": kueue_frameworks(plan.kubernetes.addons, bool(plan.serving))},
         "resources": {"excludeResourcePrefixes": list(KUEUE_IGNORED)} | _device_class_mappings(plan),
     }
     return {
@@ -324,6 +351,9 @@ def charts(plan: Plan) -> list[Chart]:
     if "kueue" in addons:
         provides = ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
         out.append(chart("kueue", "kueue", "kueue-system", _kueue(plan, monitoring), provides, level="restricted"))
+    if "kserve" in addons:
+        out.append(chart("kserve-crd", "kserve-crd", "kserve", {}, KSERVE_KINDS, level="restricted"))
+        out.append(chart("kserve-resources", "kserve", "kserve", KSERVE_VALUES, (), level="restricted"))
     if "training-operator" in addons:
         trainer = ("TrainJob", "ClusterTrainingRuntime")
         out.append(chart("kubeflow-trainer", "kubeflow-trainer", "kubeflow-system", {}, trainer, level="restricted"))

@@ -73,6 +73,17 @@ CHART_IMAGES: dict[str, tuple[str, ...]] = {
         "registry.k8s.io/sig-storage/csi-resizer:v1.11.1",
         "registry.k8s.io/sig-storage/csi-snapshotter:v8.0.1",
     ),
+    # CRDs only.
+    "kserve-crd": (),
+    # The controller, and the agent, router and storage initializer its InferenceServices may use (the
+    # inferenceservice-config ConfigMap names them).
+    "kserve-resources": (
+        "docker.io/kserve/agent:v0.20.0",
+        "docker.io/kserve/kserve-controller:v0.20.0",
+        "docker.io/kserve/router:v0.20.0",
+        "docker.io/kserve/storage-initializer:v0.20.0",
+        "quay.io/brancz/kube-rbac-proxy:v0.18.0",
+    ),
     "csi-driver-nfs": (
         "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0",
         "registry.k8s.io/sig-storage/csi-provisioner:v6.3.0",

@@ -40,7 +40,7 @@ from aisite.platform.rails import pod_networks, rail_devices, rail_interfaces, r
 from aisite.platform.trainer import TRAINER_RUNTIME
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "payloads"
-PAYLOAD_FILES = ("result.py", "resnet.py", "tools.py")
+PAYLOAD_FILES = ("result.py", "resnet.py", "tools.py", "serve.py")
 PAYLOAD_DIR = "/opt/aisite/payloads"
 DATASETS_MOUNT = "/datasets"
 # Pinned images per kind, as <repository path>:<tag> under their upstream registry (kubernetes.job_registry
@@ -51,6 +51,9 @@ IMAGES: dict[str, tuple[str, str]] = {
     "nccl-tests": ("ghcr.io", "coreweave/nccl-tests:12.9.1-devel-ubuntu24.04-nccl2.29.2-1-d73ec07"),
     # The GPU Operator v26.3.3 chart's DCGM: acceptance's diagnostics, and the health DaemonSet's shell and nsenter.
     "dcgm": ("nvcr.io", "nvidia/cloud-native/dcgm:4.5.2-1-ubuntu22.04"),
+    # The serving proxy: Docker's official image (docker-library/official-images library/haproxy: 3.0.5, the LTS
+    # branch's tag there), built with HAProxy's Prometheus exporter; the lab runs Debian's package of HAProxy.
+    "haproxy": ("docker.io", "library/haproxy:3.0.5"),
 }
 IMAGE_OF_KIND = {
     "nccl-allreduce": "nccl-tests",
@@ -512,11 +515,16 @@ def workload_objects(plan: Plan, w: WorkloadPlan) -> list[dict[str, Any]]:
 
 
 def jobs(plan: Plan) -> dict[str, list[dict[str, Any]]]:
-    """File name -> objects: per tenant with workloads, its payloads and claim, then one file per workload."""
+    """File name -> objects: per tenant with workloads, its payloads and claim, then one file per workload and one
+    per served model."""
+    from aisite.platform.serving import serving_objects  # it builds on this module's pods
+
     out: dict[str, list[dict[str, Any]]] = {}
     for t in plan.tenants:
-        if any(w.tenant == t.name for w in plan.workloads):
+        if t.name in {w.tenant for w in plan.workloads} | {s.tenant for s in plan.serving}:
             out[f"workloads/{t.name}.yaml"] = tenant_support(plan, t)
     for w in plan.workloads:
         out[f"workloads/{w.name}.yaml"] = workload_objects(plan, w)
+    for s in plan.serving:
+        out[f"workloads/serving-{s.name}.yaml"] = serving_objects(plan, s)
     return out

@@ -1,0 +1,237 @@
+"""The serving workloads' objects: each served model's versions and the proxy that splits requests between them.
+
+- Each version (the champion, and a candidate while its canary runs) is the project's model server
+  (payloads/serve.py: KServe's v1 protocol, /metrics) in the pinned PyTorch image, loading its checkpoint read-only
+  from the tenant's datasets claim: a KServe InferenceService in its Standard (raw Deployment) mode where the site
+  installs KServe, else a Deployment. Either way a Service of the project's selects its pods.
+- The proxy (HAProxy, the same program the lab runs from Debian's package) is the model's one address, the Service
+  named after it: it sends each version its share of the requests by weight and exports per-version requests,
+  errors and latency for Prometheus. KServe's own split (canaryTrafficPercent) exists only in its Knative mode,
+  which needs Knative and Istio; the weighted proxy works the same with or without KServe.
+
+Pods run at the tenant's Pod Security level and are admitted by Kueue against its quota (the Deployment
+integration) like its jobs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from aisite.plan import LABEL_PREFIX, Plan, ServedVersion, ServingPlan, TenantPlan
+from aisite.platform.common import GPU_RESOURCE, labels, obj
+from aisite.platform.gpus import gpu_request
+from aisite.platform.jobs import DATASETS_MOUNT, PAYLOAD_DIR, pinned_image, pod_security_context
+from aisite.platform.kueue import LOCAL_QUEUE
+
+SERVER_PORT = 8080  # the model server's HTTP port: predictions and /metrics
+PROXY_PORT = 8080
+PROXY_METRICS_PORT = 8405  # HAProxy's Prometheus exporter
+# The official haproxy image runs as its `haproxy` user (uid 99).
+PROXY_UID = 99
+KSERVE_MODE = {"serving.kserve.io/deploymentMode": "Standard"}
+
+
+def version_name(s: ServingPlan, v: ServedVersion) -> str:
+    """The version's objects' name: stable per role, so a promotion changes the champion's pods in place."""
+    return f"{s.name}-{v.role}"
+
+
+def server_image(plan: Plan, s: ServingPlan) -> str:
+    return s.image or pinned_image(plan, "pytorch")
+
+
+def proxy_image(plan: Plan) -> str:
+    return pinned_image(plan, "haproxy")
+
+
+def proxy_config(name: str, backends: list[tuple[str, str, int]], port: int, metrics_port: int) -> str:
+    """HAProxy's configuration: (server name, host:port, share) each a weighted server. The names are the
+    versions' roles, so the exporter's per-server figures are per version. Nothing here comes from a node."""
+    lines = [
+        "global",
+        "  log stdout format raw local0",
+        "defaults",
+        "  mode http",
+        "  log global",
+        "  option httplog",
+        "  timeout connect 5s",
+        "  timeout client 120s",
+        "  timeout server 120s",
+        "frontend serving",
+        f"  bind :{port}",
+        f"  default_backend {name}",
+        "frontend metrics",
+        f"  bind :{metrics_port}",
+        "  http-request use-service prometheus-exporter if { path /metrics }",
+        "  http-request return status 404",
+        f"backend {name}",
+        "  balance roundrobin",
+        f"  option httpchk GET /v1/models/{name}",
+        "  default-server check inter 5s init-addr last,libc,none",
+    ]
+    lines += [f"  server {server} {address} weight {share}" for server, address, share in backends]
+    return "\n".join(lines) + "\n"
+
+
+def _tenant(plan: Plan, s: ServingPlan) -> TenantPlan:
+    return next(t for t in plan.tenants if t.name == s.tenant)
+
+
+def _queue(plan: Plan) -> dict[str, str]:
+    return {"kueue.x-k8s.io/queue-name": LOCAL_QUEUE} if "kueue" in plan.kubernetes.addons else {}
+
+
+def _container_security(t: TenantPlan) -> dict[str, Any]:
+    if t.pod_security != "restricted":
+        return {}
+    return {"securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+
+
+def server_args(s: ServingPlan, v: ServedVersion, checkpoint: str, port: int) -> list[str]:
+    """The model server's arguments: the lab runs it with the same ones."""
+    return [
+        "--name",
+        s.name,
+        "--model",
+        s.model,
+        "--version",
+        v.version,
+        "--checkpoint",
+        checkpoint,
+        "--port",
+        str(port),
+    ]
+
+
+def _server_pod(plan: Plan, s: ServingPlan, v: ServedVersion) -> dict[str, Any]:
+    """The model server's pod spec (an InferenceService's predictor takes the same fields)."""
+    t = _tenant(plan, s)
+    gpus = gpu_request(plan, s.gpus, version_name(s, v), s.namespace, labels(plan, tenant=s.tenant, serving=s.name))
+    cpu_mem = {"cpu": str(s.cpus), "memory": f"{s.memory_gi}Gi"}
+    resources: dict[str, Any] = {"requests": cpu_mem | gpus.limits, "limits": cpu_mem | gpus.limits}
+    if gpus.claims:
+        resources["claims"] = gpus.container_claims
+    probe = {"httpGet": {"path": f"/v1/models/{s.name}", "port": SERVER_PORT}, "periodSeconds": 5}
+    container = {
+        "name": "kserve-container" if s.kserve else "server",
+        "image": server_image(plan, s),
+        "command": ["python3", f"{PAYLOAD_DIR}/serve.py"],
+        "args": server_args(s, v, f"{DATASETS_MOUNT}/{v.artifact}", SERVER_PORT),
+        "ports": [{"name": "http", "containerPort": SERVER_PORT, "protocol": "TCP"}],
+        "readinessProbe": probe,
+        "resources": resources,
+        "volumeMounts": [
+            {"name": "payloads", "mountPath": PAYLOAD_DIR, "readOnly": True},
+            {"name": "datasets", "mountPath": DATASETS_MOUNT, "readOnly": True},
+        ],
+    } | _container_security(t)
+    spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": [
+            {"name": "payloads", "configMap": {"name": "aisite-payloads"}},
+            {"name": "datasets", "persistentVolumeClaim": {"claimName": "datasets", "readOnly": True}},
+        ],
+        "securityContext": pod_security_context(t),
+    }
+    if gpus.claims:
+        spec["resourceClaims"] = gpus.claims
+    if s.gpus:
+        spec["nodeSelector"] = {f"{LABEL_PREFIX}/gpu-type": s.gpu_type}
+        spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    return spec
+
+
+def _version_labels(plan: Plan, s: ServingPlan, v: ServedVersion) -> dict[str, str]:
+    return labels(plan, tenant=s.tenant, serving=s.name, role=v.role)
+
+
+def _selector(s: ServingPlan, role: str) -> dict[str, str]:
+    return {f"{LABEL_PREFIX}/serving": s.name, f"{LABEL_PREFIX}/role": role}
+
+
+def version_objects(plan: Plan, s: ServingPlan, v: ServedVersion) -> list[dict[str, Any]]:
+    name = version_name(s, v)
+    lbls = _version_labels(plan, s, v) | _queue(plan)
+    pod_labels = lbls | {f"{LABEL_PREFIX}/model-version": v.version}
+    pod = _server_pod(plan, s, v)
+    gpus = gpu_request(plan, s.gpus, name, s.namespace, labels(plan, tenant=s.tenant, serving=s.name))
+    out: list[dict[str, Any]] = list(gpus.objects)
+    if s.kserve:
+        predictor = {"minReplicas": v.replicas, "maxReplicas": v.replicas, "labels": pod_labels} | pod
+        isvc = obj(
+            "serving.kserve.io/v1beta1", "InferenceService", name, lbls, s.namespace, spec={"predictor": predictor}
+        )
+        isvc["metadata"]["annotations"] = dict(KSERVE_MODE)
+        out.append(isvc)
+    else:
+        template = {"metadata": {"labels": pod_labels}, "spec": pod}
+        spec = {"replicas": v.replicas, "selector": {"matchLabels": _selector(s, v.role)}, "template": template}
+        out.append(obj("apps/v1", "Deployment", name, lbls, s.namespace, spec=spec))
+    port = {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
+    out.append(obj("v1", "Service", name, lbls, s.namespace, spec={"selector": _selector(s, v.role), "ports": [port]}))
+    return out
+
+
+def proxy_objects(plan: Plan, s: ServingPlan) -> list[dict[str, Any]]:
+    """The model's address: HAProxy splitting requests between its versions by their shares."""
+    t = _tenant(plan, s)
+    lbls = labels(plan, tenant=s.tenant, serving=s.name, role="proxy")
+    backends = [(v.role, f"{version_name(s, v)}.{s.namespace}.svc:80", v.share) for v in s.versions]
+    config = proxy_config(s.name, backends, PROXY_PORT, PROXY_METRICS_PORT)
+    cm = obj("v1", "ConfigMap", f"{s.name}-proxy", lbls, s.namespace, data={"haproxy.cfg": config})
+    security = pod_security_context(t)
+    if t.pod_security == "restricted":
+        security |= {"runAsUser": PROXY_UID, "runAsGroup": PROXY_UID, "fsGroup": PROXY_UID}
+    container = {
+        "name": "haproxy",
+        "image": proxy_image(plan),
+        "args": ["-f", "/usr/local/etc/haproxy/haproxy.cfg"],
+        "ports": [
+            {"name": "http", "containerPort": PROXY_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": PROXY_METRICS_PORT, "protocol": "TCP"},
+        ],
+        "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "512Mi"}},
+        "volumeMounts": [{"name": "config", "mountPath": "/usr/local/etc/haproxy", "readOnly": True}],
+    } | _container_security(t)
+    pod = {
+        # The configuration's digest in the template: a new split restarts the proxy with it.
+        "metadata": {"labels": lbls, "annotations": {f"{LABEL_PREFIX}/proxy-config": _digest(config)}},
+        "spec": {
+            "containers": [container],
+            "volumes": [{"name": "config", "configMap": {"name": f"{s.name}-proxy"}}],
+            "securityContext": security,
+        },
+    }
+    spec = {"replicas": 2, "selector": {"matchLabels": _selector(s, "proxy")}, "template": pod}
+    ports = [
+        # Not "http": the ServiceMonitor's http endpoint is the servers' own /metrics.
+        {"name": "proxy", "port": 80, "targetPort": "http", "protocol": "TCP"},
+        {"name": "metrics", "port": PROXY_METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+    ]
+    return [
+        cm,
+        obj("apps/v1", "Deployment", f"{s.name}-proxy", lbls | _queue(plan), s.namespace, spec=spec),
+        obj("v1", "Service", s.name, lbls, s.namespace, spec={"selector": _selector(s, "proxy"), "ports": ports}),
+    ]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def monitor(plan: Plan, s: ServingPlan) -> dict[str, Any]:
+    """Prometheus scrapes the proxy's per-version figures and each server's own (requests, latency, confidence)."""
+    selector = {"matchLabels": {f"{LABEL_PREFIX}/serving": s.name}}
+    endpoints = [{"port": "metrics", "path": "/metrics"}, {"port": "http", "path": "/metrics"}]
+    spec = {"selector": selector, "endpoints": endpoints}
+    return obj(
+        "monitoring.coreos.com/v1", "ServiceMonitor", s.name, labels(plan, tenant=s.tenant), s.namespace, spec=spec
+    )
+
+
+def serving_objects(plan: Plan, s: ServingPlan) -> list[dict[str, Any]]:
+    out = [o for v in s.versions for o in version_objects(plan, s, v)] + proxy_objects(plan, s)
+    if "prometheus" in plan.kubernetes.addons:
+        out.append(monitor(plan, s))
+    return out

@@ -1,0 +1,1 @@
+"""Served models: the stack's serving workloads checked against the site, and their promotion by policy."""
