@@ -97,3 +97,8 @@ def applied_stack_file(site: str) -> Path:
     """The stack file a whole-site `deploy` last brought every host to (or handed to a rollout): what the next
     deploy compares with to hold disruptive changes back for their waves (aisite.maintenance.hold)."""
     return site_dir(site) / "applied-stack.yaml"
+
+
+def serving_dir(site: str) -> Path:
+    """The lab's served models: each model server's and proxy's pid file, log and configuration."""
+    return site_dir(site) / "serving"

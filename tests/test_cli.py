@@ -125,6 +125,7 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
         "manifests/workloads/iperf3.yaml",
         "manifests/workloads/nccl-allreduce.yaml",
         "manifests/workloads/resnet50-train.yaml",
+        "manifests/workloads/serving-classifier.yaml",
         "manifests/workloads/team-a.yaml",
         "plan.json",
         "slurm/topology.conf",
@@ -157,7 +158,7 @@ def test_deploy_runs_a_layer_through_ansible_runner_and_prints_the_recap() -> No
     # No cluster here: the job files are named as skipped, with why; none is applied.
     (reason,) = doc["skipped"]["localhost"]["workloads"]
     assert (
-        "4 job files (workloads/team-a.yaml, workloads/nccl-allreduce.yaml" in reason and "no Kubernetes API" in reason
+        "5 job files (workloads/team-a.yaml, workloads/nccl-allreduce.yaml" in reason and "no Kubernetes API" in reason
     )
     assert doc["recap"]["localhost"]["changed"] == 0
     assert all(h["failed"] == 0 and h["ok"] > 0 for h in doc["recap"].values())

@@ -319,6 +319,7 @@ def test_a_site_without_rail_nodes_gets_no_slurm_topology(tmp_path: Path) -> Non
     site = data["config"]["aisite:site"]
     site["gpu_nodes"] = site["gpu_nodes"][1:]  # the VM group alone: no rails
     site.pop("workloads")
+    site.pop("serving")  # its promotion names a workload
     site["kubernetes"]["tenants"][0]["gpu_quota"] = 1
     (tmp_path / "Pulumi.norails.yaml").write_text(yaml.safe_dump(data))
     plan = build_plan(load_site(tmp_path / "Pulumi.norails.yaml"))

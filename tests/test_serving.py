@@ -109,7 +109,7 @@ def test_kueue_admits_deployments_only_where_the_site_serves_models() -> None:
         return list(config["integrations"]["frameworks"])
 
     assert "deployment" in frameworks("h100pod")
-    assert "deployment" not in frameworks("lab")
+    assert "deployment" not in frameworks("gb200")
 
 
 def test_the_kserve_releases_come_with_the_addon_only() -> None:
@@ -117,7 +117,7 @@ def test_the_kserve_releases_come_with_the_addon_only() -> None:
 
     assert [c.release for c in charts(_plan("dc1")) if c.chart.startswith("kserve")] == ["kserve-crd", "kserve"]
     assert not [c for c in charts(_plan("h100pod")) if c.chart.startswith("kserve")]
-    assert "serving" not in json.dumps(objects(_plan("lab")))
+    assert "serving" not in json.dumps(objects(_plan("gb200")))
 
 
 def test_a_hostile_or_inconsistent_serving_entry_is_refused_with_every_problem() -> None:
@@ -334,7 +334,29 @@ def test_the_server_answers_predictions_and_refuses_bad_requests_with_the_reason
         assert code == 400 and reason in doc["error"], (payload, doc)
     with urllib.request.urlopen(f"{server}/metrics", timeout=10) as r:
         metrics = r.read().decode()
-    assert 'aisite_serving_requests_total{model="classifier",version="v1",code="200"} 1' in metrics
-    assert 'aisite_serving_requests_total{model="classifier",version="v1",code="400"} 5' in metrics
-    assert 'aisite_serving_answers_total{model="classifier",version="v1"} 5' in metrics
-    assert 'aisite_serving_request_seconds_count{model="classifier",version="v1"} 6' in metrics
+    assert 'aisite_serving_requests_total{model="classifier",role="champion",version="v1",code="200"} 1' in metrics
+    assert 'aisite_serving_requests_total{model="classifier",role="champion",version="v1",code="400"} 5' in metrics
+    assert 'aisite_serving_answers_total{model="classifier",role="champion",version="v1"} 5' in metrics
+    assert 'aisite_serving_request_seconds_count{model="classifier",role="champion",version="v1"} 6' in metrics
+
+
+def test_the_serving_dashboard_reads_only_what_the_servers_and_the_proxy_export() -> None:
+    """Every metric its panels name is one payloads/serve.py writes or HAProxy's exporter's per-server responses
+    (tests/lab/test_55_serving.py reads that one from Debian's HAProxy)."""
+    import re
+
+    from aisite.payloads.serve import Metrics
+
+    plan = _plan("h100pod")
+    monitoring = objects(plan)["monitoring.yaml"]
+    (cm,) = [o for o in monitoring if o["metadata"]["name"] == "aisite-serving-dashboard"]
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(cm["data"]["aisite-serving.json"])
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    named = {m for e in exprs for m in re.findall(r"\b(aisite_[a-z_]+|haproxy_[a-z_]+)", e)}
+    metrics = Metrics("m", "v1")
+    metrics.observe(200, 0.01, [0.5])
+    served = set(re.findall(r"^(aisite_[a-z_]+)", metrics.text(), re.M))
+    assert named - served == {"haproxy_server_http_responses_total"}, named - served
+    assert {"aisite_serving_requests_total", "aisite_serving_request_seconds_bucket"} <= named
+    assert not [o for o in objects(_plan("gb200")).get("monitoring.yaml", []) if "serving" in o["metadata"]["name"]]

@@ -9,7 +9,20 @@ from __future__ import annotations
 
 import sys
 
-from aisite.cli import accept, bench, deploy, health, init, lab, maintenance, oob, provision, reconcile, site
+from aisite.cli import (
+    accept,
+    bench,
+    deploy,
+    health,
+    init,
+    lab,
+    maintenance,
+    oob,
+    provision,
+    reconcile,
+    serving,
+    site,
+)
 from aisite.cli.common import EXIT_FAILED, app
 from aisite.errors import RecordError
 
@@ -31,6 +44,8 @@ app.add_typer(maintenance.maintenance_app, name="maintenance")
 app.add_typer(oob.oob_app, name="oob")
 app.add_typer(lab.lab_app, name="lab")
 app.add_typer(bench.bench_app, name="bench")
+app.command("promote")(serving.promote_command)
+app.add_typer(serving.serve_app, name="serve")
 app.command("accept")(accept.accept_command)
 app.command("health")(health.health_command)
 app.command("status")(maintenance.status_all_command)

@@ -19,6 +19,7 @@ from aisite.lab import bmc, images, mirror, vm
 from aisite.lab.podman import LabError, ensure_tools, netns_links, podman, podman_json, run
 from aisite.lab.topology import HOST_LABEL, LABEL, ROLE_LABEL, SPEC_LABEL, LabBmc, LabContainer, LabTopology, LabVm
 from aisite.paths import lab_ssh_dir, pull_wheels_dir
+from aisite.serving.lab import stop_all as serving_stop_all
 
 Say = Callable[[str], None]
 # A bcrypt digest of the credentials an emulator was configured with: a changed password reconfigures it.
@@ -671,6 +672,8 @@ def down(site: str, say: Say) -> dict[str, list[str]]:
     removed: dict[str, list[str]] = {"containers": [], "networks": []}
     if mirror.stop(site):  # a mirror its user left serving on the lab's bridge
         say("stopped the lab's git mirror left running")
+    if stopped := serving_stop_all(site):  # model servers and proxies `aisite serve` or `promote` started
+        say(f"stopped the lab's serving processes: {', '.join(stopped)}")
     have = _containers(site)
     names = sorted(have)
     if names:

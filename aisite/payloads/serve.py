@@ -54,8 +54,8 @@ def _escape(value: str) -> str:
 class Metrics:
     """The server's counters, in Prometheus's text format (no client library: the images need not have one)."""
 
-    def __init__(self, name: str, version: str) -> None:
-        self.labels = f'model="{_escape(name)}",version="{_escape(version)}"'
+    def __init__(self, name: str, version: str, role: str = "champion") -> None:
+        self.labels = f'model="{_escape(name)}",role="{_escape(role)}",version="{_escape(version)}"'
         self.lock = threading.Lock()
         self.codes: dict[int, int] = {}
         self.buckets = [0] * len(BUCKETS)
@@ -93,8 +93,8 @@ class Metrics:
                 f'aisite_serving_request_seconds_bucket{{{self.labels},le="+Inf"}} {self.count}',
                 f"aisite_serving_request_seconds_sum{{{self.labels}}} {self.seconds}",
                 f"aisite_serving_request_seconds_count{{{self.labels}}} {self.count}",
-                "# TYPE aisite_serving_confidence_sum counter",
-                f"aisite_serving_confidence_sum{{{self.labels}}} {self.confidence}",
+                "# TYPE aisite_serving_confidence_total counter",
+                f"aisite_serving_confidence_total{{{self.labels}}} {self.confidence}",
                 "# TYPE aisite_serving_answers_total counter",
                 f"aisite_serving_answers_total{{{self.labels}}} {self.answers}",
             ]
@@ -208,6 +208,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--name", required=True, help="the served model's name (its URL path)")
     p.add_argument("--model", choices=sorted(LAYERS), required=True)
     p.add_argument("--version", required=True)
+    p.add_argument("--role", choices=("champion", "candidate"), default="champion", help="for its metrics")
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--host", default="0.0.0.0")  # a pod's server listens on its pod address
     p.add_argument("--port", type=int, default=8080)
@@ -223,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     model = Model(args)
-    metrics = Metrics(args.name, args.version)
+    metrics = Metrics(args.name, args.version, args.role)
     server = ThreadingHTTPServer((args.host, args.port), handler(args, model, metrics))
     print(json.dumps({"serving": args.name, "version": args.version, "port": server.server_address[1]}), flush=True)
     with contextlib.suppress(KeyboardInterrupt):

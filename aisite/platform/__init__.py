@@ -17,6 +17,7 @@ from aisite.platform.jobs import jobs, pinned_image
 from aisite.platform.kueue import kueue_objects, local_queue
 from aisite.platform.monitoring import monitoring_objects
 from aisite.platform.rails import rail_objects, rail_quota
+from aisite.platform.serving import serving_monitoring
 from aisite.platform.storage import storage_classes
 from aisite.platform.tenants import tenant_objects
 from aisite.platform.trainer import training_runtime
@@ -39,7 +40,7 @@ def objects(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     if plan.exports or plan.ceph:
         out["storage.yaml"] = storage_classes(plan)
     if "prometheus" in plan.kubernetes.addons:
-        out["monitoring.yaml"] = monitoring_objects(plan) + ceph_monitoring_objects(plan)
+        out["monitoring.yaml"] = monitoring_objects(plan) + ceph_monitoring_objects(plan) + serving_monitoring(plan)
     rails = "network-operator" in plan.kubernetes.addons and plan.kubernetes.rail_pod_addresses > 0
     if rails:
         out["rails.yaml"] = rail_objects(plan)

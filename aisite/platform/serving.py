@@ -16,6 +16,7 @@ integration) like its jobs.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 from aisite.plan import LABEL_PREFIX, Plan, ServedVersion, ServingPlan, TenantPlan
@@ -23,6 +24,7 @@ from aisite.platform.common import GPU_RESOURCE, labels, obj
 from aisite.platform.gpus import gpu_request
 from aisite.platform.jobs import DATASETS_MOUNT, PAYLOAD_DIR, pinned_image, pod_security_context
 from aisite.platform.kueue import LOCAL_QUEUE
+from aisite.platform.monitoring import NAMESPACE as MONITORING_NAMESPACE
 
 SERVER_PORT = 8080  # the model server's HTTP port: predictions and /metrics
 PROXY_PORT = 8080
@@ -45,9 +47,12 @@ def proxy_image(plan: Plan) -> str:
     return pinned_image(plan, "haproxy")
 
 
-def proxy_config(name: str, backends: list[tuple[str, str, int]], port: int, metrics_port: int) -> str:
-    """HAProxy's configuration: (server name, host:port, share) each a weighted server. The names are the
-    versions' roles, so the exporter's per-server figures are per version. Nothing here comes from a node."""
+def proxy_config(
+    name: str, backends: list[tuple[str, str, int]], port: int, metrics_port: int, address: str = ""
+) -> str:
+    """HAProxy's configuration: (server name, host:port, share) each a weighted server, listening on `address`
+    (all of a pod's addresses; the lab's loopback). The names are the versions' roles, so the exporter's
+    per-server figures are per version. Nothing here comes from a node."""
     lines = [
         "global",
         "  log stdout format raw local0",
@@ -59,10 +64,10 @@ def proxy_config(name: str, backends: list[tuple[str, str, int]], port: int, met
         "  timeout client 120s",
         "  timeout server 120s",
         "frontend serving",
-        f"  bind :{port}",
+        f"  bind {address}:{port}",
         f"  default_backend {name}",
         "frontend metrics",
-        f"  bind :{metrics_port}",
+        f"  bind {address}:{metrics_port}",
         "  http-request use-service prometheus-exporter if { path /metrics }",
         "  http-request return status 404",
         f"backend {name}",
@@ -101,6 +106,8 @@ def server_args(s: ServingPlan, v: ServedVersion, checkpoint: str, port: int) ->
         checkpoint,
         "--port",
         str(port),
+        "--role",
+        v.role,
     ]
 
 
@@ -235,3 +242,88 @@ def serving_objects(plan: Plan, s: ServingPlan) -> list[dict[str, Any]]:
     if "prometheus" in plan.kubernetes.addons:
         out.append(monitor(plan, s))
     return out
+
+
+# The serving dashboard: the servers' own metrics (payloads/serve.py) and the proxy's (HAProxy's exporter).
+SERVING_PANELS = (
+    (
+        "Requests per second by version",
+        'sum by (model, role, version) (rate(aisite_serving_requests_total{model=~"$model"}[5m]))',
+        "reqps",
+    ),
+    (
+        "Error rate (5xx) by version",
+        'sum by (model, role, version) (rate(aisite_serving_requests_total{model=~"$model",code=~"5.."}[5m])) / '
+        'sum by (model, role, version) (rate(aisite_serving_requests_total{model=~"$model"}[5m]))',
+        "percentunit",
+    ),
+    (
+        "p95 latency by version",
+        "histogram_quantile(0.95, sum by (model, role, version, le) "
+        '(rate(aisite_serving_request_seconds_bucket{model=~"$model"}[5m])))',
+        "s",
+    ),
+    (
+        "Mean confidence (the quality proxy)",
+        'sum by (model, role, version) (rate(aisite_serving_confidence_total{model=~"$model"}[5m])) / '
+        'sum by (model, role, version) (rate(aisite_serving_answers_total{model=~"$model"}[5m]))',
+        "percentunit",
+    ),
+    (
+        "The proxy's split: responses by version",
+        'sum by (proxy, server) (rate(haproxy_server_http_responses_total{proxy=~"$model"}[5m]))',
+        "reqps",
+    ),
+    (
+        "Champion and candidate versions (a promotion is the champion's version changing)",
+        'max by (model, role, version) (aisite_serving_model_info{model=~"$model"})',
+        "none",
+    ),
+)
+
+
+def serving_dashboard(plan: Plan) -> dict[str, Any]:
+    panels = [
+        {
+            "id": i + 1,
+            "type": "state-timeline" if "versions" in title else "timeseries",
+            "title": title,
+            "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+            "targets": [{"expr": expr, "refId": "A", "legendFormat": "__auto"}],
+        }
+        for i, (title, expr, unit) in enumerate(SERVING_PANELS)
+    ]
+    model = {
+        "name": "model",
+        "type": "query",
+        "query": "label_values(aisite_serving_model_info, model)",
+        "includeAll": True,
+        "multi": True,
+        "refresh": 2,
+    }
+    return {
+        "uid": f"aisite-serving-{plan.site}",
+        "title": f"Served models ({plan.site})",
+        "tags": ["aisite", "serving"],
+        "schemaVersion": 39,
+        "time": {"from": "now-6h", "to": "now"},
+        "templating": {"list": [model]},
+        "panels": panels,
+    }
+
+
+def serving_monitoring(plan: Plan) -> list[dict[str, Any]]:
+    """The serving dashboard, where the site serves models (the Grafana sidecar loads it)."""
+    if not plan.serving:
+        return []
+    return [
+        obj(
+            "v1",
+            "ConfigMap",
+            "aisite-serving-dashboard",
+            labels(plan) | {"grafana_dashboard": "1"},
+            MONITORING_NAMESPACE,
+            data={"aisite-serving.json": json.dumps(serving_dashboard(plan), indent=1)},
+        )
+    ]

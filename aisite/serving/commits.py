@@ -1,0 +1,138 @@
+"""A promotion's steps as commits to the site repository: the stack file's serving entry edited (its candidate
+set, made champion or removed), the result checked as `aisite validate` checks a stack, signed, its signature
+verified against the signers the policy names, and only then the branch moved.
+
+The commit is made without touching the work tree or index (a blob, a tree from a scratch index, `git commit-tree`)
+and the branch moves by compare-and-swap from the commit it was read at: a promotion either lands whole or leaves
+the repository as it was.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from aisite.errors import SiteError
+from aisite.loader import CONFIG_KEY, parse_site
+from aisite.repo import GitError, git, verify_commit
+from aisite.serving.checks import principals
+
+
+class PromotionCommitError(RuntimeError):
+    """The step could not be committed; the repository is as it was."""
+
+
+def _yaml() -> YAML:
+    y = YAML()  # round-trip: comments, order and quoting kept
+    y.preserve_quotes = True
+    y.width = 4096
+    y.indent(mapping=2, sequence=4, offset=2)  # the stacks' own style: "- " two in from its key
+    return y
+
+
+def edit_serving(text: str, name: str, change: str, candidate: dict[str, Any] | None = None) -> str:
+    """The stack file's text with serving entry `name` changed:
+    - "canary": its candidate set to `candidate` ({version, artifact, share});
+    - "promote": the candidate made champion ({version, artifact}) and removed;
+    - "rollback": the candidate removed, the champion kept."""
+    y = _yaml()
+    doc = y.load(text)
+    site = doc["config"][CONFIG_KEY]
+    entry = next((s for s in site.get("serving") or [] if s.get("name") == name), None)
+    if entry is None:
+        raise PromotionCommitError(f"the stack has no serving entry {name!r}")
+    if change == "canary":
+        assert candidate is not None
+        entry["candidate"] = candidate
+    elif change in ("promote", "rollback"):
+        if "candidate" not in entry:
+            raise PromotionCommitError(f"serving {name!r} has no candidate to {change}")
+        c = entry.pop("candidate")
+        if change == "promote":
+            entry["champion"] = {"version": c["version"], "artifact": c["artifact"]}
+    else:
+        raise ValueError(change)
+    out = io.StringIO()
+    y.dump(doc, out)
+    return out.getvalue()
+
+
+def _checked(text: str, source: str) -> None:
+    """The new stack as `aisite validate` reads it: a step that would break the site is never committed."""
+    loaded = _yaml().load(text)
+    data = _plain(loaded["config"][CONFIG_KEY])
+    try:
+        parse_site(data, source)
+    except SiteError as exc:
+        shown = "; ".join(str(p) for p in exc.problems[:5])
+        raise PromotionCommitError(f"the changed stack would not validate: {shown}") from None
+
+
+def _plain(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {str(k): _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    if isinstance(node, str):
+        return str(node)
+    return node
+
+
+@dataclass(frozen=True)
+class Signing:
+    key: Path  # the SSH private key (or its .pub with an agent) git signs with
+    allowed_signers: tuple[str, ...]  # OpenSSH allowed-signers lines: gitops.allowed_signers
+    signers: tuple[str, ...]  # the principals the policy lets sign promotions; empty: any allowed signer
+
+
+def commit_step(repo: Path, stack_file: Path, text: str, message: str, signing: Signing | None) -> str:
+    """Commit `text` as the new content of `stack_file` on the checked-out branch; the new commit."""
+    rel = stack_file.resolve().relative_to(repo.resolve()).as_posix()
+    branch = git(repo, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
+    if not branch:
+        raise PromotionCommitError(f"{repo}: HEAD is detached; a promotion commits to a branch")
+    if git(repo, "status", "--porcelain", "--", rel).stdout.strip():
+        raise PromotionCommitError(f"{rel} has uncommitted changes in {repo}: commit or discard them first")
+    _checked(text, rel)
+    head = git(repo, "rev-parse", "HEAD").stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="aisite-promote-") as scratch:
+        blob = Path(scratch) / "stack"
+        blob.write_text(text)
+        sha = git(repo, "hash-object", "-w", "--", str(blob)).stdout.strip()
+        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        git(repo, "read-tree", head, env=env)
+        git(repo, "update-index", "--cacheinfo", f"100644,{sha},{rel}", env=env)
+        tree = git(repo, "write-tree", env=env).stdout.strip()
+        sign = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={signing.key}"] if signing else []
+        new = git(repo, *sign, "commit-tree", tree, "-p", head, *(["-S"] if signing else []), "-m", message)
+        commit = new.stdout.strip()
+        if signing:
+            _verify(repo, commit, signing, Path(scratch) / "allowed_signers")
+    # The branch moves only from the commit the change was made on.
+    try:
+        git(repo, "update-ref", "-m", "aisite promote", branch, commit, head)
+    except GitError as exc:
+        raise PromotionCommitError(f"{branch} moved while the step was prepared: {exc}") from None
+    git(repo, "checkout", "--quiet", "HEAD", "--", rel)  # the work tree and index follow the new commit
+    return commit
+
+
+def _verify(repo: Path, commit: str, signing: Signing, path: Path) -> None:
+    """The commit's signature by a key the policy trusts (a reconciler would refuse it otherwise)."""
+    wanted = set(signing.signers)
+    lines = [line for line in signing.allowed_signers if not wanted or principals(line) & wanted]
+    if not lines:
+        raise PromotionCommitError("no allowed signer is among the policy's signers: nobody can sign a promotion")
+    path.write_text("\n".join(lines) + "\n")
+    os.chmod(path, 0o600)
+    try:
+        verify_commit(repo, commit, path)
+    except GitError as exc:
+        who = ", ".join(sorted(wanted)) or "any of site.gitops.allowed_signers"
+        raise PromotionCommitError(f"the step's signature is not one the policy trusts ({who}): {exc}") from None

@@ -1,0 +1,169 @@
+"""`aisite promote STACK SERVING --version V`: a new checkpoint of the training workload reaches the served model
+by the stack's policy, every step a signed commit to the site repository.
+
+The states, as the GPU Operator's upgrade walks its nodes (each outcome a commit):
+
+    evaluating --(does not beat the champion)--> refused       (an empty commit: the figures, the audit trail)
+        |
+        +--(beats it by the margin)--> canary  (commit: the candidate at the canary's share)
+                                          |
+                     (every live limit held)--> promoted       (commit: the candidate made champion)
+                     (a limit crossed)-------> rolled-back     (commit: the candidate removed)
+
+The runtime does the work the site's machines do after each commit: on the lab, aisite.serving.lab (the
+processes); on a site, the reconciler applies the commit's objects (the cluster is not reachable from here, so
+`promote` runs on lab stacks in this version).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import TypeAdapter, ValidationError
+
+from aisite.fields import DnsLabel, RelPath
+from aisite.loader import load_site
+from aisite.plan import Plan, ServingPlan, build_plan
+from aisite.serving.commits import Signing, commit_step, edit_serving
+from aisite.serving.policy import Gate, gate, judge, parse_evaluation, parse_metrics, window
+
+Say = Callable[[str], None]
+
+
+class PromoteError(Exception):
+    """The promotion could not run (bad request, no policy, a canary already running); nothing was committed."""
+
+
+class Runtime(Protocol):
+    def evaluate(self, plan: Plan, s: ServingPlan, artifact: str, dataset: str) -> str: ...
+    def apply(self, plan: Plan, s: ServingPlan) -> None: ...
+    def metrics(self, plan: Plan, role: str) -> str: ...
+    def traffic(self, plan: Plan, s: ServingPlan, seconds: float) -> dict[str, dict[str, Any]]: ...
+
+
+@dataclass
+class Outcome:
+    serving: str
+    candidate: str
+    state: str  # refused, promoted, rolled-back
+    gate: dict[str, Any]
+    commits: list[dict[str, str]] = field(default_factory=list)  # {step, commit, subject}
+    canary: dict[str, Any] | None = None  # the candidate's window and the limits crossed
+    traffic: dict[str, dict[str, Any]] = field(default_factory=dict)  # per answering version, the canary's requests
+
+
+_VERSION: TypeAdapter[str] = TypeAdapter(DnsLabel)
+_ARTIFACT: TypeAdapter[str] = TypeAdapter(RelPath)
+
+
+def check_candidate(version: str, artifact: str) -> None:
+    """The candidate's version and checkpoint path, held to the stack's types before either is used (a path
+    inside the tenant's storage, never out of it); PromoteError listing both problems."""
+    problems = []
+    for what, adapter, value in (("--version", _VERSION, version), ("--artifact", _ARTIFACT, artifact)):
+        try:
+            adapter.validate_python(value)
+        except ValidationError as exc:
+            problems.append(f"{what}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
+    if problems:
+        raise PromoteError("; ".join(problems))
+
+
+def _serving(plan: Plan, name: str) -> ServingPlan:
+    s = next((x for x in plan.serving if x.name == name), None)
+    if s is None:
+        known = ", ".join(x.name for x in plan.serving) or "none"
+        raise PromoteError(f"site.serving: no served model {name!r} (the site serves: {known})")
+    return s
+
+
+def promote(
+    stack_file: Path,
+    name: str,
+    version: str,
+    artifact: str,
+    *,
+    repo: Path,
+    runtime: Runtime,
+    signing: Signing | None,
+    say: Say,
+) -> Outcome:
+    check_candidate(version, artifact)
+    plan = build_plan(load_site(stack_file))
+    s = _serving(plan, name)
+    policy = s.promotion
+    if policy is None:
+        raise PromoteError(f"serving {name!r} has no promotion policy (site.serving[].promotion)")
+    champion = s.versions[0]
+    if len(s.versions) > 1:
+        raise PromoteError(f"serving {name!r} runs a canary already ({s.versions[1].version}): let it finish first")
+    if version == champion.version:
+        raise PromoteError(f"{version!r} is the champion's version")
+    if signing is None and plan.gitops and plan.gitops.allowed_signers:
+        raise PromoteError("the site verifies its commits (gitops.allowed_signers): give --signing-key")
+
+    def commit(step: str, text: str, message: str) -> None:
+        sha = commit_step(repo, stack_file, text, message, signing)
+        out.commits.append({"step": step, "commit": sha, "subject": message.splitlines()[0]})
+        say(f"{name}: committed {sha[:12]} {message.splitlines()[0]}")
+
+    say(f"{name}: evaluating {champion.version} and {version} on {policy.dataset} ({policy.metric})")
+    scores = [
+        parse_evaluation(runtime.evaluate(plan, s, a, policy.dataset), f"the evaluation of {a}")
+        for a in (champion.artifact, artifact)
+    ]
+    verdict: Gate = gate(policy, *scores)
+    out = Outcome(name, version, "refused", asdict(verdict) | {"reason": verdict.reason})
+    text = stack_file.read_text()
+    if not verdict.passed:
+        say(f"{name}: {version} refused at the gate: {verdict.reason}")
+        commit("refused", text, f"serving {name}: {version} refused at the gate\n\n{verdict.reason}\n")
+        return out
+    say(f"{name}: {version} passes the gate: {verdict.reason}")
+    candidate = {"version": version, "artifact": artifact, "share": policy.canary.share}
+    commit(
+        "canary",
+        edit_serving(text, name, "canary", candidate),
+        f"serving {name}: canary {version} at {policy.canary.share} %\n\n{verdict.reason}\n",
+    )
+    plan = build_plan(load_site(stack_file))
+    s = _serving(plan, name)
+    runtime.apply(plan, s)
+    before = parse_metrics(runtime.metrics(plan, "candidate"), f"{name}'s candidate", version)
+    say(f"{name}: canary of {version} for {policy.canary.seconds} s at {policy.canary.share} %")
+    start = time.monotonic()
+    out.traffic = runtime.traffic(plan, s, policy.canary.seconds)
+    after = parse_metrics(runtime.metrics(plan, "candidate"), f"{name}'s candidate", version)
+    result = judge(policy.canary, window(before, after))
+    out.canary = {
+        "seconds": round(time.monotonic() - start, 1),
+        "window": asdict(result.window) | {"error_rate": result.window.error_rate},
+        "crossed": result.crossed,
+    }
+    w = result.window
+    figures = (
+        f"{w.requests} requests, error rate {w.error_rate:.4f}, p95 "
+        + ("n/a" if w.p95_ms is None else f"{w.p95_ms:.1f} ms")
+        + ", mean confidence "
+        + ("n/a" if w.mean_confidence is None else f"{w.mean_confidence:.4f}")
+    )
+    text = stack_file.read_text()
+    if result.passed:
+        out.state = "promoted"
+        commit("promoted", edit_serving(text, name, "promote"), f"serving {name}: {version} promoted\n\n{figures}\n")
+    else:
+        out.state = "rolled-back"
+        why = "; ".join(result.crossed)
+        commit(
+            "rolled-back",
+            edit_serving(text, name, "rollback"),
+            f"serving {name}: {version} rolled back: {why}\n\n{figures}\n",
+        )
+    say(f"{name}: {version} {out.state}: {figures}")
+    plan = build_plan(load_site(stack_file))
+    runtime.apply(plan, _serving(plan, name))
+    return out

@@ -1,0 +1,259 @@
+"""The promotion policy's judgements and its commits: the gate and the canary on figures a node sends back (parsed as
+hostile data), the stack edited in place with its comments, each step a signed commit that lands whole or not at
+all, and the state machine through its three endings (the lab runs it for real: tests/lab/test_60_serving.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aisite.payloads.serve import Metrics
+from aisite.plan import Plan, ServingPlan
+from aisite.plan.types import CanaryPlan, PromotionPlan
+from aisite.repo import git as repo_git
+from aisite.serving.commits import PromotionCommitError, Signing, commit_step, edit_serving
+from aisite.serving.policy import (
+    Evaluation,
+    PolicyInputError,
+    gate,
+    judge,
+    parse_evaluation,
+    parse_metrics,
+    window,
+)
+from aisite.serving.promote import PromoteError, promote
+from tests.conftest import ROOT, git, ssh_signer
+
+POLICY = PromotionPlan("t", "eval/x", "top1_accuracy", 0.02, CanaryPlan(25, 10, 20, 0.02, 500.0, None), (), False)
+
+
+def _eval(top1: float, samples: int = 300) -> Evaluation:
+    line = json.dumps({"schema": "aisite.eval/v1", "samples": samples, "top1_accuracy": top1, "top5_accuracy": 1.0})
+    return parse_evaluation(f"noise\n{line}\n", "test")
+
+
+def test_the_gate_needs_the_margin_and_one_held_out_set() -> None:
+    assert gate(POLICY, _eval(0.70), _eval(0.75)).passed
+    refused = gate(POLICY, _eval(0.70), _eval(0.71))
+    assert not refused.passed and "0.7100 does not beat the champion's 0.7000 by more than 0.02" in refused.reason
+    with pytest.raises(PolicyInputError, match="one held-out set"):
+        gate(POLICY, _eval(0.7, 300), _eval(0.9, 299))
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", "no result line"),
+        ('{"schema": "aisite.eval/v1", "samples": 3, "top1_accuracy": 1.5, "top5_accuracy": 1}', "not an aisite"),
+        ('{"schema": "aisite.eval/v1", "samples": 3, "top1_accuracy": NaN, "top5_accuracy": 1}', "not an aisite"),
+        ('{"schema": "aisite.eval/v1", "samples": "3", "top1_accuracy": 0.5, "top5_accuracy": 1}', "not an aisite"),
+        ('{"schema": "other", "samples": 3, "top1_accuracy": 0.5, "top5_accuracy": 1}', "not an aisite"),
+        ("{" + " " * (1 << 20) + "}", "more than an evaluation prints"),
+    ],
+)
+def test_an_evaluation_that_is_not_one_is_refused(text: str, words: str) -> None:
+    with pytest.raises(PolicyInputError, match=words):
+        parse_evaluation(text, "gpu01")
+
+
+def _served(version: str, latencies: list[float], codes: list[int], confidence: float = 0.8) -> str:
+    m = Metrics("classifier", version)
+    for seconds, code in zip(latencies, codes, strict=True):
+        m.observe(code, seconds, [confidence] if code == 200 else [])
+    return m.text()
+
+
+def test_the_canary_reads_the_servers_own_metrics_and_judges_each_limit() -> None:
+    before = parse_metrics(_served("v2", [0.01], [200]), "s", "v2")
+    after = parse_metrics(_served("v2", [0.01] + [0.02] * 18 + [0.9, 0.9], [200] * 19 + [500, 500]), "s", "v2")
+    w = window(before, after)
+    assert (w.requests, w.errors) == (20, 2)
+    assert w.p95_ms is not None and 500 < w.p95_ms <= 1000  # the two slow ones are the top 10 %
+    assert w.mean_confidence == pytest.approx(0.8)
+    verdict = judge(POLICY.canary, w)
+    assert not verdict.passed
+    assert [c.split()[0] for c in verdict.crossed] == ["error", "p95"]
+    calm = window(before, parse_metrics(_served("v2", [0.01] * 25, [200] * 25), "s", "v2"))
+    assert judge(POLICY.canary, calm).passed
+    few = window(before, parse_metrics(_served("v2", [0.01] * 5, [200] * 5), "s", "v2"))
+    assert judge(POLICY.canary, few).crossed == ["4 requests reached it, fewer than the 20 that decide"]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (_served("v1", [0.01], [200]), r"serves version\(s\) \['v1'\], not 'v2'"),
+        ('aisite_serving_requests_total{version="v2",code="200"} -1\n', "not a count"),
+        ("garbage {{{\n", "not Prometheus text"),
+        ('aisite_serving_requests_total{version="v2",code="200"} 1\n', "missing"),
+    ],
+)
+def test_metrics_that_are_not_the_candidates_are_refused(text: str, words: str) -> None:
+    with pytest.raises(PolicyInputError, match=words):
+        parse_metrics(text, "gpu02", "v2")
+
+
+def test_a_restarted_server_is_not_read_as_a_window() -> None:
+    before = parse_metrics(_served("v2", [0.01] * 5, [200] * 5), "s", "v2")
+    after = parse_metrics(_served("v2", [0.01], [200]), "s", "v2")
+    with pytest.raises(PolicyInputError, match="restarted"):
+        window(before, after)
+
+
+STACK = """\
+# The team's comment stays.
+config:
+  aisite:site:
+    serving:
+      - name: classifier   # and this one
+        tenant: team-a
+        champion: {version: v1, artifact: models/classifier/v1.pt}
+"""
+
+
+def test_the_stack_is_edited_in_place_keeping_the_teams_comments() -> None:
+    canary = edit_serving(STACK, "classifier", "canary", {"version": "v2", "artifact": "m/v2.pt", "share": 25})
+    assert "# The team's comment stays." in canary and "# and this one" in canary
+    assert "candidate: {version: v2, artifact: m/v2.pt, share: 25}" in canary or "version: v2" in canary
+    promoted = edit_serving(canary, "classifier", "promote")
+    assert "candidate" not in promoted and "version: v2" in promoted and "m/v2.pt" in promoted
+    rolled = edit_serving(canary, "classifier", "rollback")
+    assert rolled == STACK
+    with pytest.raises(PromotionCommitError, match="no candidate"):
+        edit_serving(STACK, "classifier", "promote")
+    with pytest.raises(PromotionCommitError, match="no serving entry"):
+        edit_serving(STACK, "other", "rollback")
+
+
+@pytest.fixture
+def site_repo(tmp_path: Path) -> Path:
+    """A site repository holding the lab's stack, with a signing key the lab's policy trusts."""
+    repo = tmp_path / "site"
+    (repo / "stacks").mkdir(parents=True)
+    (repo / "stacks" / "Pulumi.lab.yaml").write_text((ROOT / "stacks" / "Pulumi.lab.yaml").read_text())
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "The site")
+    return repo
+
+
+def _signing(tmp: Path, principal: str, trusted: list[str]) -> Signing:
+    key, line = ssh_signer(tmp, principal)
+    return Signing(key, (line,), tuple(trusted))
+
+
+def test_a_step_lands_signed_or_leaves_the_repository_as_it_was(site_repo: Path, tmp_path: Path) -> None:
+    stack = site_repo / "stacks" / "Pulumi.lab.yaml"
+    text = edit_serving(
+        stack.read_text(), "classifier", "canary", {"version": "v2", "artifact": "models/classifier/v2.pt", "share": 25}
+    )
+    head = git(site_repo, "rev-parse", "HEAD")
+    # Signed by a key the site trusts but the policy does not name among its signers: refused, nothing moved.
+    admin_key, admin_line = ssh_signer(tmp_path, "labadmin@aisite-lab")
+    ops_key, ops_line = ssh_signer(tmp_path, "ops@aisite-lab")
+    ops = Signing(ops_key, (admin_line, ops_line), ("labadmin@aisite-lab",))
+    with pytest.raises(PromotionCommitError, match="not one the policy trusts"):
+        commit_step(site_repo, stack, text, "serving classifier: canary v2", ops)
+    assert git(site_repo, "rev-parse", "HEAD") == head and "candidate" not in stack.read_text()
+    # A change that would not validate: refused before any commit.
+    bad = text.replace("share: 25", "share: 100")
+    admin = Signing(admin_key, (admin_line, ops_line), ("labadmin@aisite-lab",))
+    with pytest.raises(PromotionCommitError, match="would not validate"):
+        commit_step(site_repo, stack, bad, "bad", admin)
+    assert git(site_repo, "rev-parse", "HEAD") == head
+    # The trusted signer: committed, verified, and the work tree follows it.
+    commit = commit_step(site_repo, stack, text, "serving classifier: canary v2", admin)
+    assert git(site_repo, "rev-parse", "HEAD") == commit and "v2" in stack.read_text()
+    assert git(site_repo, "status", "--porcelain") == ""
+    assert repo_git(site_repo, "cat-file", "commit", commit).stdout.count("BEGIN SSH SIGNATURE") == 1
+    # Someone's uncommitted edit of the stack is never overwritten.
+    stack.write_text(stack.read_text() + "# mine\n")
+    with pytest.raises(PromotionCommitError, match="uncommitted changes"):
+        commit_step(site_repo, stack, text, "again", admin)
+
+
+class FakeRuntime:
+    """The runtime's answers as a node would send them: evaluation lines, and metrics from serve.py's own counters
+    (the lab's runtime runs the real programs: tests/lab/test_60_serving.py)."""
+
+    def __init__(self, scores: dict[str, float], live: tuple[list[float], list[int]]) -> None:
+        self.scores = scores
+        self.live = live
+        self.applied: list[list[tuple[str, str, int]]] = []
+        self.reads = 0
+
+    def evaluate(self, plan: Plan, s: ServingPlan, artifact: str, dataset: str) -> str:
+        doc = {"schema": "aisite.eval/v1", "samples": 300, "top1_accuracy": self.scores[artifact], "top5_accuracy": 1}
+        return json.dumps(doc) + "\n"
+
+    def apply(self, plan: Plan, s: ServingPlan) -> None:
+        self.applied.append([(v.role, v.version, v.share) for v in s.versions])
+
+    def metrics(self, plan: Plan, role: str) -> str:
+        self.reads += 1
+        version = next(v for v in next(x for x in plan.serving if x.name == "classifier").versions if v.role == role)
+        latencies, codes = self.live if self.reads > 1 else ([], [])
+        return _served(version.version, latencies, codes)
+
+    def traffic(self, plan: Plan, s: ServingPlan, seconds: float) -> dict[str, dict[str, Any]]:
+        return {"v2": {"requests": len(self.live[1])}}
+
+
+def _subjects(repo: Path, n: int) -> list[str]:
+    return git(repo, "log", f"-{n}", "--format=%s").splitlines()[::-1]
+
+
+@pytest.mark.parametrize(
+    ("scores", "live", "state", "steps", "final"),
+    [
+        ({"models/classifier/v1.pt": 0.5, "models/classifier/v2.pt": 0.8}, ([0.02] * 30, [200] * 30), "promoted",
+         ["canary v2 at 25 %", "v2 promoted"], [("champion", "v2", 100)]),
+        ({"models/classifier/v1.pt": 0.5, "models/classifier/v2.pt": 0.51}, ([], []), "refused",
+         ["v2 refused at the gate"], None),
+        ({"models/classifier/v1.pt": 0.5, "models/classifier/v2.pt": 0.8}, ([0.02] * 30, [500] * 30), "rolled-back",
+         ["canary v2 at 25 %", "v2 rolled back: error rate 1.0000 over 0.02 (30 of 30)"], [("champion", "v1", 100)]),
+    ],
+)  # fmt: skip
+def test_the_three_endings_each_leave_their_commits(  # noqa: PLR0917 - the cases' columns
+    site_repo: Path,
+    tmp_path: Path,
+    scores: dict[str, float],
+    live: tuple[list[float], list[int]],
+    state: str,
+    steps: list[str],
+    final: list[tuple[str, str, int]] | None,
+) -> None:
+    stack = site_repo / "stacks" / "Pulumi.lab.yaml"
+    runtime = FakeRuntime(scores, live)
+    admin = _signing(tmp_path, "labadmin@aisite-lab", ["labadmin@aisite-lab"])
+    out = promote(
+        stack, "classifier", "v2", "models/classifier/v2.pt", repo=site_repo, runtime=runtime, signing=admin,
+        say=lambda _: None,
+    )  # fmt: skip
+    assert out.state == state
+    assert [c["subject"] for c in out.commits] == [f"serving classifier: {s}" for s in steps]
+    assert _subjects(site_repo, len(steps)) == [f"serving classifier: {s}" for s in steps]
+    if final is None:
+        assert runtime.applied == [] and "candidate" not in stack.read_text()
+        assert "does not beat" in git(site_repo, "log", "-1", "--format=%b")
+    else:
+        assert runtime.applied[0] == [("champion", "v1", 75), ("candidate", "v2", 25)]
+        assert runtime.applied[-1] == final
+
+
+def test_promote_refuses_a_bad_request_before_anything_runs(site_repo: Path, tmp_path: Path) -> None:
+    stack = site_repo / "stacks" / "Pulumi.lab.yaml"
+    runtime = FakeRuntime({}, ([], []))
+    head = git(site_repo, "rev-parse", "HEAD")
+    for version, artifact, words in (
+        ("v1", "models/classifier/v1b.pt", "the champion's version"),
+        ("V 2", "../../etc/shadow", "--version: .*; --artifact: .*not a relative path"),
+    ):
+        with pytest.raises(PromoteError, match=words):
+            promote(stack, "classifier", version, artifact, repo=site_repo, runtime=runtime, signing=None, say=print)
+    with pytest.raises(PromoteError, match="give --signing-key"):
+        promote(stack, "classifier", "v2", "m/v2.pt", repo=site_repo, runtime=runtime, signing=None, say=print)
+    assert git(site_repo, "rev-parse", "HEAD") == head and runtime.applied == []
