@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from aisite.payloads.serve import Metrics
 from aisite.plan import Plan, ServingPlan
@@ -26,6 +27,21 @@ from aisite.serving.policy import (
 )
 from aisite.serving.promote import PromoteError, promote
 from tests.conftest import ROOT, git, ssh_signer
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "Site Admin",
+    "GIT_AUTHOR_EMAIL": "admin@example.com",
+    "GIT_COMMITTER_NAME": "Site Admin",
+    "GIT_COMMITTER_EMAIL": "admin@example.com",
+}
+
+
+@pytest.fixture(autouse=True)
+def _identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Who commits: a promotion's commits name the person running it (a fresh CI machine has no git identity)."""
+    for k, v in IDENTITY.items():
+        monkeypatch.setenv(k, v)
+
 
 POLICY = PromotionPlan("t", "eval/x", "top1_accuracy", 0.02, CanaryPlan(25, 10, 20, 0.02, 500.0, None), (), False)
 
@@ -107,25 +123,43 @@ STACK = """\
 # The team's comment stays.
 config:
   aisite:site:
+    image_packages:
+      [chrony, lldpd]
     serving:
       - name: classifier   # and this one
         tenant: team-a
-        champion: {version: v1, artifact: models/classifier/v1.pt}
+        champion:
+          version: v1     # block style, as a team may write it
+          artifact: models/classifier/v1.pt
+        promotion: {training: t}
+      - name: other
+        champion: {version: v1, artifact: o/v1.pt}
+    # A comment after the list, before the next key: it stays too.
+    gitops: {repository: ssh://git@x/y.git}
 """
 
 
-def test_the_stack_is_edited_in_place_keeping_the_teams_comments() -> None:
-    canary = edit_serving(STACK, "classifier", "canary", {"version": "v2", "artifact": "m/v2.pt", "share": 25})
-    assert "# The team's comment stays." in canary and "# and this one" in canary
-    assert "candidate: {version: v2, artifact: m/v2.pt, share: 25}" in canary or "version: v2" in canary
+def test_the_stack_is_edited_in_place_keeping_every_other_line() -> None:
+    canary = edit_serving(STACK, "classifier", "canary", {"version": "on", "artifact": "m/v2.pt", "share": 25})
+    added = [line for line in canary.splitlines() if line not in STACK.splitlines()]
+    assert added == ['        candidate: {version: "on", artifact: "m/v2.pt", share: 25}']
+    assert canary.replace(added[0] + "\n", "") == STACK
+    # YAML 1.1 would read a bare `on` as true: the version stays a string.
+    entry = yaml.safe_load(canary)["config"]["aisite:site"]["serving"][0]
+    assert entry["candidate"] == {"version": "on", "artifact": "m/v2.pt", "share": 25}
     promoted = edit_serving(canary, "classifier", "promote")
-    assert "candidate" not in promoted and "version: v2" in promoted and "m/v2.pt" in promoted
-    rolled = edit_serving(canary, "classifier", "rollback")
-    assert rolled == STACK
+    assert promoted == STACK.replace(
+        "        champion:\n          version: v1     # block style, as a team may write it\n"
+        "          artifact: models/classifier/v1.pt\n",
+        '        champion: {version: "on", artifact: "m/v2.pt"}\n',
+    )
+    assert edit_serving(canary, "classifier", "rollback") == STACK
     with pytest.raises(PromotionCommitError, match="no candidate"):
         edit_serving(STACK, "classifier", "promote")
     with pytest.raises(PromotionCommitError, match="no serving entry"):
-        edit_serving(STACK, "other", "rollback")
+        edit_serving(STACK, "third", "rollback")
+    with pytest.raises(PromotionCommitError, match="has a candidate already"):
+        edit_serving(canary, "classifier", "canary", {"version": "v3", "artifact": "m/v3.pt", "share": 25})
 
 
 @pytest.fixture
@@ -242,6 +276,30 @@ def test_the_three_endings_each_leave_their_commits(  # noqa: PLR0917 - the case
     else:
         assert runtime.applied[0] == [("champion", "v1", 75), ("candidate", "v2", 25)]
         assert runtime.applied[-1] == final
+
+
+class BrokenServer(FakeRuntime):
+    """A candidate whose server never comes up."""
+
+    def apply(self, plan: Plan, s: ServingPlan) -> None:
+        super().apply(plan, s)
+        if len(self.applied) == 1:
+            raise OSError("gpu02: connection refused")
+
+
+def test_a_canary_that_cannot_run_is_rolled_back_not_left_running(site_repo: Path, tmp_path: Path) -> None:
+    stack = site_repo / "stacks" / "Pulumi.lab.yaml"
+    runtime = BrokenServer({"models/classifier/v1.pt": 0.5, "models/classifier/v2.pt": 0.8}, ([], []))
+    admin = _signing(tmp_path, "labadmin@aisite-lab", ["labadmin@aisite-lab"])
+    out = promote(
+        stack, "classifier", "v2", "models/classifier/v2.pt", repo=site_repo, runtime=runtime, signing=admin,
+        say=lambda _: None,
+    )  # fmt: skip
+    assert out.state == "rolled-back" and "candidate" not in stack.read_text()
+    assert _subjects(site_repo, 1) == [
+        "serving classifier: v2 rolled back: the canary could not be judged: gpu02: connection refused"
+    ]
+    assert runtime.applied[-1] == [("champion", "v1", 100)]
 
 
 def test_promote_refuses_a_bad_request_before_anything_runs(site_repo: Path, tmp_path: Path) -> None:

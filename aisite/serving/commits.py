@@ -9,13 +9,14 @@ the repository as it was.
 
 from __future__ import annotations
 
-import io
+import json
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from ruamel.yaml import YAML
 
 from aisite.errors import SiteError
@@ -29,38 +30,75 @@ class PromotionCommitError(RuntimeError):
 
 
 def _yaml() -> YAML:
-    y = YAML()  # round-trip: comments, order and quoting kept
+    y = YAML()  # round-trip: it reads where each key is (line, column)
     y.preserve_quotes = True
-    y.width = 4096
-    y.indent(mapping=2, sequence=4, offset=2)  # the stacks' own style: "- " two in from its key
     return y
 
 
+def _span(lines: list[str], line: int, col: int) -> tuple[int, int]:
+    """The lines of the key at (line, col): its own and every following line indented deeper (or blank)."""
+    end = line + 1
+    while end < len(lines) and (not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > col):
+        end += 1
+    while end > line + 1 and not lines[end - 1].strip():
+        end -= 1  # a blank line after it belongs to what follows
+    return line, end
+
+
+def _flow(key: str, col: int, values: dict[str, str | int]) -> str:
+    """`key: {k: v, ...}` at `col`, strings double-quoted (JSON's quoting is YAML's): a version `on` or `no`
+    stays a string."""
+    inner = ", ".join(f"{k}: {json.dumps(v)}" for k, v in values.items())
+    return f"{' ' * col}{key}: {{{inner}}}"
+
+
 def edit_serving(text: str, name: str, change: str, candidate: dict[str, Any] | None = None) -> str:
-    """The stack file's text with serving entry `name` changed:
-    - "canary": its candidate set to `candidate` ({version, artifact, share});
+    """The stack file's text with serving entry `name` changed, and nothing else: the lines of its champion and
+    candidate are replaced, inserted or removed in place, so every other line (comments, layout) stays as the team
+    wrote it.
+    - "canary": its candidate set to `candidate` ({version, artifact, share}), after its champion;
     - "promote": the candidate made champion ({version, artifact}) and removed;
     - "rollback": the candidate removed, the champion kept."""
-    y = _yaml()
-    doc = y.load(text)
+    doc = _yaml().load(text)
     site = doc["config"][CONFIG_KEY]
     entry = next((s for s in site.get("serving") or [] if s.get("name") == name), None)
     if entry is None:
         raise PromotionCommitError(f"the stack has no serving entry {name!r}")
+    lines = text.splitlines()
+    line, col = entry.lc.key("champion")
+    champion = _span(lines, line, col)
     if change == "canary":
         assert candidate is not None
-        entry["candidate"] = candidate
+        if "candidate" in entry:
+            raise PromotionCommitError(f"serving {name!r} has a candidate already")
+        lines[champion[1] : champion[1]] = [_flow("candidate", col, candidate)]
     elif change in ("promote", "rollback"):
         if "candidate" not in entry:
             raise PromotionCommitError(f"serving {name!r} has no candidate to {change}")
-        c = entry.pop("candidate")
+        c = entry["candidate"]
+        start, stop = _span(lines, *entry.lc.key("candidate"))
+        del lines[start:stop]
         if change == "promote":
-            entry["champion"] = {"version": c["version"], "artifact": c["artifact"]}
+            new = _flow("champion", col, {"version": str(c["version"]), "artifact": str(c["artifact"])})
+            offset = stop - start if start < champion[0] else 0
+            lines[champion[0] - offset : champion[1] - offset] = [new]
     else:
         raise ValueError(change)
-    out = io.StringIO()
-    y.dump(doc, out)
-    return out.getvalue()
+    out = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+    _same_but(text, out, name)
+    return out
+
+
+def _same_but(before: str, after: str, name: str) -> None:
+    """The edit changed serving entry `name`'s champion and candidate and nothing else (read back as YAML)."""
+    a, b = yaml.safe_load(before), yaml.safe_load(after)
+    for doc in (a, b):
+        for s in doc["config"][CONFIG_KEY].get("serving") or []:
+            if s.get("name") == name:
+                s.pop("champion", None)
+                s.pop("candidate", None)
+    if a != b:
+        raise PromotionCommitError(f"editing serving {name!r} would change more of the stack than it: not written")
 
 
 def _checked(text: str, source: str) -> None:

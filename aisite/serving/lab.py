@@ -218,12 +218,12 @@ def _alive(p: Proc) -> bool:
     return p.marker.encode() in cmdline
 
 
-def _start(site: str, key: str, cmd: list[str], marker: str, spec: str) -> Proc:
-    log = (_state(site) / f"{key}.log").open("ab")
-    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=PACKAGE.parent)
-    proc = Proc(p.pid, marker, spec)
+def _start(site: str, key: str, cmd: list[str], marker: str, spec: str) -> subprocess.Popen[bytes]:
+    """Started in its own session, its output in a log of its own (the last start's only)."""
+    with (_state(site) / f"{key}.log").open("wb") as log:
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=PACKAGE.parent)
     (_state(site) / f"{key}.json").write_text(json.dumps({"pid": p.pid, "marker": marker, "spec": spec}))
-    return proc
+    return p
 
 
 def _stop(site: str, key: str) -> bool:
@@ -254,14 +254,16 @@ def _get(url: str, timeout: float = 5) -> str:
         return body.decode()
 
 
-def _wait(url: str, what: str, proc: Proc, *, site: str, key: str, timeout: float = 180) -> None:
+def _wait(url: str, what: str, proc: subprocess.Popen[bytes], *, site: str, key: str, timeout: float = 180) -> None:
+    """Until `url` answers; ServingLabError with its log's tail when the process ends first. Its own child's
+    state, not /proc's command line, which is the parent's until the child has exec'd."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             _get(url)
             return
         except (urllib.error.URLError, ConnectionError, TimeoutError):
-            if not _alive(proc):
+            if proc.poll() is not None:
                 log = (serving_dir(site) / f"{key}.log").read_text(errors="replace")[-600:]
                 raise ServingLabError(f"{what} exited: {log}") from None
             if time.monotonic() > deadline:

@@ -29,7 +29,7 @@ from aisite.fields import DnsLabel, RelPath
 from aisite.loader import load_site
 from aisite.plan import Plan, ServingPlan, build_plan
 from aisite.serving.commits import Signing, commit_step, edit_serving
-from aisite.serving.policy import Gate, gate, judge, parse_evaluation, parse_metrics, window
+from aisite.serving.policy import Gate, Verdict, Window, gate, judge, parse_evaluation, parse_metrics, window
 
 Say = Callable[[str], None]
 
@@ -79,6 +79,25 @@ def _serving(plan: Plan, name: str) -> ServingPlan:
         known = ", ".join(x.name for x in plan.serving) or "none"
         raise PromoteError(f"site.serving: no served model {name!r} (the site serves: {known})")
     return s
+
+
+def _canary(plan: Plan, s: ServingPlan, version: str, runtime: Runtime, *, out: Outcome, say: Say) -> Verdict:
+    """The candidate served at its share for the canary's seconds, its live figures judged."""
+    policy = s.promotion
+    assert policy is not None
+    runtime.apply(plan, s)
+    before = parse_metrics(runtime.metrics(plan, "candidate"), f"{s.name}'s candidate", version)
+    say(f"{s.name}: canary of {version} for {policy.canary.seconds} s at {policy.canary.share} %")
+    start = time.monotonic()
+    out.traffic = runtime.traffic(plan, s, policy.canary.seconds)
+    after = parse_metrics(runtime.metrics(plan, "candidate"), f"{s.name}'s candidate", version)
+    result = judge(policy.canary, window(before, after))
+    out.canary = {
+        "seconds": round(time.monotonic() - start, 1),
+        "window": asdict(result.window) | {"error_rate": result.window.error_rate},
+        "crossed": result.crossed,
+    }
+    return result
 
 
 def promote(
@@ -132,18 +151,13 @@ def promote(
     )
     plan = build_plan(load_site(stack_file))
     s = _serving(plan, name)
-    runtime.apply(plan, s)
-    before = parse_metrics(runtime.metrics(plan, "candidate"), f"{name}'s candidate", version)
-    say(f"{name}: canary of {version} for {policy.canary.seconds} s at {policy.canary.share} %")
-    start = time.monotonic()
-    out.traffic = runtime.traffic(plan, s, policy.canary.seconds)
-    after = parse_metrics(runtime.metrics(plan, "candidate"), f"{name}'s candidate", version)
-    result = judge(policy.canary, window(before, after))
-    out.canary = {
-        "seconds": round(time.monotonic() - start, 1),
-        "window": asdict(result.window) | {"error_rate": result.window.error_rate},
-        "crossed": result.crossed,
-    }
+    try:
+        result = _canary(plan, s, version, runtime, out=out, say=say)
+    except Exception as exc:  # any failure of the canary rolls it back: a canary is never left running unjudged
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        reason = f"the canary could not be judged: {first[:200]}"
+        say(f"{name}: {reason}")
+        result = Verdict(Window(0, 0, None, None), [reason])
     w = result.window
     figures = (
         f"{w.requests} requests, error rate {w.error_rate:.4f}, p95 "

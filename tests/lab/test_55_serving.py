@@ -23,6 +23,13 @@ from tests.conftest import git, run_cli, ssh_signer
 from tests.lab.common import BMC_ENV, SITE
 
 PRINCIPAL = "labadmin@aisite-lab"
+# Who commits the promotions (a fresh CI machine has no git identity of its own).
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "Site Admin",
+    "GIT_AUTHOR_EMAIL": "admin@example.com",
+    "GIT_COMMITTER_NAME": "Site Admin",
+    "GIT_COMMITTER_EMAIL": "admin@example.com",
+}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +56,7 @@ def _promote(repo: Path, stack: Path, version: str, *extra: str) -> dict[str, ob
     key = repo.parent / "signing-key"
     r = run_cli(
         "promote", str(stack), "classifier", "--version", version, "--signing-key", str(key), "--json", *extra,
-        env=BMC_ENV,
+        env=BMC_ENV | IDENTITY,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     doc: dict[str, object] = json.loads(r.stdout)
