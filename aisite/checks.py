@@ -44,6 +44,7 @@ from aisite.plan.kubernetes import (
     gpu_inventory,
     job_operator,
     minor,
+    node_gpus,
     tenant_flavors,
     version_tuple,
 )
@@ -1129,10 +1130,7 @@ def _check_tenants(site: Site, out: list[Problem]) -> None:
 def _check_workloads(site: Site, out: list[Problem], tenants: set[str]) -> None:
     """Each workload against its tenant's quota for its GPU type, the nodes of that type (how many, GPUs on each),
     and the operator its job object needs."""
-    nodes: dict[str, list[int]] = {}  # GPU type -> GPUs per node, one entry per node
-    for g in site.gpu_nodes:
-        gtype, count, *_ = group_hardware(g)
-        nodes.setdefault(gtype, []).extend([count] * g.size)
+    nodes = node_gpus(site)
     types = list(nodes)
     quota = {t.name: dict(tenant_flavors(t, types)) for t in site.kubernetes.tenants}
     levels: dict[str, tuple[int, str]] = {t.name: (i, t.pod_security) for i, t in enumerate(site.kubernetes.tenants)}

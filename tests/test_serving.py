@@ -224,31 +224,21 @@ def test_a_saved_checkpoint_is_scored_on_the_held_out_set(trained: Path) -> None
     assert doc["schema"] == "aisite.eval/v1" and doc["samples"] == 40
     assert 0 <= doc["top1_accuracy"] <= doc["top5_accuracy"] <= 1
     # A checkpoint of another network is refused by name, a file of something else as not a checkpoint.
-    r = subprocess.run(
-        [
-            sys.executable,
-            str(PAYLOADS / "evaluate.py"),
-            *("--model", "resnet152", "--checkpoint", str(trained / "v1.pt")),
-            *("--data", str(trained / "eval")),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert r.returncode != 0 and "a 'resnet50' checkpoint, not 'resnet152'" in r.stderr
     (trained / "junk.pt").write_bytes(b"not a checkpoint")
-    r = subprocess.run(
-        [
-            sys.executable,
-            str(PAYLOADS / "evaluate.py"),
-            *("--model", "resnet50", "--checkpoint", str(trained / "junk.pt")),
-            *("--data", str(trained / "eval")),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert r.returncode != 0 and "not a checkpoint this server loads" in r.stderr
+    for model, checkpoint, words in (
+        ("resnet152", "v1.pt", "a 'resnet50' checkpoint, not 'resnet152'"),
+        ("resnet50", "junk.pt", "not a checkpoint this server loads"),
+    ):
+        r = subprocess.run(
+            [
+                *(sys.executable, str(PAYLOADS / "evaluate.py"), "--model", model),
+                *("--checkpoint", str(trained / checkpoint), "--data", str(trained / "eval")),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert r.returncode != 0 and words in r.stderr, r.stderr
 
 
 def test_a_pickled_object_in_a_checkpoint_is_never_run(tmp_path: Path, trained: Path) -> None:

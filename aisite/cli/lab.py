@@ -28,7 +28,7 @@ lab_app = typer.Typer(no_args_is_help=True, help="The emulated lab: a site rehea
 LabStackArg = Annotated[str, typer.Argument(help="The stack to emulate (default: lab).")]
 
 
-def _lab_plan(stack: str, as_json: bool = False) -> Plan:
+def lab_plan(stack: str, as_json: bool = False) -> Plan:
     """The stack's plan, refused unless it is made for the lab."""
     plan = load_plan(stack, as_json)
     if plan.connection != "lab":
@@ -70,7 +70,7 @@ def _lab_failed(exc: LabError) -> typer.Exit:
 @lab_app.command("up")
 def lab_up(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
     """Build the site's lab from its plan: images (cached), networks, node and switch containers, cabling."""
-    plan = _lab_plan(stack, as_json)
+    plan = lab_plan(stack, as_json)
     topo = _lab_topology(plan)
     with err.status(f"lab {topo.site}: starting") as spinner:
 
@@ -152,7 +152,7 @@ def lab_image(kind: Annotated[str, typer.Argument(help="base, node, frr or bmc."
 @lab_app.command("status")
 def lab_status(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
     """Every node and switch of the lab with its container, addresses, state and cabling."""
-    topo = _lab_topology(_lab_plan(stack, as_json))
+    topo = _lab_topology(lab_plan(stack, as_json))
     try:
         if as_json:
             print(json.dumps({"site": topo.site, "members": lab.status(topo)}, indent=2))
@@ -165,7 +165,7 @@ def lab_status(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
 @lab_app.command("down")
 def lab_down(stack: LabStackArg = "lab", as_json: JsonOpt = False) -> None:
     """Remove exactly what `lab up` created for the site (labelled containers and networks); images stay cached."""
-    topo = _lab_topology(_lab_plan(stack, as_json))
+    topo = _lab_topology(lab_plan(stack, as_json))
     try:
         removed = lab.down(topo.site, lambda msg: err.print(f"lab {topo.site}: {msg}", markup=False))
     except LabError as exc:

@@ -3,8 +3,10 @@ lab, `serve` (its data, training, servers and proxy, requests through it)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -12,7 +14,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, load_plan, out
+from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, out
+from aisite.cli.lab import lab_plan
 from aisite.lab.podman import LabError
 from aisite.loader import resolve_stack
 from aisite.plan import Plan, ServingPlan
@@ -28,10 +31,7 @@ _FAILURES = (servelab.ServingLabError, LabError, PolicyInputError, PromotionComm
 
 
 def _lab_serving(stack: str, name: str, as_json: bool) -> tuple[Plan, ServingPlan]:
-    plan = load_plan(stack, as_json)
-    if plan.connection != "lab":
-        print(f"error: {plan.site} is not a lab stack: on a site its models are the workloads layer's", file=sys.stderr)
-        raise typer.Exit(EXIT_INVALID)
+    plan = lab_plan(stack, as_json)
     s = next((x for x in plan.serving if x.name == name), None)
     if s is None or s.promotion is None:
         known = ", ".join(x.name for x in plan.serving if x.promotion) or "none"
@@ -46,22 +46,29 @@ def _say(message: str) -> None:
     err.print(message, markup=False, highlight=False)
 
 
+@contextlib.contextmanager
+def _failing(what: str) -> Iterator[None]:
+    """A step's failure as `error: WHAT: why` and exit 1 (a bad request is exit 2, before any step)."""
+    try:
+        yield
+    except _FAILURES as exc:
+        print(f"error: {what}: {exc}", file=sys.stderr)
+        raise typer.Exit(EXIT_FAILED) from None
+
+
 @serve_app.command("up")
 def serve_up(stack: StackArg, name: ServingArg, steps: Annotated[int, typer.Option(min=1)] = 2) -> None:
     """Generate the held-out and training sets into the site's storage, train the champion's checkpoint where it
     is missing (STEPS steps), and start the servers and the proxy the stack describes."""
     plan, s = _lab_serving(stack, name, False)
     assert s.promotion is not None
-    try:
+    with _failing("serve up"):
         servelab.prepare_data(plan, s, s.promotion.dataset, _say)
         champion = s.versions[0]
         node = servelab.hosts(plan)["champion"]
         if not servelab.on_node(plan, node, champion.artifact).is_file():
             servelab.train(plan, s, champion.artifact, steps, _say)
         servelab.apply(plan, s, _say)
-    except _FAILURES as exc:
-        print(f"error: serve up: {exc}", file=sys.stderr)
-        raise typer.Exit(EXIT_FAILED) from None
 
 
 @serve_app.command("train")
@@ -78,11 +85,8 @@ def serve_train(
     except PromoteError as exc:
         print(f"error: serve train: {exc}", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID) from None
-    try:
+    with _failing("serve train"):
         servelab.train(plan, s, _artifact(name, version, None), steps, _say)
-    except _FAILURES as exc:
-        print(f"error: serve train: {exc}", file=sys.stderr)
-        raise typer.Exit(EXIT_FAILED) from None
 
 
 @serve_app.command("load")
@@ -97,11 +101,8 @@ def serve_load(
     latency."""
     plan, s = _lab_serving(stack, name, as_json_)
     assert s.promotion is not None
-    try:
+    with _failing("serve load"):
         figures = servelab.load(plan, s, s.promotion.dataset, seconds=seconds, max_requests=requests)
-    except _FAILURES as exc:
-        print(f"error: serve load: {exc}", file=sys.stderr)
-        raise typer.Exit(EXIT_FAILED) from None
     if as_json_:
         print(json.dumps(figures, indent=2))
         return
@@ -116,7 +117,7 @@ def serve_load(
 @serve_app.command("down")
 def serve_down(stack: StackArg) -> None:
     """Stop the servers and proxies this lab started (and nothing else)."""
-    plan = load_plan(stack)
+    plan = lab_plan(stack)
     stopped = servelab.stop_all(plan.site)
     _say(f"stopped: {', '.join(stopped) or 'nothing was running'}")
 
@@ -144,14 +145,9 @@ def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
 ) -> None:
     """Evaluate a candidate checkpoint against the champion, refuse it with the figures or run its canary, and
     promote or roll it back: each step a signed commit to the site repository."""
-    plan = load_plan(stack, as_json_)
-    if plan.connection != "lab":
-        print(
-            f"error: {plan.site}: promote runs the evaluation and the canary on lab stacks in this version; on a "
-            "site they would run as its cluster's jobs and read its proxy's metrics, which this machine cannot reach",
-            file=sys.stderr,
-        )
-        raise typer.Exit(EXIT_INVALID)
+    # On a site the evaluation would run as its cluster's jobs and the canary read its proxy's metrics, which this
+    # machine cannot reach: this version promotes on lab stacks.
+    plan = lab_plan(stack, as_json_)
     stack_file = resolve_stack(stack).resolve()
     faults = servelab.fault_flags(inject_latency_ms, inject_error_rate)
     runtime = servelab.LabRuntime(_say, faults={version: faults} if faults else None)

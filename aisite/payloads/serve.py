@@ -203,6 +203,16 @@ def handler(args: argparse.Namespace, model: Model, metrics: Metrics) -> type[Ba
     return Handler
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a health check closing early) is not an error worth a traceback."""
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--name", required=True, help="the served model's name (its URL path)")
@@ -225,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     model = Model(args)
     metrics = Metrics(args.name, args.version, args.role)
-    server = ThreadingHTTPServer((args.host, args.port), handler(args, model, metrics))
+    server = Server((args.host, args.port), handler(args, model, metrics))
     print(json.dumps({"serving": args.name, "version": args.version, "port": server.server_address[1]}), flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()

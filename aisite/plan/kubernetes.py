@@ -130,6 +130,15 @@ def gpu_inventory(site: Site) -> dict[str, int]:
     return out
 
 
+def node_gpus(site: Site) -> dict[str, list[int]]:
+    """GPU type -> the GPUs of each node of that type (one entry per node), in the groups' order."""
+    nodes: dict[str, list[int]] = {}
+    for g in site.gpu_nodes:
+        gtype, count, *_ = group_hardware(g)
+        nodes.setdefault(gtype, []).extend([count] * g.size)
+    return nodes
+
+
 def tenant_flavors(t: Tenant, gpu_types: list[str]) -> tuple[tuple[str, int], ...]:
     """(GPU type, quota) of a tenant: a bare number applies to the site's one GPU type (checks refuse it otherwise)."""
     if isinstance(t.gpu_quota, int):

@@ -43,31 +43,41 @@ PANELS = (
 )
 
 
-def dashboard(plan: Plan) -> dict[str, Any]:
-    def variable(name: str, label: str) -> dict[str, Any]:
-        query = f"label_values(DCGM_FI_DEV_GPU_UTIL, {label})"
-        return {"name": name, "type": "query", "query": query, "includeAll": True, "multi": True, "refresh": 2}
-
-    panels = [
-        {
-            "id": i + 1,
-            "type": "timeseries",
-            "title": title,
-            "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
-            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-            "targets": [{"expr": expr, "refId": "A", "legendFormat": "__auto"}],
-        }
-        for i, (title, expr, unit) in enumerate(PANELS)
-    ]
+def grafana_dashboard(
+    uid: str, title: str, tags: list[str], panels: Iterable[tuple[str, str, str]], variables: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A Grafana dashboard of (title, PromQL, unit) panels, two a row; a title with "versions" is a state timeline."""
     return {
-        "uid": f"aisite-gpus-{plan.site}",
-        "title": f"GPUs ({plan.site})",
-        "tags": ["aisite", "gpu"],
+        "uid": uid,
+        "title": title,
+        "tags": tags,
         "schemaVersion": 39,
         "time": {"from": "now-6h", "to": "now"},
-        "templating": {"list": [variable("node", "Hostname"), variable("namespace", "namespace")]},
-        "panels": panels,
+        "templating": {"list": variables},
+        "panels": [
+            {
+                "id": i + 1,
+                "type": "state-timeline" if "versions" in title else "timeseries",
+                "title": title,
+                "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
+                "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+                "targets": [{"expr": expr, "refId": "A", "legendFormat": "__auto"}],
+            }
+            for i, (title, expr, unit) in enumerate(panels)
+        ],
     }
+
+
+def query_variable(name: str, query: str) -> dict[str, Any]:
+    return {"name": name, "type": "query", "query": query, "includeAll": True, "multi": True, "refresh": 2}
+
+
+def dashboard(plan: Plan) -> dict[str, Any]:
+    variables = [
+        query_variable("node", "label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)"),
+        query_variable("namespace", "label_values(DCGM_FI_DEV_GPU_UTIL, namespace)"),
+    ]
+    return grafana_dashboard(f"aisite-gpus-{plan.site}", f"GPUs ({plan.site})", ["aisite", "gpu"], PANELS, variables)
 
 
 ALERTS = (

@@ -25,6 +25,7 @@ from aisite.platform.gpus import gpu_request
 from aisite.platform.jobs import DATASETS_MOUNT, PAYLOAD_DIR, pinned_image, pod_security_context
 from aisite.platform.kueue import LOCAL_QUEUE
 from aisite.platform.monitoring import NAMESPACE as MONITORING_NAMESPACE
+from aisite.platform.monitoring import grafana_dashboard, query_variable
 
 SERVER_PORT = 8080  # the model server's HTTP port: predictions and /metrics
 PROXY_PORT = 8080
@@ -283,34 +284,9 @@ SERVING_PANELS = (
 
 
 def serving_dashboard(plan: Plan) -> dict[str, Any]:
-    panels = [
-        {
-            "id": i + 1,
-            "type": "state-timeline" if "versions" in title else "timeseries",
-            "title": title,
-            "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
-            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-            "targets": [{"expr": expr, "refId": "A", "legendFormat": "__auto"}],
-        }
-        for i, (title, expr, unit) in enumerate(SERVING_PANELS)
-    ]
-    model = {
-        "name": "model",
-        "type": "query",
-        "query": "label_values(aisite_serving_model_info, model)",
-        "includeAll": True,
-        "multi": True,
-        "refresh": 2,
-    }
-    return {
-        "uid": f"aisite-serving-{plan.site}",
-        "title": f"Served models ({plan.site})",
-        "tags": ["aisite", "serving"],
-        "schemaVersion": 39,
-        "time": {"from": "now-6h", "to": "now"},
-        "templating": {"list": [model]},
-        "panels": panels,
-    }
+    model = query_variable("model", "label_values(aisite_serving_model_info, model)")
+    title = f"Served models ({plan.site})"
+    return grafana_dashboard(f"aisite-serving-{plan.site}", title, ["aisite", "serving"], SERVING_PANELS, [model])
 
 
 def serving_monitoring(plan: Plan) -> list[dict[str, Any]]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from aisite.errors import Problem
-from aisite.model import Serving, Site, Workload, group_hardware
-from aisite.plan.kubernetes import tenant_flavors
+from aisite.model import Serving, Site, Workload
+from aisite.plan.kubernetes import node_gpus, tenant_flavors
 from aisite.plan.serving import candidate_replicas
 
 # The objects a served model makes (platform/serving.py): <name>, <name>-proxy, <name>-champion, <name>-candidate
@@ -24,10 +24,7 @@ def principals(line: str) -> set[str]:
 
 def serving_problems(site: Site) -> list[Problem]:
     out: list[Problem] = []
-    nodes: dict[str, list[int]] = {}  # GPU type -> GPUs per node, one entry per node
-    for g in site.gpu_nodes:
-        gtype, count, *_ = group_hardware(g)
-        nodes.setdefault(gtype, []).extend([count] * g.size)
+    nodes = node_gpus(site)
     types = list(nodes)
     tenants = {t.name: dict(tenant_flavors(t, types)) for t in site.kubernetes.tenants}
     workloads = {w.name: w for w in site.workloads}

@@ -53,8 +53,8 @@ PROXY_METRICS_PORT = 28405
 # The lab's model: small images and ten learnable classes, so CPU training shows a better model the longer it trains.
 IMAGE_SIZE = 32
 CLASSES = 10
-TRAIN_SAMPLES = 512
-HELD_OUT_SAMPLES = 300
+TRAIN_SAMPLES = 384
+HELD_OUT_SAMPLES = 200
 TRAIN_BATCH = 16
 LEARNING_RATE = 0.002
 
