@@ -171,6 +171,13 @@ def test_serving_needs_storage_for_its_checkpoints() -> None:
     assert_reported(site_problems(data), {"site.serving[0].champion.artifact": "exports no storage"})
 
 
+def test_the_command_imports_without_pytorch() -> None:
+    """PyTorch is the bench extra: a reconciler's virtualenv has none, and every command must still load."""
+    code = "import sys; sys.modules['torch'] = None; import aisite.cli; import aisite.serving.lab"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-1500:]
+
+
 # ------------------------------------------------------------------------------------------- the proxy, for real
 haproxy = shutil.which("haproxy")
 

@@ -39,7 +39,6 @@ from pathlib import Path
 from aisite.lab.netns import pid as node_pid
 from aisite.lab.podman import podman
 from aisite.paths import serving_dir
-from aisite.payloads.resnet import SAMPLE_SUFFIX, write_samples
 from aisite.plan import Node, Plan, ServedVersion, ServingPlan
 from aisite.platform.serving import SERVER_PORT, proxy_config, server_args
 from aisite.render.inventory import container_name
@@ -150,6 +149,8 @@ def _run(cmd: list[str], what: str, timeout: float) -> str:
 def prepare_data(plan: Plan, s: ServingPlan, dataset: str, say: Say) -> None:
     """The held-out split (`dataset`) and a training set beside it (train/<serving>), generated into the site's
     storage once: other seeds than each other, the same classes."""
+    from aisite.payloads.resnet import SAMPLE_SUFFIX, write_samples  # PyTorch: the bench extra, not the CLI's
+
     node = hosts(plan)["champion"]
     for rel, count, seed in ((dataset, HELD_OUT_SAMPLES, 2), (f"train/{s.name}", TRAIN_SAMPLES, 1)):
         path = on_node(plan, node, rel)
