@@ -136,7 +136,8 @@ def pulled(
     controller. Yields (stack, repository, signing key); the mirror stops with the module."""
     assert up.returncode == 0, up.stderr
     tmp = tmp_path_factory.mktemp("pull")
-    key, line = ssh_signer(tmp, "itest@aisite-lab")
+    # The lab's admin principal (a key of the test's): the one its served model's promotion policy names as signer.
+    key, line = ssh_signer(tmp, "labadmin@aisite-lab")
     data = without_vms(yaml.safe_load(stack_file.read_text()))
     data["config"]["aisite:site"]["gitops"] |= {
         "pull_layers": PULLED,
