@@ -73,7 +73,7 @@ def test_three_candidates_rolled_back_promoted_and_refused_each_with_its_commits
     try:
         r = run_cli("serve", "up", str(stack), "classifier", "--steps", "3", env=BMC_ENV)
         assert r.returncode == 0, r.stdout + r.stderr
-        for version, steps in (("v2", 30), ("v3", 30), ("v4", 1)):
+        for version, steps in (("v2", 40), ("v3", 40), ("v4", 1)):  # 40 steps: 0.44 to 0.76 top-1 here
             r = run_cli("serve", "train", str(stack), "classifier", "--version", version, "--steps", str(steps))
             assert r.returncode == 0, r.stdout + r.stderr
         # The champion alone answers before any canary.
