@@ -26,7 +26,7 @@ from aisite.plan import Plan, build_plan
 from aisite.plan.serving import candidate_replicas
 from aisite.platform import objects
 from aisite.platform.jobs import jobs
-from aisite.platform.serving import proxy_config
+from aisite.platform.serving import proxy_config, uses_kserve
 from tests.conftest import ROOT, assert_reported, site_problems, stack_data
 
 PAYLOADS = ROOT / "aisite" / "payloads"
@@ -83,7 +83,7 @@ def test_a_canary_mid_flight_renders_two_versions_behind_the_weighted_proxy() ->
 def test_with_kserve_each_version_is_an_inference_service_in_standard_mode() -> None:
     plan = _plan("dc1")
     (s,) = plan.serving
-    assert s.kserve and [v.role for v in s.versions] == ["champion"]
+    assert uses_kserve(plan) and [v.role for v in s.versions] == ["champion"]
     objs = _serving_objects(plan, "classifier")
     isvc = objs[("InferenceService", "classifier-champion")]
     assert isvc["metadata"]["annotations"] == {"serving.kserve.io/deploymentMode": "Standard"}

@@ -9,8 +9,7 @@ from aisite.model import Serving, Site
 from aisite.plan.kubernetes import gpu_inventory
 from aisite.plan.types import CanaryPlan, PromotionPlan, ServedVersion, ServingPlan
 
-# Where the site installs KServe its models are InferenceServices; else Deployments and Services.
-KSERVE_ADDON = "kserve"
+KSERVE_ADDON = "kserve"  # the addon that makes served models InferenceServices (platform/serving.py)
 
 
 def candidate_replicas(replicas: int, share: int) -> int:
@@ -50,7 +49,6 @@ def promotion_plan(s: Serving) -> PromotionPlan | None:
 
 def serving_plans(site: Site) -> tuple[ServingPlan, ...]:
     types = list(gpu_inventory(site))
-    kserve = KSERVE_ADDON in site.kubernetes.addons
     return tuple(
         ServingPlan(
             s.name,
@@ -65,7 +63,6 @@ def serving_plans(site: Site) -> tuple[ServingPlan, ...]:
             s.memory_gi,
             versions(s),
             promotion_plan(s),
-            kserve,
         )
         for s in site.serving
     )

@@ -347,7 +347,6 @@ class ServingPlan:
     memory_gi: int
     versions: tuple[ServedVersion, ...]  # the champion, then the candidate while its canary runs
     promotion: PromotionPlan | None
-    kserve: bool  # rendered as KServe InferenceServices (the addon), else Deployments and Services
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,8 +81,12 @@ def pinned_image(plan: Plan, name: str) -> str:
     return f"{plan.kubernetes.job_registry or registry}/{path}"
 
 
+def tenant_plan(plan: Plan, name: str) -> TenantPlan:
+    return next(t for t in plan.tenants if t.name == name)
+
+
 def _tenant(plan: Plan, w: WorkloadPlan) -> TenantPlan:
-    return next(t for t in plan.tenants if t.name == w.tenant)
+    return tenant_plan(plan, w.tenant)
 
 
 def _scalable_unit(plan: Plan, w: WorkloadPlan) -> int | None:
@@ -195,16 +199,30 @@ def _volumes(plan: Plan, w: WorkloadPlan) -> tuple[list[dict[str, Any]], list[di
     return vols, mounts
 
 
+def gpu_placement(gpu_type: str, gpus: int) -> dict[str, Any]:
+    """A pod with GPUs on nodes of its GPU type, past their GPU taint; nothing for a pod without GPUs."""
+    if not gpus:
+        return {}
+    return {
+        "nodeSelector": {f"{LABEL_PREFIX}/gpu-type": gpu_type},
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+
+
 def _placement(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
-    sel = {f"{LABEL_PREFIX}/gpu-type": w.gpu_type} if w.gpus_per_node else {}
-    out: dict[str, Any] = {"nodeSelector": sel} if sel else {}
-    if w.gpus_per_node:
-        out["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
-    return out
+    return gpu_placement(w.gpu_type, w.gpus_per_node)
 
 
-def _queue(plan: Plan) -> dict[str, str]:
+def queue_labels(plan: Plan) -> dict[str, str]:
+    """The tenant's Kueue queue, where the site installs Kueue."""
     return {"kueue.x-k8s.io/queue-name": LOCAL_QUEUE} if "kueue" in plan.kubernetes.addons else {}
+
+
+def container_security(t: TenantPlan) -> dict[str, Any]:
+    """What the tenant's Pod Security level asks of each container (restricted: no escalation, no capability)."""
+    if t.pod_security != "restricted":
+        return {}
+    return {"securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
 
 
 def _container(plan: Plan, w: WorkloadPlan, name: str, command: list[str], gpus: bool = True) -> dict[str, Any]:
@@ -218,9 +236,7 @@ def _container(plan: Plan, w: WorkloadPlan, name: str, command: list[str], gpus:
     }
     if gpus and (res := _resources(plan, w)):
         c["resources"] = res
-    if _tenant(plan, w).pod_security == "restricted":
-        c["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-    return c
+    return c | container_security(_tenant(plan, w))
 
 
 def pod_security_context(t: TenantPlan) -> dict[str, Any]:
@@ -257,7 +273,12 @@ def _resnet_args(w: WorkloadPlan) -> list[str]:
 def _job(plan: Plan, w: WorkloadPlan, api_version: str, kind: str, spec: dict[str, Any]) -> dict[str, Any]:
     """A workload's job object: in its tenant's namespace, labelled with the tenant, workload and queue."""
     return obj(
-        api_version, kind, w.name, labels(plan, tenant=w.tenant, workload=w.name) | _queue(plan), w.namespace, spec=spec
+        api_version,
+        kind,
+        w.name,
+        labels(plan, tenant=w.tenant, workload=w.name) | queue_labels(plan),
+        w.namespace,
+        spec=spec,
     )
 
 
@@ -312,7 +333,7 @@ def mpi_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
         "MPIJob",
         {
             "slotsPerWorker": max(1, w.gpus_per_node),
-            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0, "suspend": bool(_queue(plan))},
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0, "suspend": bool(queue_labels(plan))},
             "mpiImplementation": "OpenMPI",
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher},
@@ -345,7 +366,7 @@ def train_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
                 "kind": "ClusterTrainingRuntime",
                 "apiGroup": "trainer.kubeflow.org",
             },
-            "suspend": bool(_queue(plan)),
+            "suspend": bool(queue_labels(plan)),
             "trainer": {
                 "image": image(plan, w),
                 "command": ["torchrun", f"{PAYLOAD_DIR}/resnet.py"],
@@ -422,14 +443,14 @@ def pair_job(plan: Plan, w: WorkloadPlan) -> list[dict[str, Any]]:
             "batch/v1",
             "Job",
             w.name,
-            lbls | _queue(plan),
+            lbls | queue_labels(plan),
             w.namespace,
             spec={
                 "completionMode": "Indexed",
                 "completions": 2,
                 "parallelism": 2,
                 "backoffLimit": 0,
-                "suspend": bool(_queue(plan)),
+                "suspend": bool(queue_labels(plan)),
                 "template": pod,
             },
         ),
@@ -466,7 +487,7 @@ def fio_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
             "completions": w.nodes,
             "parallelism": w.nodes,
             "backoffLimit": 0,
-            "suspend": bool(_queue(plan)),
+            "suspend": bool(queue_labels(plan)),
             "template": pod,
         },
     )

@@ -19,11 +19,20 @@ import hashlib
 import json
 from typing import Any
 
-from aisite.plan import LABEL_PREFIX, Plan, ServedVersion, ServingPlan, TenantPlan
-from aisite.platform.common import GPU_RESOURCE, labels, obj
+from aisite.plan import LABEL_PREFIX, Plan, ServedVersion, ServingPlan
+from aisite.plan.serving import KSERVE_ADDON
+from aisite.platform.common import labels, obj
 from aisite.platform.gpus import gpu_request
-from aisite.platform.jobs import DATASETS_MOUNT, PAYLOAD_DIR, pinned_image, pod_security_context
-from aisite.platform.kueue import LOCAL_QUEUE
+from aisite.platform.jobs import (
+    DATASETS_MOUNT,
+    PAYLOAD_DIR,
+    container_security,
+    gpu_placement,
+    pinned_image,
+    pod_security_context,
+    queue_labels,
+    tenant_plan,
+)
 from aisite.platform.monitoring import NAMESPACE as MONITORING_NAMESPACE
 from aisite.platform.monitoring import grafana_dashboard, query_variable
 
@@ -33,6 +42,11 @@ PROXY_METRICS_PORT = 8405  # HAProxy's Prometheus exporter
 # The official haproxy image runs as its `haproxy` user (uid 99).
 PROXY_UID = 99
 KSERVE_MODE = {"serving.kserve.io/deploymentMode": "Standard"}
+
+
+def uses_kserve(plan: Plan) -> bool:
+    """Where the site installs KServe its models are InferenceServices; else Deployments and Services."""
+    return KSERVE_ADDON in plan.kubernetes.addons
 
 
 def version_name(s: ServingPlan, v: ServedVersion) -> str:
@@ -80,20 +94,6 @@ def proxy_config(
     return "\n".join(lines) + "\n"
 
 
-def _tenant(plan: Plan, s: ServingPlan) -> TenantPlan:
-    return next(t for t in plan.tenants if t.name == s.tenant)
-
-
-def _queue(plan: Plan) -> dict[str, str]:
-    return {"kueue.x-k8s.io/queue-name": LOCAL_QUEUE} if "kueue" in plan.kubernetes.addons else {}
-
-
-def _container_security(t: TenantPlan) -> dict[str, Any]:
-    if t.pod_security != "restricted":
-        return {}
-    return {"securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
-
-
 def server_args(s: ServingPlan, v: ServedVersion, checkpoint: str, port: int) -> list[str]:
     """The model server's arguments: the lab runs it with the same ones."""
     return [
@@ -114,7 +114,7 @@ def server_args(s: ServingPlan, v: ServedVersion, checkpoint: str, port: int) ->
 
 def _server_pod(plan: Plan, s: ServingPlan, v: ServedVersion) -> dict[str, Any]:
     """The model server's pod spec (an InferenceService's predictor takes the same fields)."""
-    t = _tenant(plan, s)
+    t = tenant_plan(plan, s.tenant)
     gpus = gpu_request(plan, s.gpus, version_name(s, v), s.namespace, labels(plan, tenant=s.tenant, serving=s.name))
     cpu_mem = {"cpu": str(s.cpus), "memory": f"{s.memory_gi}Gi"}
     resources: dict[str, Any] = {"requests": cpu_mem | gpus.limits, "limits": cpu_mem | gpus.limits}
@@ -122,7 +122,7 @@ def _server_pod(plan: Plan, s: ServingPlan, v: ServedVersion) -> dict[str, Any]:
         resources["claims"] = gpus.container_claims
     probe = {"httpGet": {"path": f"/v1/models/{s.name}", "port": SERVER_PORT}, "periodSeconds": 5}
     container = {
-        "name": "kserve-container" if s.kserve else "server",
+        "name": "kserve-container" if uses_kserve(plan) else "server",
         "image": server_image(plan, s),
         "command": ["python3", f"{PAYLOAD_DIR}/serve.py"],
         "args": server_args(s, v, f"{DATASETS_MOUNT}/{v.artifact}", SERVER_PORT),
@@ -133,7 +133,7 @@ def _server_pod(plan: Plan, s: ServingPlan, v: ServedVersion) -> dict[str, Any]:
             {"name": "payloads", "mountPath": PAYLOAD_DIR, "readOnly": True},
             {"name": "datasets", "mountPath": DATASETS_MOUNT, "readOnly": True},
         ],
-    } | _container_security(t)
+    } | container_security(t)
     spec: dict[str, Any] = {
         "containers": [container],
         "volumes": [
@@ -144,10 +144,7 @@ def _server_pod(plan: Plan, s: ServingPlan, v: ServedVersion) -> dict[str, Any]:
     }
     if gpus.claims:
         spec["resourceClaims"] = gpus.claims
-    if s.gpus:
-        spec["nodeSelector"] = {f"{LABEL_PREFIX}/gpu-type": s.gpu_type}
-        spec["tolerations"] = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
-    return spec
+    return spec | gpu_placement(s.gpu_type, s.gpus)
 
 
 def _version_labels(plan: Plan, s: ServingPlan, v: ServedVersion) -> dict[str, str]:
@@ -160,12 +157,12 @@ def _selector(s: ServingPlan, role: str) -> dict[str, str]:
 
 def version_objects(plan: Plan, s: ServingPlan, v: ServedVersion) -> list[dict[str, Any]]:
     name = version_name(s, v)
-    lbls = _version_labels(plan, s, v) | _queue(plan)
+    lbls = _version_labels(plan, s, v) | queue_labels(plan)
     pod_labels = lbls | {f"{LABEL_PREFIX}/model-version": v.version}
     pod = _server_pod(plan, s, v)
     gpus = gpu_request(plan, s.gpus, name, s.namespace, labels(plan, tenant=s.tenant, serving=s.name))
     out: list[dict[str, Any]] = list(gpus.objects)
-    if s.kserve:
+    if uses_kserve(plan):
         predictor = {"minReplicas": v.replicas, "maxReplicas": v.replicas, "labels": pod_labels} | pod
         isvc = obj(
             "serving.kserve.io/v1beta1", "InferenceService", name, lbls, s.namespace, spec={"predictor": predictor}
@@ -183,7 +180,7 @@ def version_objects(plan: Plan, s: ServingPlan, v: ServedVersion) -> list[dict[s
 
 def proxy_objects(plan: Plan, s: ServingPlan) -> list[dict[str, Any]]:
     """The model's address: HAProxy splitting requests between its versions by their shares."""
-    t = _tenant(plan, s)
+    t = tenant_plan(plan, s.tenant)
     lbls = labels(plan, tenant=s.tenant, serving=s.name, role="proxy")
     backends = [(v.role, f"{version_name(s, v)}.{s.namespace}.svc:80", v.share) for v in s.versions]
     config = proxy_config(s.name, backends, PROXY_PORT, PROXY_METRICS_PORT)
@@ -201,7 +198,7 @@ def proxy_objects(plan: Plan, s: ServingPlan) -> list[dict[str, Any]]:
         ],
         "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"cpu": "2", "memory": "512Mi"}},
         "volumeMounts": [{"name": "config", "mountPath": "/usr/local/etc/haproxy", "readOnly": True}],
-    } | _container_security(t)
+    } | container_security(t)
     pod = {
         # The configuration's digest in the template: a new split restarts the proxy with it.
         "metadata": {"labels": lbls, "annotations": {f"{LABEL_PREFIX}/proxy-config": _digest(config)}},
@@ -219,7 +216,7 @@ def proxy_objects(plan: Plan, s: ServingPlan) -> list[dict[str, Any]]:
     ]
     return [
         cm,
-        obj("apps/v1", "Deployment", f"{s.name}-proxy", lbls | _queue(plan), s.namespace, spec=spec),
+        obj("apps/v1", "Deployment", f"{s.name}-proxy", lbls | queue_labels(plan), s.namespace, spec=spec),
         obj("v1", "Service", s.name, lbls, s.namespace, spec={"selector": _selector(s, "proxy"), "ports": ports}),
     ]
 

@@ -103,23 +103,11 @@ def _same_but(before: str, after: str, name: str) -> None:
 
 def _checked(text: str, source: str) -> None:
     """The new stack as `aisite validate` reads it: a step that would break the site is never committed."""
-    loaded = _yaml().load(text)
-    data = _plain(loaded["config"][CONFIG_KEY])
     try:
-        parse_site(data, source)
+        parse_site(yaml.safe_load(text)["config"][CONFIG_KEY], source)
     except SiteError as exc:
         shown = "; ".join(str(p) for p in exc.problems[:5])
         raise PromotionCommitError(f"the changed stack would not validate: {shown}") from None
-
-
-def _plain(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {str(k): _plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_plain(v) for v in node]
-    if isinstance(node, str):
-        return str(node)
-    return node
 
 
 @dataclass(frozen=True)

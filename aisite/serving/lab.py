@@ -39,7 +39,7 @@ from pathlib import Path
 from aisite.lab.netns import pid as node_pid
 from aisite.lab.podman import podman
 from aisite.paths import serving_dir
-from aisite.plan import Node, Plan, ServedVersion, ServingPlan
+from aisite.plan import Node, Plan, ServingPlan
 from aisite.platform.serving import SERVER_PORT, proxy_config, server_args
 from aisite.render.inventory import container_name
 from aisite.roots import PACKAGE
@@ -272,10 +272,15 @@ def _wait(url: str, what: str, proc: subprocess.Popen[bytes], *, site: str, key:
             time.sleep(0.5)
 
 
-def server_url(plan: Plan, role: str) -> str:
+def server_address(plan: Plan, role: str) -> str:
+    """host:port of the role's model server: its node's management address (from the plan)."""
     node = hosts(plan)[role]
     assert node.management is not None
-    return f"http://{node.management.address}:{SERVER_PORT}"
+    return f"{node.management.address}:{SERVER_PORT}"
+
+
+def server_url(plan: Plan, role: str) -> str:
+    return f"http://{server_address(plan, role)}"
 
 
 def apply(plan: Plan, s: ServingPlan, say: Say, faults: dict[str, list[str]] | None = None) -> None:
@@ -312,7 +317,7 @@ def _proxy(plan: Plan, s: ServingPlan, say: Say) -> None:
     haproxy = shutil.which("haproxy")
     if haproxy is None:
         raise ServingLabError("haproxy is not installed (scripts/setup.sh installs Debian's package)")
-    backends = [(v.role, f"{server_url(plan, v.role).removeprefix('http://')}", v.share) for v in s.versions]
+    backends = [(v.role, server_address(plan, v.role), v.share) for v in s.versions]
     config = proxy_config(s.name, backends, PROXY_PORT, PROXY_METRICS_PORT, PROXY_ADDRESS)
     key = f"{s.name}-proxy"
     path = _state(plan.site) / f"{key}.cfg"
@@ -402,10 +407,6 @@ def load(
     for t in threads:
         t.join()
     return {version: v.summary() for version, v in sorted(out.items())}
-
-
-def served_version(s: ServingPlan, role: str) -> ServedVersion | None:
-    return next((v for v in s.versions if v.role == role), None)
 
 
 class LabRuntime:
