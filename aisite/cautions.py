@@ -36,6 +36,14 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
                 "cert-manager: the cluster must have it before the kserve release",
             )
         )
+    if "jupyterhub" in addons and site.kubernetes.gpu_allocation == "dra":
+        out.append(
+            Problem(
+                "site.kubernetes.gpu_allocation",
+                "dra: JupyterHub's KubeSpawner asks for GPUs as resources, not DRA claims: notebooks get CPU "
+                "profiles only",
+            )
+        )
     leaf_gbps = site.switches.leaves.speed_gbps
     for i, g in railed:
         _, _, _, nic_gbps, _ = group_hardware(g)

@@ -968,6 +968,30 @@ def _check_capacity(site: Site, layout: FabricLayout, out: list[Problem]) -> Non
                 )
 
 
+def _check_notebooks(site: Site, out: list[Problem]) -> None:
+    """The jupyterhub addon logs users in through the site's provider (JupyterHub's default admits anyone) and
+    starts their servers in tenants' namespaces (without a tenant no one could start one)."""
+    k = site.kubernetes
+    if "jupyterhub" not in k.addons:
+        return
+    if k.notebooks.login is None:
+        out.append(
+            Problem(
+                "site.kubernetes.notebooks.login",
+                "the jupyterhub addon needs the site's login provider (client_id and its URLs): without one "
+                "JupyterHub's default authenticator admits anyone",
+            )
+        )
+    if not k.tenants:
+        out.append(
+            Problem("site.kubernetes.addons", "jupyterhub: notebooks run in tenants' namespaces: declare tenants")
+        )
+    elif not any(t.groups for t in k.tenants):
+        out.append(
+            Problem("site.kubernetes.tenants", "jupyterhub: no tenant names groups, so no user could start a notebook")
+        )
+
+
 def _check_kubernetes(site: Site, out: list[Problem]) -> None:
     """The version against what the pinned components support, and a CNI the cluster layer can install.
     (The VIP and the pod and service networks are held by the address and network checks.)"""
@@ -991,6 +1015,7 @@ def _check_kubernetes(site: Site, out: list[Problem]) -> None:
     if "network-operator" in k.addons:
         _check_pod_rails(site, out)
     _check_dra(site, out)
+    _check_notebooks(site, out)
     for i, r in enumerate(k.containerd.registries):
         if not r.mirrors and not r.ca:
             out.append(Problem(f"site.kubernetes.containerd.registries[{i}]", f"{r.host}: give mirrors, a ca, or both"))

@@ -536,6 +536,7 @@ class Tenant(Strict):
 
 Addon = Literal[
     "gpu-operator",
+    "jupyterhub",
     "kserve",
     "network-operator",
     "kueue",
@@ -593,6 +594,46 @@ class EtcdBackup(Strict):
     ) = None
 
 
+# What a login provider's claim is named (OAuthenticator reads it from the user's data).
+Claim = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")]
+
+
+class NotebookLogin(Strict):
+    """The site's OAuth 2 / OpenID Connect provider, through OAuthenticator's GenericOAuthenticator. Its client
+    secret is the key `client-secret` of the Secret `jupyterhub-oauth` the site creates in the jupyterhub namespace,
+    never a value here. A user's groups (the `groups_claim`) are the tenants' `groups` that user may spawn in."""
+
+    client_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9._:@-]{1,200}$")]
+    authorize_url: Url
+    token_url: Url
+    userdata_url: Url
+    # The hub's own address as the provider calls it back: https://<hub>/hub/oauth_callback.
+    callback_url: Url
+    username_claim: Claim = "preferred_username"
+    groups_claim: Claim = "groups"
+
+
+class Notebooks(Strict):
+    """Notebooks for every tenant (the jupyterhub addon): its profiles are sized from here and each tenant's quota."""
+
+    # Without a login provider JupyterHub's default authenticator admits anyone: the addon needs one (checked).
+    login: NotebookLogin | None = None
+    # Jupyter Docker Stacks' PyTorch notebooks, the CUDA 12 build for GPU profiles (docs/using/selecting.md: a
+    # `cuda12-` prefix to the tag; the 2026-08-24 build in the project's wiki, 2026-08).
+    image: Image = "quay.io/jupyter/pytorch-notebook:2026-08-24"
+    gpu_image: Image = "quay.io/jupyter/pytorch-notebook:cuda12-2026-08-24"
+    # Each user's home: a volume of its own in the tenant's namespace (None: the cluster's default class).
+    home_gi: Annotated[int, Field(ge=1, le=10_000)] = 10
+    storage_class: DnsSubdomain | None = None
+    # The CPU profile, and what a GPU profile gets with each GPU.
+    cpus: Annotated[int, Field(ge=1, le=512)] = 2
+    memory_gi: Annotated[int, Field(ge=1, le=8192)] = 8
+    cpus_per_gpu: Annotated[int, Field(ge=1, le=512)] = 8
+    memory_gi_per_gpu: Annotated[int, Field(ge=1, le=8192)] = 64
+    # A server idle this long is stopped (JupyterHub's idle culler), its GPUs back in the tenant's quota.
+    idle_minutes: Annotated[int, Field(ge=10, le=10_080)] = 60
+
+
 class Kubernetes(Strict):
     version: Annotated[str, Field(pattern=r"^1\.\d+\.\d+$")] = "1.35.6"
     cni: Literal["calico", "cilium", "flannel"] = "calico"
@@ -622,6 +663,7 @@ class Kubernetes(Strict):
     image_mirror: Url | None = None
     monitoring: Monitoring = Monitoring()
     etcd_backup: EtcdBackup = EtcdBackup()
+    notebooks: Notebooks = Notebooks()
     # kubeadm's certificates last a year: each control-plane node renews them when one has fewer days left than
     # this (role kubernetes_certs, a monthly timer, the nodes in turn); health.min_certificate_days says when late.
     certificate_renew_days: Annotated[int, Field(ge=7, le=330)] = 90

@@ -53,9 +53,9 @@ def test_two_tier_plans_are_byte_identical(stack: str) -> None:
     # rails' speed, the NIC behind each rail (catalog) and the pods' network on it, a cable's chassis label, the
     # switches' front panel and host ports' far ends, the access switches' configuration, the disruption budget,
     # the etcd backups' settings, the certificates' renewal, the nodes' firmware baselines, and racks (NVL72: none
-    # here) with the GPU allocation; served models and dc1's kserve addon.
-    del doc["serving"]
-    doc["kubernetes"]["addons"] = [a for a in doc["kubernetes"]["addons"] if a != "kserve"]
+    # here) with the GPU allocation; served models and dc1's kserve addon; notebooks and h100pod's jupyterhub addon.
+    del doc["serving"], doc["kubernetes"]["notebooks"]
+    doc["kubernetes"]["addons"] = [a for a in doc["kubernetes"]["addons"] if a not in ("kserve", "jupyterhub")]
     if doc["provisioning"] is None:
         del doc["provisioning"]
     del doc["acceptance"], doc["health"], doc["maintenance"], doc["kubernetes"]["etcd_backup"], doc["ceph"]

@@ -9,6 +9,8 @@ from aisite.plan.types import (
     KubernetesPlan,
     MonitoringPlan,
     Node,
+    NotebookLoginPlan,
+    NotebooksPlan,
     RegistryPlan,
     TenantPlan,
     WorkloadPlan,
@@ -91,6 +93,10 @@ def kubernetes_plan(site: Site, nodes: tuple[Node, ...]) -> KubernetesPlan:
         ),
         etcd_backup=EtcdBackupPlan(**k.etcd_backup.model_dump()),
         certificate_renew_days=k.certificate_renew_days,
+        notebooks=NotebooksPlan(
+            **k.notebooks.model_dump(exclude={"login"}),
+            login=NotebookLoginPlan(**k.notebooks.login.model_dump()) if k.notebooks.login else None,
+        ),
     )
 
 

@@ -273,6 +273,33 @@ class MonitoringPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class NotebookLoginPlan:
+    client_id: str
+    authorize_url: str
+    token_url: str
+    userdata_url: str
+    callback_url: str
+    username_claim: str
+    groups_claim: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotebooksPlan:
+    """site.kubernetes.notebooks, for the jupyterhub addon (platform/notebooks.py)."""
+
+    login: NotebookLoginPlan | None = None
+    image: str = ""
+    gpu_image: str = ""
+    home_gi: int = 10
+    storage_class: str | None = None
+    cpus: int = 2
+    memory_gi: int = 8
+    cpus_per_gpu: int = 8
+    memory_gi_per_gpu: int = 64
+    idle_minutes: int = 60
+
+
+@dataclass(frozen=True, slots=True)
 class EtcdBackupPlan:
     """site.kubernetes.etcd_backup, for role etcd_backup."""
 
@@ -410,6 +437,7 @@ class KubernetesPlan:
     monitoring: MonitoringPlan = field(default_factory=MonitoringPlan)
     etcd_backup: EtcdBackupPlan = field(default_factory=EtcdBackupPlan)
     certificate_renew_days: int = 90
+    notebooks: NotebooksPlan = field(default_factory=NotebooksPlan)
 
 
 @dataclass(frozen=True, slots=True)

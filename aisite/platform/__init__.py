@@ -16,6 +16,7 @@ from aisite.platform.health import health_objects
 from aisite.platform.jobs import jobs, pinned_image
 from aisite.platform.kueue import kueue_objects, local_queue
 from aisite.platform.monitoring import monitoring_objects
+from aisite.platform.notebooks import tenant_notebook_objects, uses_notebooks
 from aisite.platform.rails import rail_objects, rail_quota
 from aisite.platform.serving import serving_monitoring
 from aisite.platform.storage import storage_classes
@@ -44,8 +45,10 @@ def objects(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     rails = "network-operator" in plan.kubernetes.addons and plan.kubernetes.rail_pod_addresses > 0
     if rails:
         out["rails.yaml"] = rail_objects(plan)
+    notebooks = uses_notebooks(plan)
     for t in plan.tenants:
         extra = ([local_queue(plan, t)] if kueue else []) + ([rail_quota(plan, t)] if rails else [])
+        extra += tenant_notebook_objects(plan, t) if notebooks else []
         out[f"tenant-{t.name}.yaml"] = tenant_objects(plan, t) + extra
     if plan.tenants:
         out["admission.yaml"] = admission_objects(plan)

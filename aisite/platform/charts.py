@@ -35,6 +35,7 @@ UPSTREAM = {
     "nvidia-dra-driver-gpu": "https://helm.ngc.nvidia.com/nvidia",
     "kserve-crd": "oci://ghcr.io/kserve/charts",
     "kserve-resources": "oci://ghcr.io/kserve/charts",
+    "jupyterhub": "https://hub.jupyter.org/helm-chart/",
 }
 VERSIONS = {
     # One GPU Operator for every generation: the part that drops Volta is the driver, and the driver stays with the
@@ -53,6 +54,8 @@ VERSIONS = {
     # KServe's two charts (its README's install: the CRDs, then the controller), tagged with a leading v.
     "kserve-crd": "v0.20.0",
     "kserve-resources": "v0.20.0",
+    # Zero to JupyterHub (JupyterHub 5.5.0, KubeSpawner 7.0.0 in its hub image).
+    "jupyterhub": "4.4.0",
 }
 # KServe in its Standard mode (a Deployment and Service per InferenceService; the Knative mode needs Knative and
 # Istio, which the site does not run), without its ingress: the serving proxy is each model's address. Its webhooks'
@@ -354,6 +357,11 @@ def charts(plan: Plan) -> list[Chart]:
     if "kserve" in addons:
         out.append(chart("kserve-crd", "kserve-crd", "kserve", {}, KSERVE_KINDS, level="restricted"))
         out.append(chart("kserve-resources", "kserve", "kserve", KSERVE_VALUES, (), level="restricted"))
+    # Imported here: notebooks.py builds on the jobs' helpers, which import this module.
+    from aisite.platform.notebooks import NAMESPACE, RELEASE, jupyterhub_values, uses_notebooks
+
+    if uses_notebooks(plan):
+        out.append(chart("jupyterhub", RELEASE, NAMESPACE, jupyterhub_values(plan), (), level="restricted"))
     if "training-operator" in addons:
         trainer = ("TrainJob", "ClusterTrainingRuntime")
         out.append(chart("kubeflow-trainer", "kubeflow-trainer", "kubeflow-system", {}, trainer, level="restricted"))

@@ -84,6 +84,9 @@ CHART_IMAGES: dict[str, tuple[str, ...]] = {
         "docker.io/kserve/storage-initializer:v0.20.0",
         "quay.io/brancz/kube-rbac-proxy:v0.18.0",
     ),
+    # The hub and its proxy (the user scheduler, placeholders and image pullers are off); the notebooks' images are
+    # the site's (kubernetes.notebooks), listed from the plan.
+    "jupyterhub": ("quay.io/jupyterhub/configurable-http-proxy:5.2.0", "quay.io/jupyterhub/k8s-hub:4.4.0"),
     "csi-driver-nfs": (
         "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0",
         "registry.k8s.io/sig-storage/csi-provisioner:v6.3.0",
@@ -142,6 +145,7 @@ class SiteImages:
 def site_images(plan: Plan) -> SiteImages:
     """Every image the site pulls, sorted, with its sources; and what could not be enumerated."""
     from aisite.platform import jobs, objects  # the platform package imports this module's users
+    from aisite.platform.notebooks import uses_notebooks
 
     k = plan.kubernetes
     out = SiteImages()
@@ -153,6 +157,10 @@ def site_images(plan: Plan) -> SiteImages:
     for name, objs in (objects(plan) | jobs(plan)).items():
         for image in image_refs(objs):
             out.add(image, f"manifests/{name}")
+    if uses_notebooks(plan):  # the hub starts them: in its values, not in any rendered object
+        out.add(k.notebooks.image, "notebooks (kubernetes.notebooks.image)")
+        if any(t.flavors for t in plan.tenants) and k.gpu_allocation != "dra":
+            out.add(k.notebooks.gpu_image, "notebooks (kubernetes.notebooks.gpu_image)")
     for m in remote_manifests(plan):
         out.not_enumerated.append(f"{m.name}: {NOT_ENUMERATED[m.name]}")
     out.add(k.kube_vip_image, "kube-vip (control plane)")
