@@ -38,7 +38,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 PYTHON=${PYTHON:-python3}
-stamp=".venv/.aisite-setup-$(cat requirements.lock pyproject.toml | sha256sum | cut -c1-16)"
+stamp=".venv/.aisite-setup-$(cat requirements.lock requirements-hub.lock pyproject.toml | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ]; then
   bash scripts/sonic-yang.sh
   exit 0
@@ -48,6 +48,7 @@ echo "setup: creating .venv with $($PYTHON --version)"
 pip() { .venv/bin/python -m pip -q --disable-pip-version-check "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
 pip install --upgrade pip
 pip install -r requirements.lock
+pip install -r requirements-hub.lock -c requirements.lock
 pip install --no-deps -e .
 rm -f .venv/.aisite-setup-*
 touch "$stamp"

@@ -456,3 +456,22 @@ def test_provisioning_runs_aisite_provision_on_the_stack_after_the_bmcs(monkeypa
     data["provisioning"]["retries"] = 2
     mocks, _ = run_program("lab", data)
     assert mocks.inputs["lab-provisioning-install"]["triggers"] != before
+
+
+def test_the_hub_lock_adds_packages_and_changes_none_of_the_main_lock() -> None:
+    """requirements-hub.lock (the notebooks' tests' hub code) installs beside requirements.lock, held to it
+    (`-c`): a package in both would let it move a version of the tree molecule runs from, unseen by the molecule
+    digests (they read requirements.lock). Every pin of pyproject's dev extra is in one of the two locks."""
+    import tomllib
+
+    def pins(name: str) -> dict[str, str]:
+        lines = [ln for ln in (ROOT / name).read_text().splitlines() if ln and not ln.startswith("#")]
+        return {n.lower().replace("_", "-"): v for n, v in (ln.split("==") for ln in lines)}
+
+    main, hub = pins("requirements.lock"), pins("requirements-hub.lock")
+    assert {"jupyterhub", "jupyterhub-kubespawner"} <= set(hub)
+    assert sorted(set(main) & set(hub)) == []
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    both = main | hub
+    unlocked = [p for p in dev if both.get(p.split("==")[0].split("[")[0].lower()) != p.split("==")[1]]
+    assert unlocked == [], unlocked
