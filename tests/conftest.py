@@ -132,8 +132,9 @@ def ssh_signer(tmp: Path, principal: str) -> tuple[Path, str]:
 # mode; the BMC scenarios (power, boot devices, errors, the provider); the three-tier lab with acceptance, the bench
 # and the health check; the reconciler's passes; the whole-site second run; the VM's restarts (a changed BMC
 # password, a mistyped boot MAC, a BIOS change rolled back); the costlier faults (a spine lost or hung, a miswire, a
-# storage node lost during a read, the rolled driver change), one failure of the fabric running every day. Sized
-# from their seconds (docs/development.md): no day's group costs much more than another's.
+# storage node lost during a read, the rolled driver change, and the served model's three promotions, whose
+# rolled-back canary fails live), one failure of the fabric running every day. Sized from their seconds
+# (docs/development.md): no day's group costs much more than another's.
 ROTATION_GROUPS = ("pull", "bmcs", "three-tier", "reconcile", "second-run", "restarts", "faults")
 
 

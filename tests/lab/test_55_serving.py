@@ -21,7 +21,7 @@ import yaml
 from aisite.paths import serving_dir
 from aisite.plan import Plan
 from tests.conftest import git, run_cli, ssh_signer
-from tests.lab.common import BMC_ENV, SITE
+from tests.lab.common import BMC_ENV, SITE, rotating
 
 PRINCIPAL = "labadmin@aisite-lab"
 # Who commits the promotions (a fresh CI machine has no git identity of its own).
@@ -66,6 +66,9 @@ def _promote(repo: Path, stack: Path, version: str, *extra: str) -> dict[str, ob
     return doc
 
 
+# 341 s in a fresh-clone CI rehearsal (2026-11-29): with the faults, whose turn is the lightest (its failing canary is
+# a fault injected live too).
+@rotating("faults")
 def test_three_candidates_rolled_back_promoted_and_refused_each_with_its_commits(
     site_repo: Path, stack_file: Path, plan: Plan
 ) -> None:
