@@ -22,6 +22,8 @@ from unittest.mock import Mock
 
 import kubernetes_validate
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aisite.loader import load_site, parse_site
 from aisite.plan import Plan, build_plan
@@ -178,6 +180,14 @@ def test_gpu_choices_follow_the_quota_and_a_node() -> None:
     (vision,) = [t for t in plan.tenants if t.name == "vision"]
     gpu = tenant_profiles(plan, vision)[1]
     assert list(gpu["profile_options"]["gpus"]["choices"]) == ["1", "2", "3"]
+
+
+@given(st.integers(0, 2048), st.integers(0, 72))
+def test_a_profile_never_offers_more_gpus_than_the_quota_or_a_node_holds(quota: int, per_node: int) -> None:
+    choices = gpu_choices(quota, per_node)
+    most = min(quota, per_node)
+    assert choices == sorted(set(choices)) and all(0 < n <= most for n in choices)
+    assert (choices[-1] == most) if most else choices == []
 
 
 def test_the_hub_may_start_servers_in_tenants_namespaces_only() -> None:
