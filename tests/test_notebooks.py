@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from aisite.loader import load_site, parse_site
 from aisite.plan import Plan, build_plan
 from aisite.platform import objects
+from aisite.platform.images import site_images
 from aisite.platform.notebooks import HUB_RULES, NAMESPACE, gpu_choices, tenant_profiles
 from tests.conftest import run_cli, stack_data
 from tests.pod_security import violations
@@ -114,7 +115,13 @@ def spawn(config: Any, groups: list[str], options: dict[str, str]) -> tuple[Any,
         pod = config.KubeSpawner.modify_pod_hook(spawner, pod)
         return spawner, ApiClient().sanitize_for_serialization(pod)
 
-    return asyncio.run(run())
+    # Its own loop, left unset: asyncio.run would leave the thread without one, which later tests of the same worker
+    # (Pulumi's mocks) ask for.
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(run())
+    finally:
+        loop.close()
 
 
 def _plan() -> Plan:
@@ -209,6 +216,19 @@ def test_the_hub_may_start_servers_in_tenants_namespaces_only() -> None:
     assert set(granted) == {t.namespace for t in plan.tenants}
     (chart_role,) = [o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == "hub"]
     assert chart_role["rules"] == HUB_RULES  # the same rights the chart gives it in its own namespace
+
+
+def test_aisite_images_lists_the_notebook_images_the_profiles_start() -> None:
+    plan = _plan()
+    nb = plan.kubernetes.notebooks
+    found = site_images(plan).images
+    assert found[nb.image] == found[nb.gpu_image] == ["notebooks (kubernetes.notebooks)"]
+    # Under DRA the profiles are CPU ones only, and the GPU image is not pulled.
+    data = copy.deepcopy(stack_data(STACK))
+    data["kubernetes"]["gpu_allocation"] = "dra"
+    data["workloads"], data["serving"] = [], []  # TrainJobs cannot claim DRA GPUs (a check says so)
+    dra = build_plan(parse_site(data, STACK))
+    assert nb.gpu_image not in site_images(dra).images and nb.image in site_images(dra).images
 
 
 def test_the_addon_needs_a_login_provider_and_tenants(tmp_path: Path) -> None:

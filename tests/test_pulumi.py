@@ -369,6 +369,16 @@ def test_jobs_wait_for_their_operator_and_the_tenants_objects(stack: str) -> Non
             assert any(d.endswith(f"::{stack}-objects-tenant-{t.name}") for d in deps), deps
 
 
+def _key(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def _locked(name: str) -> dict[str, str]:
+    """A lock file's pins: package (normalised) -> version."""
+    lines = [ln for ln in (ROOT / name).read_text().splitlines() if ln and not ln.startswith("#")]
+    return {_key(n): v for n, v in (ln.split("==") for ln in lines)}
+
+
 def test_pulumis_pip_toolchain_installs_the_program_at_the_locked_versions() -> None:
     """`pulumi install` (and the Pulumi Kubernetes Operator's workspace for the gitops Stack) installs
     requirements.txt: the project itself under the lock as a constraint. So every runtime dependency the project
@@ -382,12 +392,9 @@ def test_pulumis_pip_toolchain_installs_the_program_at_the_locked_versions() -> 
     lines = [ln for ln in (ROOT / "requirements.txt").read_text().splitlines() if ln and not ln.startswith("#")]
     assert lines == ["-c requirements.lock", "."]
 
-    def key(name: str) -> str:
-        return name.lower().replace("_", "-")
-
-    lock = dict((key(n), v) for n, v in (ln.split("==") for ln in (ROOT / "requirements.lock").read_text().split()))
+    lock = _locked("requirements.lock")
     pins = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    unlocked = [p for p in pins if lock.get(key(p.split("==")[0])) != p.split("==")[1]]
+    unlocked = [p for p in pins if lock.get(_key(p.split("==")[0])) != p.split("==")[1]]
     assert unlocked == [], f"pinned in pyproject.toml but not at that version in requirements.lock: {unlocked}"
 
 
@@ -464,14 +471,10 @@ def test_the_hub_lock_adds_packages_and_changes_none_of_the_main_lock() -> None:
     digests (they read requirements.lock). Every pin of pyproject's dev extra is in one of the two locks."""
     import tomllib
 
-    def pins(name: str) -> dict[str, str]:
-        lines = [ln for ln in (ROOT / name).read_text().splitlines() if ln and not ln.startswith("#")]
-        return {n.lower().replace("_", "-"): v for n, v in (ln.split("==") for ln in lines)}
-
-    main, hub = pins("requirements.lock"), pins("requirements-hub.lock")
+    main, hub = _locked("requirements.lock"), _locked("requirements-hub.lock")
     assert {"jupyterhub", "jupyterhub-kubespawner"} <= set(hub)
     assert sorted(set(main) & set(hub)) == []
     dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
     both = main | hub
-    unlocked = [p for p in dev if both.get(p.split("==")[0].split("[")[0].lower()) != p.split("==")[1]]
+    unlocked = [p for p in dev if both.get(_key(p.split("==")[0].split("[")[0])) != p.split("==")[1]]
     assert unlocked == [], unlocked

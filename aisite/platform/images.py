@@ -145,7 +145,7 @@ class SiteImages:
 def site_images(plan: Plan) -> SiteImages:
     """Every image the site pulls, sorted, with its sources; and what could not be enumerated."""
     from aisite.platform import jobs, objects  # the platform package imports this module's users
-    from aisite.platform.notebooks import uses_notebooks
+    from aisite.platform.notebooks import notebook_images, uses_notebooks
 
     k = plan.kubernetes
     out = SiteImages()
@@ -157,10 +157,9 @@ def site_images(plan: Plan) -> SiteImages:
     for name, objs in (objects(plan) | jobs(plan)).items():
         for image in image_refs(objs):
             out.add(image, f"manifests/{name}")
-    if uses_notebooks(plan):  # the hub starts them: in its values, not in any rendered object
-        out.add(k.notebooks.image, "notebooks (kubernetes.notebooks.image)")
-        if any(t.flavors for t in plan.tenants) and k.gpu_allocation != "dra":
-            out.add(k.notebooks.gpu_image, "notebooks (kubernetes.notebooks.gpu_image)")
+    if uses_notebooks(plan):
+        for image in notebook_images(plan):
+            out.add(image, "notebooks (kubernetes.notebooks)")
     for m in remote_manifests(plan):
         out.not_enumerated.append(f"{m.name}: {NOT_ENUMERATED[m.name]}")
     out.add(k.kube_vip_image, "kube-vip (control plane)")

@@ -18,6 +18,7 @@ reads.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -218,11 +219,16 @@ def queue_labels(plan: Plan) -> dict[str, str]:
     return {"kueue.x-k8s.io/queue-name": LOCAL_QUEUE} if "kueue" in plan.kubernetes.addons else {}
 
 
+# What `restricted` Pod Security asks of every container, and of every pod whatever its level (the runtime's seccomp).
+RESTRICTED_CONTAINER: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+RUNTIME_SECCOMP: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def container_security(t: TenantPlan) -> dict[str, Any]:
     """What the tenant's Pod Security level asks of each container (restricted: no escalation, no capability)."""
     if t.pod_security != "restricted":
         return {}
-    return {"securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+    return {"securityContext": copy.deepcopy(RESTRICTED_CONTAINER)}
 
 
 def _container(plan: Plan, w: WorkloadPlan, name: str, command: list[str], gpus: bool = True) -> dict[str, Any]:
@@ -243,7 +249,7 @@ def pod_security_context(t: TenantPlan) -> dict[str, Any]:
     """What the tenant namespace's Pod Security level asks of its pods. RDMA needs no capability: every container
     inherits containerd's unlimited locked memory (the common role's DefaultLimitMEMLOCK), so no pod adds IPC_LOCK,
     which neither baseline nor restricted admits."""
-    sc: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    sc: dict[str, Any] = copy.deepcopy(RUNTIME_SECCOMP)
     if t.pod_security == "restricted":
         sc |= {"runAsNonRoot": True, "runAsUser": NON_ROOT_UID, "runAsGroup": NON_ROOT_UID, "fsGroup": NON_ROOT_UID}
     return sc

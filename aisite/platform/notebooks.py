@@ -19,7 +19,14 @@ from typing import Any
 from aisite.plan import Plan, TenantPlan
 from aisite.platform.admission import TENANT_NAMESPACES
 from aisite.platform.common import GPU_RESOURCE, labels
-from aisite.platform.jobs import DATASETS_MOUNT, NON_ROOT_UID, gpu_placement, queue_labels
+from aisite.platform.jobs import (
+    DATASETS_MOUNT,
+    NON_ROOT_UID,
+    RESTRICTED_CONTAINER,
+    RUNTIME_SECCOMP,
+    gpu_placement,
+    queue_labels,
+)
 from aisite.platform.tenants import in_tenant
 
 ADDON = "jupyterhub"
@@ -119,6 +126,18 @@ def tenant_profiles(plan: Plan, t: TenantPlan) -> list[dict[str, Any]]:
     return out
 
 
+def notebook_images(plan: Plan) -> list[str]:
+    """The images the tenants' profiles start (the hub starts them: they are in its values, in no object), the
+    CPU profiles' default first."""
+    images = [plan.kubernetes.notebooks.image]
+    for t in plan.tenants:
+        for p in tenant_profiles(plan, t):
+            image = p["kubespawner_override"].get("image")
+            if image and image not in images:
+                images.append(image)
+    return images
+
+
 def _to_servers() -> dict[str, Any]:
     """An egress rule to the user servers in the tenants' namespaces."""
     return {
@@ -133,7 +152,8 @@ def jupyterhub_values(plan: Plan) -> dict[str, Any]:
     login = nb.login
     groups = sorted({g for t in plan.tenants for g in t.groups})
     image, _, tag = nb.image.rpartition(":")
-    security = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True}
+    # Every tenant's servers alike: restricted's settings also pass a baseline tenant's namespace.
+    security = RESTRICTED_CONTAINER | {"runAsNonRoot": True}
     storage: dict[str, Any] = {"capacity": f"{nb.home_gi}Gi"}
     if nb.storage_class:
         storage["dynamic"] = {"storageClass": nb.storage_class}
@@ -160,7 +180,7 @@ def jupyterhub_values(plan: Plan) -> dict[str, Any]:
                 # Restricted Pod Security in every tenant's namespace asks this of the servers.
                 "KubeSpawner": {
                     "container_security_context": security,
-                    "pod_security_context": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "pod_security_context": RUNTIME_SECCOMP,
                 },
             },
             "extraEnv": {
