@@ -11,11 +11,14 @@ from typing import Any
 import pytest
 import yaml
 
+from aisite.cautions import site_warnings
+from aisite.loader import parse_site
 from aisite.payloads.serve import Metrics
-from aisite.plan import Plan, ServingPlan
+from aisite.plan import Plan, ServingPlan, build_plan
 from aisite.plan.types import CanaryPlan, PromotionPlan
 from aisite.repo import git as repo_git
-from aisite.serving.commits import PromotionCommitError, Signing, commit_step, edit_serving
+from aisite.serving.auto import pending, promote_pending
+from aisite.serving.commits import PromotionCommitError, Signing, commit_step, decided, edit_serving, push
 from aisite.serving.policy import (
     Evaluation,
     PolicyInputError,
@@ -26,7 +29,7 @@ from aisite.serving.policy import (
     window,
 )
 from aisite.serving.promote import PromoteError, promote
-from tests.conftest import ROOT, git, ssh_signer
+from tests.conftest import ROOT, commit_file, git, run_cli, ssh_signer, stack_data
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Site Admin",
@@ -218,6 +221,7 @@ class FakeRuntime:
         self.live = live
         self.applied: list[list[tuple[str, str, int]]] = []
         self.reads = 0
+        self.found: list[tuple[str, float]] = []  # the checkpoints in the storage: (file name stem, mtime)
 
     def evaluate(self, plan: Plan, s: ServingPlan, artifact: str, dataset: str) -> str:
         doc = {"schema": "aisite.eval/v1", "samples": 300, "top1_accuracy": self.scores[artifact], "top5_accuracy": 1}
@@ -234,6 +238,9 @@ class FakeRuntime:
 
     def traffic(self, plan: Plan, s: ServingPlan, seconds: float) -> dict[str, dict[str, Any]]:
         return {"v2": {"requests": len(self.live[1])}}
+
+    def checkpoints(self, plan: Plan, s: ServingPlan) -> list[tuple[str, float]]:
+        return list(self.found)
 
 
 def _subjects(repo: Path, n: int) -> list[str]:
@@ -315,3 +322,131 @@ def test_promote_refuses_a_bad_request_before_anything_runs(site_repo: Path, tmp
     with pytest.raises(PromoteError, match="give --signing-key"):
         promote(stack, "classifier", "v2", "m/v2.pt", repo=site_repo, runtime=runtime, signing=None, say=print)
     assert git(site_repo, "rev-parse", "HEAD") == head and runtime.applied == []
+
+
+@pytest.mark.parametrize(
+    ("found", "judged", "expected"),
+    [
+        ([("v2", 10.0), ("v3", 20.0)], set(), "v3"),  # the newest
+        ([("v2", 10.0), ("v3", 20.0)], {"v3"}, None),  # the newest judged: an older one is not taken
+        ([("v1", 30.0), ("v2", 10.0)], set(), None),  # nor when the newest is the champion
+        ([("v2", 10.0)], {"v2"}, None),
+        ([("../v9", 50.0), ("V9", 50.0), ("-x", 50.0), ("v2", 10.0)], set(), "v2"),  # names that are no version
+        ([("b", 10.0), ("a", 10.0)], set(), "b"),  # a tie goes by name, the same each pass
+        ([], set(), None),
+    ],
+)
+def test_the_candidate_is_the_newest_checkpoint_unless_judged(
+    found: list[tuple[str, float]], judged: set[str], expected: str | None
+) -> None:
+    assert pending(found, judged, "v1") == expected
+
+
+def _origin(site_repo: Path, tmp_path: Path) -> Path:
+    """The site's shared repository: a bare one the work repository pushes each step to."""
+    bare = tmp_path / "origin.git"
+    git(tmp_path, "clone", "--quiet", "--bare", str(site_repo), str(bare))
+    git(site_repo, "remote", "add", "origin", str(bare))
+    return bare
+
+
+def test_unnamed_promotions_judge_each_checkpoint_once_and_publish_each_step(site_repo: Path, tmp_path: Path) -> None:
+    """Without a version: the newest checkpoint no step was committed for, so the second pass finds nothing new
+    and a refused checkpoint is not tried again; each step is on the shared branch before it acts."""
+    stack = site_repo / "stacks" / "Pulumi.lab.yaml"
+    bare = _origin(site_repo, tmp_path)
+    scores = {f"models/classifier/{v}.pt": s for v, s in (("v1", 0.5), ("v2", 0.8), ("v3", 0.6), ("v4", 0.9))}
+    runtime = FakeRuntime(scores, ([0.02] * 30, [200] * 30))
+    runtime.found = [("v1", 1.0), ("v2", 2.0), ("Draft_2", 9.0)]  # a file name that is no version is not one
+    admin = _signing(tmp_path, "labadmin@aisite-lab", ["labadmin@aisite-lab"])
+    published: list[tuple[str, int]] = []  # each step's commit, and how many times the runtime had applied then
+
+    def publish(commit: str) -> None:
+        push(site_repo, "main", commit)
+        assert git(bare, "rev-parse", "main") == commit
+        published.append((commit, len(runtime.applied)))
+
+    def run() -> list[tuple[str, str, str]]:
+        outs = promote_pending(
+            stack, ["classifier"], repo=site_repo, runtime=runtime, signing=admin, say=lambda _: None,
+            publish=publish,
+        )  # fmt: skip
+        return [(o.serving, o.candidate, o.state) for o in outs]
+
+    assert run() == [("classifier", "v2", "promoted")]
+    # On the shared branch before the step acts: the canary's before the canary ran, the promotion's before the
+    # champion changed.
+    assert [n for _, n in published] == [0, 1] and len(runtime.applied) == 2
+    assert decided(site_repo, stack, "classifier") == {"v2"}
+    assert run() == [("classifier", "", "idle")]  # v2 is the champion now, and judged
+    runtime.found += [("v3", 3.0)]
+    assert run() == [("classifier", "v3", "refused")]  # 0.6 does not beat v2's 0.8
+    assert run() == [("classifier", "", "idle")]  # and is not tried again
+    runtime.found += [("v4", 4.0)]
+    runtime.reads = 0  # a new candidate's server: its counters start again
+    assert run() == [("classifier", "v4", "promoted")]
+    assert git(bare, "rev-parse", "main") == git(site_repo, "rev-parse", "HEAD") == published[-1][0]
+    assert decided(site_repo, stack, "classifier") == {"v2", "v3", "v4"}
+    # The lab's policy is not automatic: `--automatic` finds nothing to do in it.
+    assert promote_pending(stack, None, repo=site_repo, runtime=runtime, signing=admin, say=print) == []
+
+
+def test_a_step_the_shared_branch_does_not_take_does_not_act(site_repo: Path, tmp_path: Path) -> None:
+    """Someone pushed meanwhile: the canary's commit is not published, so the canary does not start."""
+    stack = site_repo / "stacks" / "Pulumi.lab.yaml"
+    bare = _origin(site_repo, tmp_path)
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "--quiet", str(bare), str(other))
+    commit_file(other, "README", "theirs\n", "Someone else's change")
+    git(other, "push", "--quiet", "origin", "main")
+    runtime = FakeRuntime({"models/classifier/v1.pt": 0.5, "models/classifier/v2.pt": 0.8}, ([], []))
+    runtime.found = [("v2", 2.0)]
+    admin = _signing(tmp_path, "labadmin@aisite-lab", ["labadmin@aisite-lab"])
+    with pytest.raises(PromotionCommitError, match="was not published and did not act"):
+        promote_pending(
+            stack, ["classifier"], repo=site_repo, runtime=runtime, signing=admin, say=lambda _: None,
+            publish=lambda c: push(site_repo, "main", c),
+        )  # fmt: skip
+    assert runtime.applied == []  # no canary ran
+    assert "Someone else's change" in git(bare, "log", "-1", "--format=%s", "main")
+
+
+def test_promote_options_are_checked_together_before_anything_runs() -> None:
+    r = run_cli("promote", "lab", "--automatic", "--version", "v2", "--push", "ma..in")
+    assert r.returncode == 2, r.stderr
+    for words in ("--version: not with --automatic", "--push: "):
+        assert words in r.stderr, r.stderr
+    r = run_cli("promote", "lab", "--artifact", "m/x.pt", "--inject-error-rate", "0.5")
+    assert r.returncode == 2
+    for words in ("SERVING or --automatic: give one", "--artifact: only with --version", "only with --version (the"):
+        assert words in r.stderr, r.stderr
+    # A real site with no automatic policy: nothing to do, and no refusal for not being the lab.
+    r = run_cli("promote", "h100pod", "--automatic", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == {"outcomes": []}, r.stderr
+
+
+def test_validate_names_the_promotions_the_reconciler_runs(tmp_path: Path) -> None:
+    """The reconciler learns from the commit's own `aisite validate` which served models it promotes."""
+    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text()
+    policy = "          training: resnet50-train\n"
+    assert policy in text
+    stack = tmp_path / "Pulumi.lab.yaml"
+    for automatic, names in (("", []), ("          automatic: true\n", ["classifier"])):
+        stack.write_text(text.replace(policy, policy + automatic))
+        r = run_cli("validate", str(stack), "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["summary"]["automatic_promotions"] == names
+
+
+def test_automatic_promotion_on_a_real_site_is_warned_of() -> None:
+    """A real site's reconciler cannot promote in this version: `aisite validate` says so where a policy asks it."""
+    data = stack_data("h100pod")
+    data["serving"][0]["promotion"]["automatic"] = True
+    data["gitops"] = {"repository": "ssh://git@git.example.org/site.git"}  # the reconciler it needs
+    site = parse_site(data, "h100pod")
+    warned = [str(w) for w in site_warnings(site, build_plan(site))]
+    said = "site.serving[0].promotion.automatic: the reconciler's promotions run on lab stacks"
+    assert any(said in w for w in warned), warned
+    data["serving"][0]["promotion"]["automatic"] = False
+    site = parse_site(data, "h100pod")
+    assert not any("automatic" in str(w) for w in site_warnings(site, build_plan(site)))

@@ -9,21 +9,25 @@ import sys
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from pydantic import TypeAdapter, ValidationError
 from rich.table import Table
 
-from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, out
+from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, load_plan, out
 from aisite.cli.lab import lab_plan
+from aisite.fields import GitBranch
 from aisite.lab.podman import LabError
 from aisite.loader import resolve_stack
 from aisite.plan import Plan, ServingPlan
 from aisite.repo import GitError, toplevel
 from aisite.serving import lab as servelab
+from aisite.serving.auto import checkpoint, promote_pending
 from aisite.serving.commits import PromotionCommitError, Signing
+from aisite.serving.commits import push as push_step
 from aisite.serving.policy import PolicyInputError
-from aisite.serving.promote import PromoteError, check_candidate, promote
+from aisite.serving.promote import Outcome, PromoteError, check_candidate, promote
 
 serve_app = typer.Typer(no_args_is_help=True, help="Served models on the lab: data, training, servers, requests.")
 ServingArg = Annotated[str, typer.Argument(help="A served model's name under site.serving.")]
@@ -123,15 +127,68 @@ def serve_down(stack: StackArg) -> None:
 
 
 def _artifact(name: str, version: str, artifact: str | None) -> str:
-    return artifact or f"models/{name}/{version}.pt"
+    return artifact or checkpoint(name, version)
+
+
+_BRANCH: TypeAdapter[str] = TypeAdapter(GitBranch)
+
+
+def _request_problems(  # noqa: PLR0917 - the options being checked together
+    name: str | None, version: str | None, artifact: str | None, automatic: bool, push: str | None, faults: bool
+) -> list[str]:
+    """Every problem of a promote request's options at once (exit 2 before anything runs)."""
+    problems = []
+    if (name is None) == (not automatic):
+        problems.append("SERVING or --automatic: give one")
+    if automatic and version is not None:
+        problems.append("--version: not with --automatic (each model's newest checkpoint not judged yet is taken)")
+    if artifact is not None and version is None:
+        problems.append("--artifact: only with --version")
+    if faults and version is None:
+        problems.append("--inject-latency-ms and --inject-error-rate: only with --version (the version made to fail)")
+    if push is not None:
+        try:
+            _BRANCH.validate_python(push)
+        except ValidationError as exc:
+            problems.append(f"--push: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
+    return problems
+
+
+def _print_outcome(plan: Plan, o: Outcome) -> None:
+    if o.state == "idle":
+        out.print(f"{o.serving}: nothing to promote: {o.note}", markup=False)
+        return
+    t = Table(title=f"{plan.site}: {o.serving} {o.candidate}: {o.state}")
+    for col in ("step", "commit", "subject"):
+        t.add_column(col)
+    for c in o.commits:
+        t.add_row(c["step"], c["commit"][:12], c["subject"])
+    out.print(t)
+    out.print(f"gate: {o.gate['reason']}", markup=False)
+    for version_, f in o.traffic.items():
+        out.print(f"requests answered by {version_}: {f}", markup=False)
+    if o.canary and o.canary["crossed"]:
+        out.print("limits crossed: " + "; ".join(o.canary["crossed"]), markup=False)
 
 
 def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
     stack: StackArg,
-    name: ServingArg,
-    version: Annotated[str, typer.Option(help="The candidate's version.")],
+    name: Annotated[
+        str | None, typer.Argument(help="A served model's name under site.serving (or --automatic).")
+    ] = None,
+    version: Annotated[
+        str | None,
+        typer.Option(help="The candidate's version (default: the newest checkpoint in models/NAME/ not judged yet)."),
+    ] = None,
     artifact: Annotated[
         str | None, typer.Option(help="Its checkpoint in the tenant's storage (default models/NAME/VERSION.pt).")
+    ] = None,
+    automatic: Annotated[
+        bool, typer.Option("--automatic", help="Every served model whose policy is automatic (the reconciler's call).")
+    ] = False,
+    push: Annotated[
+        str | None,
+        typer.Option(help="Push each step to this branch of the repository's origin before the step acts."),
     ] = None,
     repo: Annotated[
         Path | None, typer.Option(help="The site repository to commit to (default: the one holding the stack file).")
@@ -144,31 +201,44 @@ def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
     as_json_: JsonOpt = False,
 ) -> None:
     """Evaluate a candidate checkpoint against the champion, refuse it with the figures or run its canary, and
-    promote or roll it back: each step a signed commit to the site repository."""
+    promote or roll it back: each step a signed commit to the site repository. Without --version, the newest
+    checkpoint no promotion has judged (the repository's history says which were); with --automatic, that of every
+    served model whose policy is automatic, or nothing."""
+    faults = servelab.fault_flags(inject_latency_ms, inject_error_rate)
+    problems = _request_problems(name, version, artifact, automatic, push, bool(faults))
+    if problems:
+        for p in problems:
+            print(f"error: promote: {p}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    plan = load_plan(stack, as_json_)
+    if automatic and not any(s.promotion and s.promotion.automatic for s in plan.serving):
+        _say(f"{plan.site}: no served model's promotion is automatic")
+        if as_json_:
+            print(json.dumps({"outcomes": []}))
+        return
     # On a site the evaluation would run as its cluster's jobs and the canary read its proxy's metrics, which this
     # machine cannot reach: this version promotes on lab stacks.
     plan = lab_plan(stack, as_json_)
     stack_file = resolve_stack(stack).resolve()
-    faults = servelab.fault_flags(inject_latency_ms, inject_error_rate)
-    runtime = servelab.LabRuntime(_say, faults={version: faults} if faults else None)
+    runtime = servelab.LabRuntime(_say, faults={version: faults} if faults and version else None)
     try:
         site_repo = repo or toplevel(stack_file)
         signing = None
         if signing_key is not None:
-            allowed = plan.gitops.allowed_signers if plan.gitops else ()
-            s = next((x for x in plan.serving if x.name == name), None)
-            signers = s.promotion.signers if s and s.promotion else ()
-            signing = Signing(signing_key, tuple(allowed), tuple(signers))
-        outcome = promote(
-            stack_file,
-            name,
-            version,
-            _artifact(name, version, artifact),
-            repo=site_repo,
-            runtime=runtime,
-            signing=signing,
-            say=_say,
-        )
+            # The signers each model's policy names are promote's to apply.
+            signing = Signing(signing_key, tuple(plan.gitops.allowed_signers if plan.gitops else ()), ())
+
+        def publish(commit: str) -> None:
+            assert push is not None
+            push_step(site_repo, push, commit)
+
+        kw: dict[str, Any] = {"repo": site_repo, "runtime": runtime, "signing": signing, "say": _say}
+        kw["publish"] = publish if push else None
+        if version is not None:
+            assert name is not None
+            outcomes = [promote(stack_file, name, version, _artifact(name, version, artifact), **kw)]
+        else:
+            outcomes = promote_pending(stack_file, [name] if name else None, **kw)
     except PromoteError as exc:
         print(f"error: promote: {exc}", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID) from None
@@ -176,16 +246,8 @@ def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
         print(f"error: promote: {exc}", file=sys.stderr)
         raise typer.Exit(EXIT_FAILED) from None
     if as_json_:
-        print(json.dumps(asdict(outcome), indent=2))
+        docs = [asdict(o) for o in outcomes]
+        print(json.dumps({"outcomes": docs} if automatic else docs[0], indent=2))
         return
-    t = Table(title=f"{plan.site}: {name} {version}: {outcome.state}")
-    for col in ("step", "commit", "subject"):
-        t.add_column(col)
-    for c in outcome.commits:
-        t.add_row(c["step"], c["commit"][:12], c["subject"])
-    out.print(t)
-    out.print(f"gate: {outcome.gate['reason']}", markup=False)
-    for version_, f in outcome.traffic.items():
-        out.print(f"requests answered by {version_}: {f}", markup=False)
-    if outcome.canary and outcome.canary["crossed"]:
-        out.print("limits crossed: " + "; ".join(outcome.canary["crossed"]), markup=False)
+    for o in outcomes:
+        _print_outcome(plan, o)

@@ -34,6 +34,9 @@ def _summary(plan: Plan) -> dict[str, Any]:
         "bmcs": dict(Counter(n.bmc.protocol for n in plan.nodes)),
         "tenants": len(plan.tenants),
         "workloads": len(plan.workloads),
+        "served_models": len(plan.serving),
+        # What the reconciler promotes after a pass (`aisite promote STACK --automatic`).
+        "automatic_promotions": [x.name for x in plan.serving if x.promotion and x.promotion.automatic],
     }
 
 

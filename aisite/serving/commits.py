@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,47 @@ from aisite.serving.checks import principals
 
 class PromotionCommitError(RuntimeError):
     """The step could not be committed; the repository is as it was."""
+
+
+def subject(name: str, version: str, step: str, detail: str = "") -> str:
+    """A step's commit subject (the audit trail's line; `decided` reads it back). detail: the canary's share, or
+    why the candidate was rolled back."""
+    return {
+        "refused": f"serving {name}: {version} refused at the gate",
+        "canary": f"serving {name}: canary {version} at {detail} %",
+        "promoted": f"serving {name}: {version} promoted",
+        "rolled-back": f"serving {name}: {version} rolled back: {detail}",
+    }[step]
+
+
+_DECIDED = re.compile(
+    r"serving (?P<name>\S+): (?:canary (?P<canary>\S+) at \d+ %|(?P<version>\S+) (?:refused at the gate|promoted"
+    r"|rolled back: ))"
+)
+
+
+STACK_TRAILER = "Aisite-Stack"  # names the stack file a step is of (a refusal changes no file to say it)
+
+
+def decided(repo: Path, stack_file: Path, name: str) -> set[str]:
+    """The versions of serving `name` of this stack file that a promotion step was committed for in HEAD's history:
+    each checkpoint is judged once, so the reconciler does not try a refused one again."""
+    rel = stack_file.resolve().relative_to(repo.resolve()).as_posix()
+    log = git(
+        repo,
+        "log",
+        f"--format=%s%x00%(trailers:key={STACK_TRAILER},valueonly,separator=%x20)%x01",
+        "--fixed-strings",
+        f"--grep=serving {name}: ",
+        "HEAD",
+    ).stdout
+    out: set[str] = set()
+    for record in log.split("\x01"):
+        subject_, _, stack = record.strip("\n").partition("\x00")
+        m = _DECIDED.match(subject_)
+        if m and m["name"] == name and stack.strip() == rel:
+            out.add(m["canary"] or m["version"])
+    return out
 
 
 def _yaml() -> YAML:
@@ -126,6 +168,7 @@ def commit_step(repo: Path, stack_file: Path, text: str, message: str, signing: 
     if git(repo, "status", "--porcelain", "--", rel).stdout.strip():
         raise PromotionCommitError(f"{rel} has uncommitted changes in {repo}: commit or discard them first")
     _checked(text, rel)
+    message = f"{message.rstrip()}\n\n{STACK_TRAILER}: {rel}\n"
     head = git(repo, "rev-parse", "HEAD").stdout.strip()
     with tempfile.TemporaryDirectory(prefix="aisite-promote-") as scratch:
         blob = Path(scratch) / "stack"
@@ -147,6 +190,18 @@ def commit_step(repo: Path, stack_file: Path, text: str, message: str, signing: 
         raise PromotionCommitError(f"{branch} moved while the step was prepared: {exc}") from None
     git(repo, "checkout", "--quiet", "HEAD", "--", rel)  # the work tree and index follow the new commit
     return commit
+
+
+def push(repo: Path, branch: str, commit: str) -> None:
+    """`commit` onto `branch` of the repository's `origin`, as a fast-forward only: where someone else moved the
+    branch meanwhile, the step is not published (and does not act)."""
+    try:
+        git(repo, "push", "--quiet", "origin", f"{commit}:refs/heads/{branch}")
+    except GitError as exc:
+        raise PromotionCommitError(
+            f"committed {commit[:12]} here, but origin's {branch} did not take it (moved meanwhile?): {exc}; "
+            "the step was not published and did not act"
+        ) from None
 
 
 def _verify(repo: Path, commit: str, signing: Signing, path: Path) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import json
 import os
 import shlex
@@ -430,6 +431,23 @@ class LabRuntime:
     def traffic(self, plan: Plan, s: ServingPlan, seconds: float) -> dict[str, dict[str, float | int | None]]:
         assert s.promotion is not None
         return load(plan, s, s.promotion.dataset, seconds=seconds, max_requests=self.max_requests)
+
+    def checkpoints(self, plan: Plan, s: ServingPlan) -> list[tuple[str, float]]:
+        return checkpoints(plan, s)
+
+
+def checkpoints(plan: Plan, s: ServingPlan, limit: int = 10_000) -> list[tuple[str, float]]:
+    """(version, modification time) of each checkpoint in models/NAME/ of the storage, as the champion's node sees
+    it: regular files named VERSION.pt only (links are not followed), at most `limit` entries read."""
+    folder = on_node(plan, hosts(plan)["champion"], f"models/{s.name}")
+    if not folder.is_dir():
+        return []
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in itertools.islice(entries, limit):
+            if entry.name.endswith(".pt") and entry.is_file(follow_symlinks=False):
+                found.append((entry.name.removesuffix(".pt"), entry.stat(follow_symlinks=False).st_mtime))
+    return found
 
 
 def fault_flags(latency_ms: float, error_rate: float) -> list[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,7 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 from aisite.fields import DnsLabel, RelPath
 from aisite.loader import load_site
 from aisite.plan import Plan, ServingPlan, build_plan
-from aisite.serving.commits import Signing, commit_step, edit_serving
+from aisite.serving.commits import Signing, commit_step, edit_serving, subject
 from aisite.serving.policy import Gate, Verdict, Window, gate, judge, parse_evaluation, parse_metrics, window
 
 Say = Callable[[str], None]
@@ -43,20 +43,22 @@ class Runtime(Protocol):
     def apply(self, plan: Plan, s: ServingPlan) -> None: ...
     def metrics(self, plan: Plan, role: str) -> str: ...
     def traffic(self, plan: Plan, s: ServingPlan, seconds: float) -> dict[str, dict[str, Any]]: ...
+    def checkpoints(self, plan: Plan, s: ServingPlan) -> list[tuple[str, float]]: ...
 
 
 @dataclass
 class Outcome:
     serving: str
     candidate: str
-    state: str  # refused, promoted, rolled-back
+    state: str  # refused, promoted, rolled-back; idle: nothing to promote (auto.promote_pending)
     gate: dict[str, Any]
     commits: list[dict[str, str]] = field(default_factory=list)  # {step, commit, subject}
     canary: dict[str, Any] | None = None  # the candidate's window and the limits crossed
     traffic: dict[str, dict[str, Any]] = field(default_factory=dict)  # per answering version, the canary's requests
+    note: str = ""  # why an idle one is
 
 
-_VERSION: TypeAdapter[str] = TypeAdapter(DnsLabel)
+VERSION: TypeAdapter[str] = TypeAdapter(DnsLabel)
 _ARTIFACT: TypeAdapter[str] = TypeAdapter(RelPath)
 
 
@@ -64,7 +66,7 @@ def check_candidate(version: str, artifact: str) -> None:
     """The candidate's version and checkpoint path, held to the stack's types before either is used (a path
     inside the tenant's storage, never out of it); PromoteError listing both problems."""
     problems = []
-    for what, adapter, value in (("--version", _VERSION, version), ("--artifact", _ARTIFACT, artifact)):
+    for what, adapter, value in (("--version", VERSION, version), ("--artifact", _ARTIFACT, artifact)):
         try:
             adapter.validate_python(value)
         except ValidationError as exc:
@@ -110,7 +112,10 @@ def promote(
     runtime: Runtime,
     signing: Signing | None,
     say: Say,
+    publish: Callable[[str], None] | None = None,
 ) -> Outcome:
+    """publish: called with each step's commit before the step acts (a push to the site's remote); when it
+    raises, the promotion stops there."""
     check_candidate(version, artifact)
     plan = build_plan(load_site(stack_file))
     s = _serving(plan, name)
@@ -124,9 +129,13 @@ def promote(
         raise PromoteError(f"{version!r} is the champion's version")
     if signing is None and plan.gitops and plan.gitops.allowed_signers:
         raise PromoteError("the site verifies its commits (gitops.allowed_signers): give --signing-key")
+    if signing is not None:  # who may sign is this model's policy's say
+        signing = replace(signing, signers=tuple(policy.signers))
 
     def commit(step: str, text: str, message: str) -> None:
         sha = commit_step(repo, stack_file, text, message, signing)
+        if publish is not None:
+            publish(sha)
         out.commits.append({"step": step, "commit": sha, "subject": message.splitlines()[0]})
         say(f"{name}: committed {sha[:12]} {message.splitlines()[0]}")
 
@@ -140,14 +149,14 @@ def promote(
     text = stack_file.read_text()
     if not verdict.passed:
         say(f"{name}: {version} refused at the gate: {verdict.reason}")
-        commit("refused", text, f"serving {name}: {version} refused at the gate\n\n{verdict.reason}\n")
+        commit("refused", text, f"{subject(name, version, 'refused')}\n\n{verdict.reason}\n")
         return out
     say(f"{name}: {version} passes the gate: {verdict.reason}")
     candidate = {"version": version, "artifact": artifact, "share": policy.canary.share}
     commit(
         "canary",
         edit_serving(text, name, "canary", candidate),
-        f"serving {name}: canary {version} at {policy.canary.share} %\n\n{verdict.reason}\n",
+        f"{subject(name, version, 'canary', str(policy.canary.share))}\n\n{verdict.reason}\n",
     )
     plan = build_plan(load_site(stack_file))
     s = _serving(plan, name)
@@ -168,14 +177,14 @@ def promote(
     text = stack_file.read_text()
     if result.passed:
         out.state = "promoted"
-        commit("promoted", edit_serving(text, name, "promote"), f"serving {name}: {version} promoted\n\n{figures}\n")
+        commit("promoted", edit_serving(text, name, "promote"), f"{subject(name, version, 'promoted')}\n\n{figures}\n")
     else:
         out.state = "rolled-back"
         why = "; ".join(result.crossed)
         commit(
             "rolled-back",
             edit_serving(text, name, "rollback"),
-            f"serving {name}: {version} rolled back: {why}\n\n{figures}\n",
+            f"{subject(name, version, 'rolled-back', why)}\n\n{figures}\n",
         )
     say(f"{name}: {version} {out.state}: {figures}")
     plan = build_plan(load_site(stack_file))
