@@ -272,6 +272,8 @@ def test_reconcile_options_are_checked_before_anything_runs(tmp_path: Path) -> N
     assert r.returncode == 2
     for msg in ("--layer and --limit: only with --check", "--limit: 'gpu01;reboot' is not host or group names"):
         assert msg in r.stderr
+    r = run_cli("reconcile", "--repo", "x", "--stack", STACK, "--signing-key", str(tmp_path / "none"))
+    assert r.returncode == 2 and f"--signing-key: {tmp_path / 'none'}: no such file" in r.stderr, r.stderr
     r = run_cli("reconcile", "--repo", "x", "--stack", STACK, "--check", "--layer", "moon")
     assert r.returncode == 2 and "--layer: 'moon' is not one of oob, fabric" in r.stderr
     # The stack first, as in every command (an option's value before it is not taken for it); or none at all.
@@ -332,6 +334,60 @@ def test_a_pass_that_applies_records_the_tasks_each_host_changed(
     assert rec.changed_tasks == {"stor01": ["Ceph | Pools", "NFS | Exports"]} and rec.drifted == {}, rec
     status = json.loads((state.workdir(STACK) / "status.json").read_text())
     assert status["passes"][-1]["changed_tasks"] == rec.changed_tasks
+    shutil.rmtree(state.workdir(STACK), ignore_errors=True)
+
+
+def test_a_pass_that_applies_runs_the_automatic_promotions_and_records_them(
+    site_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the commit's stack makes a promotion automatic, the pass that applied it runs the commit's own
+    `aisite promote --automatic`, pushing each step to the site's branch and signing with the reconciler's key, on a
+    branch of the work clone; what it did is in the pass, the status and the metrics. A promotion that fails is an
+    error of the pass, not a failed apply."""
+    shutil.rmtree(state.workdir(STACK), ignore_errors=True)
+    calls: list[tuple[str, ...]] = []
+    promoted: dict[str, Any] = {"outcomes": [
+        {"serving": "classifier", "candidate": "v2", "state": "promoted", "note": "",
+         "commits": [{"step": "canary", "commit": "a" * 40}, {"step": "promoted", "commit": "b" * 40}]},
+        {"serving": "ranker", "candidate": "", "state": "idle", "note": "no checkpoint newer than those judged"},
+    ]}  # fmt: skip
+    answer: list[subprocess.CompletedProcess[str]] = []
+
+    def fake(clone: Path, *args: str, fd: int, forward: list[Any]) -> subprocess.CompletedProcess[str]:
+        calls.append(args)
+        doc: dict[str, Any] = {"valid": True, "summary": {"automatic_promotions": ["classifier", "ranker"]}}
+        if args[0] == "deploy":
+            doc = {"status": "successful", "runs": [{"layer": "workloads", "hosts": ["cp01"]}], "recap": {}}
+        if args[0] == "promote":
+            assert git(clone, "symbolic-ref", "--short", "HEAD") == run.PROMOTE_BRANCH  # a branch to commit on
+            assert git(clone, "remote", "get-url", "origin") == str(site_repo)  # the repository it pushes to
+            return answer.pop(0)
+        return subprocess.CompletedProcess(args, 0, json.dumps(doc), "")
+
+    monkeypatch.setattr(run, "_aisite", fake)
+    key = tmp_path / "promotion_key"
+    cfg = run.Config(str(site_repo), "main", STACK, signing_key=key)
+    answer.append(subprocess.CompletedProcess((), 0, json.dumps(promoted), ""))
+    rec = run.reconcile_pass(cfg, "changed")
+    assert calls[-1] == ("promote", STACK, "--automatic", "--push", "main", "--json", "--signing-key", str(key))
+    assert rec.outcome == "applied" and rec.errors == [], rec
+    assert [(p["serving"], p["state"], p["commits"]) for p in rec.promotions] == [
+        ("classifier", "promoted", ["a" * 40, "b" * 40]),
+        ("ranker", "idle", []),
+    ]
+    # A check pass never promotes; a promotion that fails is the pass's error.
+    calls.clear()
+    run.reconcile_pass(cfg, "check")
+    assert [c[0] for c in calls] == ["validate", "deploy"]
+    answer.append(subprocess.CompletedProcess((), 1, "", "error: promote: gpu02: connection refused"))
+    rec = run.reconcile_pass(cfg, "changed")
+    assert rec.outcome == "applied" and rec.promotions[0]["state"] == "failed", rec
+    assert rec.errors == ["automatic promotion: aisite promote exited 1: error: promote: gpu02: connection refused"]
+    status = json.loads((state.workdir(STACK) / "status.json").read_text())
+    assert status["promotions_total"] == {"promoted": 1, "failed": 1}
+    metrics = (state.workdir(STACK) / "aisite_reconcile.prom").read_text()
+    assert f'aisite_reconcile_promotions_total{{stack="{STACK}",state="promoted"}} 1.0' in metrics
+    assert f'aisite_reconcile_promotions_total{{stack="{STACK}",state="failed"}} 1.0' in metrics
     shutil.rmtree(state.workdir(STACK), ignore_errors=True)
 
 

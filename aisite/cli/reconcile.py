@@ -129,6 +129,17 @@ def _print_pass(rec: PassRecord, as_json: bool) -> None:
     for host, tasks in rec.drifted.items():
         for task in tasks:
             out.print(f"  [yellow]drift[/] {host}: {task}")
+    for p in rec.promotions:
+        if p["state"] == "failed":
+            continue  # said among the errors
+        what = f"{p['serving']} {p['candidate']}".strip()
+        commits = ", ".join(c[:12] for c in p.get("commits") or [])
+        out.print(
+            f"  promotion {what}: {p['state']}"
+            + (f" ({p['note']})" if p.get("note") else "")
+            + (f", commits {commits}" if commits else ""),
+            markup=False,
+        )
     for e in rec.errors:
         err.print(f"  [red]error[/]: {show(e, 1000)}")
 
@@ -192,6 +203,13 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
             "back deliberately; recorded as such. Without it such a commit is refused.",
         ),
     ] = None,
+    signing_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--signing-key",
+            help="SSH key that signs the automatic promotions' commits (site.serving[].promotion.automatic).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch the branch, verify and validate its commit, and apply only what changed (a pass). Exit 0 applied or
@@ -219,6 +237,8 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
         problems.append(f"--engine: {engine!r} is not ansible or pulumi")
     if allowed_signers is not None and not allowed_signers.is_file():
         problems.append(f"--allowed-signers: {allowed_signers}: no such file")
+    if signing_key is not None and not signing_key.is_file():
+        problems.append(f"--signing-key: {signing_key}: no such file")
     if interval <= 0:
         problems.append("--interval: must be above 0")
     if allow_rewind is not None and not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", allow_rewind):
@@ -230,7 +250,9 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
             print(f"error: {p}", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID)
     assert repo is not None and stack is not None
-    cfg = Config(repo, branch, stack, allowed_signers, engine, wait, allow_rewind, layer, limit)
+    # The key is read by a child running in the work clone: its path must not depend on where this one runs.
+    key = signing_key.resolve() if signing_key else None
+    cfg = Config(repo, branch, stack, allowed_signers, engine, wait, allow_rewind, layer, limit, key)
     mode = "check" if check else "full" if full else "changed"
 
     def step(msg: str) -> None:

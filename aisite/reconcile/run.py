@@ -46,6 +46,9 @@ class Config:
     # A check of part of the site (deploy's --layer and --limit); a pass applies the whole commit or nothing.
     check_layer: str | None = None
     check_limit: str | None = None
+    # The SSH key that signs the automatic promotions' commits (site.serving[].promotion.automatic), where the
+    # site verifies its commits.
+    signing_key: Path | None = None
 
 
 INTERRUPTED = "interrupted: the next pass completes what this one had not recorded as applied"
@@ -171,6 +174,33 @@ def _deploy(
         rec.outcome = "applied" if doc.get("runs") else "unchanged"
 
 
+PROMOTE_BRANCH = "aisite-promote"  # the work clone's branch the automatic promotions commit on
+
+
+def _promote(cfg: Config, clone: Path, *, fd: int, rec: PassRecord, forward: list[subprocess.Popen[str]]) -> None:
+    """The automatic promotions the applied commit's stack asks for, run by the commit's own aisite. Each step is a
+    commit pushed to the site's branch (fast-forward only) before it acts; the next pass applies them."""
+    repo.git(clone, "checkout", "--quiet", "-B", PROMOTE_BRANCH, rec.commit)
+    has_origin = repo.git(clone, "remote", "get-url", "origin", check=False).returncode == 0
+    repo.git(clone, "remote", "set-url" if has_origin else "add", "origin", cfg.repo)
+    args = ["promote", cfg.stack, "--automatic", "--push", cfg.branch, "--json"]
+    args += ["--signing-key", str(cfg.signing_key)] if cfg.signing_key else []
+    r = _aisite(clone, *args, fd=fd, forward=forward)
+    doc = _json(r)
+    outcomes = (doc or {}).get("outcomes")
+    if r.returncode != 0 or not isinstance(outcomes, list):
+        said = " ".join(r.stderr.split()[-60:]) or f"exit {r.returncode}"
+        rec.promotions.append({"state": "failed", "error": said})
+        rec.errors.append(f"automatic promotion: aisite promote exited {r.returncode}: {said}")
+        return
+    for o in outcomes:
+        if isinstance(o, dict):
+            entry: dict[str, Any] = {k: str(o.get(k, "")) for k in ("serving", "candidate", "state", "note")}
+            commits = o.get("commits")
+            entry["commits"] = [str(c.get("commit", "")) for c in commits or [] if isinstance(c, dict)]
+            rec.promotions.append(entry)
+
+
 def reconcile_pass(cfg: Config, mode: str = "changed", on_step: Callable[[str], None] | None = None) -> PassRecord:
     """One pass (mode: changed | full | check). Raises state.BusyError when another pass of the stack runs and
     cfg.wait is false."""
@@ -228,6 +258,10 @@ def reconcile_pass(cfg: Config, mode: str = "changed", on_step: Callable[[str], 
             else:
                 step(f"{'checking' if mode == 'check' else 'applying'} {rec.commit[:12]} ({mode})")
                 _deploy(cfg, clone, mode=mode, fd=fd, rec=rec, forward=forward)
+                automatic = ((doc or {}).get("summary") or {}).get("automatic_promotions")
+                if automatic and mode != "check" and rec.outcome in ("applied", "unchanged") and not interrupted:
+                    step(f"promoting the newest checkpoints of {', '.join(map(str, automatic))}")
+                    _promote(cfg, clone, fd=fd, rec=rec, forward=forward)
             if interrupted:
                 raise KeyboardInterrupt
         except Refused as exc:
@@ -252,6 +286,9 @@ def reconcile_pass(cfg: Config, mode: str = "changed", on_step: Callable[[str], 
                     status.full_pass_due = False
             elif rec.outcome in ("failed", "refused"):
                 status.failures_total += 1
+            for p in rec.promotions:
+                if p["state"] != "idle":
+                    status.promotions_total[p["state"]] = status.promotions_total.get(p["state"], 0) + 1
             save_status(status)
             write_metrics(status)
         return rec

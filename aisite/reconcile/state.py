@@ -42,6 +42,8 @@ class PassRecord:
     changed_tasks: dict[str, list[str]] = field(default_factory=dict)  # host -> the tasks that changed
     drifted: dict[str, list[str]] = field(default_factory=dict)  # host -> tasks that would change
     errors: list[str] = field(default_factory=list)
+    # The automatic promotions run after the pass applied: per served model, its candidate, state and commits.
+    promotions: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -58,6 +60,8 @@ class Status:
     # Set when a corrupted status file was moved aside: the next pass is a full one.
     full_pass_due: bool = False
     corrupt_total: int = 0
+    # Automatic promotions by how they ended (promoted, refused, rolled-back, failed).
+    promotions_total: dict[str, int] = field(default_factory=dict)
     passes: list[PassRecord] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,6 +146,15 @@ def write_metrics(status: Status, path: Path | None = None) -> Path:
     gauge(
         "aisite_reconcile_status_corrupt_total", "Status files found unreadable and moved aside.", status.corrupt_total
     )
+    if status.promotions_total:
+        g = Gauge(
+            "aisite_reconcile_promotions_total",
+            "Automatic promotions of served models, by how they ended.",
+            [*labels, "state"],
+            registry=reg,
+        )
+        for state, count in sorted(status.promotions_total.items()):
+            g.labels(status.stack, state).set(count)
     if status.full_pass_due and not last:
         gauge("aisite_reconcile_last_pass_ok", "1 when the last pass succeeded.", 0)
     if last:

@@ -41,6 +41,10 @@ def test_the_command_and_its_settings(host):
     env = host.file("/etc/aisite/reconcile-molecule.env").content_string
     assert "AISITE_RECONCILE_REPO=/srv/site.git" in env
     assert "AISITE_RECONCILE_SIGNERS=--allowed-signers /etc/aisite/allowed_signers-molecule" in env
+    # The automatic promotions' commits are signed with the operators' key, which the unit passes on.
+    assert "AISITE_RECONCILE_SIGNING=--signing-key /etc/aisite/promotion-molecule" in env
+    exec_start = full.split("ExecStart=", 1)[1].splitlines()[0]
+    assert exec_start.endswith("$AISITE_RECONCILE_SIGNERS $AISITE_RECONCILE_SIGNING"), exec_start
     signers = host.file("/etc/aisite/allowed_signers-molecule")
     assert signers.content_string.splitlines()[-1].startswith("admin@example.com ssh-ed25519 AAAAC3")
 
