@@ -141,8 +141,9 @@ def bgp_peers(container: str) -> dict[str, str]:
 # ------------------------------------------------------------------ reconcile: a git repository drives the lab
 # Rotating groups under CI: `second-run` (the whole-site second run, the VM's tasks most of it) and `reconcile` (the
 # passes of commits, drift and locks, on a site whose first pass runs nothing). Figures: docs/development.md, CI.
-def reconcile(repo: Path, *extra: str) -> tuple[int, dict[str, Any]]:
-    r = run_cli("reconcile", "--repo", str(repo), "--stack", SITE, "--once", "--json", *extra, env=BMC_ENV)
+def reconcile(repo: Path, *extra: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    args = ("reconcile", "--repo", str(repo), "--stack", SITE, "--once", "--json", *extra)
+    r = run_cli(*args, env=BMC_ENV | (env or {}))
     assert BMC_PASSWORD not in r.stdout + r.stderr
     assert r.stdout.strip().startswith("{"), r.stdout + r.stderr
     return r.returncode, dict(json.loads(r.stdout))

@@ -6,11 +6,15 @@ three endings, each with its signed commits in the site repository:
 - v2 beats the champion at the gate, then fails live (its server fails half its requests): rolled back;
 - v3 beats it and holds every limit through its canary: promoted;
 - v4 (one training step) does not beat v3: refused at the gate, the figures in its commit.
+
+Then the policy made automatic: the reconciler, after the pass that applies that commit, judges the newest checkpoint
+(v5, one step: refused) by itself, pushing the signed step to the branch it pulls; its next pass finds nothing new.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -20,8 +24,9 @@ import yaml
 
 from aisite.paths import serving_dir
 from aisite.plan import Plan
-from tests.conftest import git, run_cli, ssh_signer
-from tests.lab.common import BMC_ENV, SITE, rotating
+from aisite.reconcile import state as reconcile_state
+from tests.conftest import commit_file, git, make_site_repo, run_cli, ssh_signer
+from tests.lab.common import BMC_ENV, SITE, reconcile, rotating
 
 PRINCIPAL = "labadmin@aisite-lab"
 # Who commits the promotions (a fresh CI machine has no git identity of its own).
@@ -35,22 +40,17 @@ IDENTITY = {
 
 @pytest.fixture(scope="module")
 def site_repo(up: subprocess.CompletedProcess[str], stack_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site's repository holding the lab's stack, its allowed signer a key of this test's (the lab stack's
-    own key's private half is nobody's)."""
+    """The site's repository (this project with the lab's stack, as the reconciler runs the commit's own code), its
+    allowed signer a key of this test's (the lab stack's own key's private half is nobody's)."""
     assert up.returncode == 0, up.stderr
     tmp = tmp_path_factory.mktemp("serving")
     key, line = ssh_signer(tmp, PRINCIPAL)
     text = stack_file.read_text()
     start = text.index(f'        - "{PRINCIPAL} ')
     end = text.index("\n", start)
-    repo = tmp / "site"
-    (repo / "stacks").mkdir(parents=True)
-    (repo / "stacks" / stack_file.name).write_text(text[:start] + f'        - "{line}"' + text[end:])
+    repo = make_site_repo(tmp / "site", {stack_file.name: text[:start] + f'        - "{line}"' + text[end:]})
     (tmp / "signing-key").symlink_to(key)
     (tmp / "allowed").write_text(line + "\n")  # to verify the commits with, as a reconciler would
-    git(repo, "init", "--quiet", "--initial-branch=main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "--quiet", "-m", "The site")
     return repo
 
 
@@ -125,7 +125,43 @@ def test_three_candidates_rolled_back_promoted_and_refused_each_with_its_commits
             proxy = resp.read().decode()
         assert 'haproxy_server_http_responses_total{proxy="classifier",server="champion",code="2xx"}' in proxy
         print("before:", before, "after:", after)
+        _reconciler_promotes(site_repo, stack)
     finally:
         r = run_cli("serve", "down", str(stack))
         assert r.returncode == 0, r.stderr
     assert not list(serving_dir(SITE).glob("*.json"))
+
+
+def _reconciler_promotes(site_repo: Path, stack: Path) -> None:
+    """The policy made automatic by a signed commit; v5 (one training step) the newest checkpoint. The reconciler's
+    pass applies the commit, then judges v5 by itself: refused, its signed step pushed to the branch it pulls (a
+    bare repository, as a site's is). The next pass applies that step and finds nothing new."""
+    key, allowed = site_repo.parent / "signing-key", site_repo.parent / "allowed"
+    path = f"stacks/{stack.name}"
+    policy = "          training: resnet50-train\n"
+    text = stack.read_text()
+    assert policy in text
+    commit_file(site_repo, path, text.replace(policy, policy + "          automatic: true\n"), "Automatic", key)
+    r = run_cli("serve", "train", str(stack), "classifier", "--version", "v5", "--steps", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    bare = site_repo.parent / "site.git"
+    git(site_repo.parent, "clone", "--quiet", "--bare", str(site_repo), str(bare))
+    shutil.rmtree(reconcile_state.workdir(SITE), ignore_errors=True)
+    try:
+        args = ("--allowed-signers", str(allowed), "--signing-key", str(key))
+        rc, rec = reconcile(bare, *args, env=IDENTITY)
+        print("reconcile:", json.dumps(rec, indent=1))
+        assert rc == 0 and rec["outcome"] == "applied" and rec["errors"] == [], rec
+        (promotion,) = rec["promotions"]
+        assert (promotion["serving"], promotion["candidate"], promotion["state"]) == ("classifier", "v5", "refused")
+        (step,) = promotion["commits"]
+        assert git(bare, "rev-parse", "main") == step  # pushed to the branch the reconciler pulls
+        assert git(bare, "log", "-1", "--format=%s", step) == "serving classifier: v5 refused at the gate"
+        git(bare, "-c", f"gpg.ssh.allowedSignersFile={allowed}", "verify-commit", step)
+        rc, rec = reconcile(bare, *args, env=IDENTITY)
+        assert rc == 0 and rec["commit"] == step and rec["outcome"] in ("applied", "unchanged"), rec
+        assert [(p["candidate"], p["state"]) for p in rec["promotions"]] == [("", "idle")], rec
+        status = json.loads(run_cli("reconcile", "status", SITE, "--json").stdout)
+        assert status["promotions_total"] == {"refused": 1}, status
+    finally:
+        shutil.rmtree(reconcile_state.workdir(SITE), ignore_errors=True)
