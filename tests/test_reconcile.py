@@ -383,11 +383,14 @@ def test_a_pass_that_applies_runs_the_automatic_promotions_and_records_them(
     rec = run.reconcile_pass(cfg, "changed")
     assert rec.outcome == "applied" and rec.promotions[0]["state"] == "failed", rec
     assert rec.errors == ["automatic promotion: aisite promote exited 1: error: promote: gpu02: connection refused"]
+    answer.append(subprocess.CompletedProcess((), 0, '{"outcomes": [', ""))  # cut short
+    rec = run.reconcile_pass(cfg, "changed")
+    assert rec.outcome == "applied" and rec.errors == ["automatic promotion: aisite promote exited 0: no message"]
     status = json.loads((state.workdir(STACK) / "status.json").read_text())
-    assert status["promotions_total"] == {"promoted": 1, "failed": 1}
+    assert status["promotions_total"] == {"promoted": 1, "failed": 2}
     metrics = (state.workdir(STACK) / "aisite_reconcile.prom").read_text()
     assert f'aisite_reconcile_promotions_total{{stack="{STACK}",state="promoted"}} 1.0' in metrics
-    assert f'aisite_reconcile_promotions_total{{stack="{STACK}",state="failed"}} 1.0' in metrics
+    assert f'aisite_reconcile_promotions_total{{stack="{STACK}",state="failed"}} 2.0' in metrics
     shutil.rmtree(state.workdir(STACK), ignore_errors=True)
 
 

@@ -180,18 +180,27 @@ PROMOTE_BRANCH = "aisite-promote"  # the work clone's branch the automatic promo
 def _promote(cfg: Config, clone: Path, *, fd: int, rec: PassRecord, forward: list[subprocess.Popen[str]]) -> None:
     """The automatic promotions the applied commit's stack asks for, run by the commit's own aisite. Each step is a
     commit pushed to the site's branch (fast-forward only) before it acts; the next pass applies them."""
-    repo.git(clone, "checkout", "--quiet", "-B", PROMOTE_BRANCH, rec.commit)
-    has_origin = repo.git(clone, "remote", "get-url", "origin", check=False).returncode == 0
-    repo.git(clone, "remote", "set-url" if has_origin else "add", "origin", cfg.repo)
+
+    def failed(said: str) -> None:  # the pass applied the site all the same: its outcome stays
+        rec.promotions.append({"state": "failed", "error": said})
+        rec.errors.append(f"automatic promotion: {said}")
+
+    try:
+        repo.git(clone, "checkout", "--quiet", "-B", PROMOTE_BRANCH, rec.commit)
+        has_origin = repo.git(clone, "remote", "get-url", "origin", check=False).returncode == 0
+        repo.git(clone, "remote", "set-url" if has_origin else "add", "origin", cfg.repo)
+    except repo.GitError as exc:
+        failed(str(exc))
+        return
     args = ["promote", cfg.stack, "--automatic", "--push", cfg.branch, "--json"]
     args += ["--signing-key", str(cfg.signing_key)] if cfg.signing_key else []
     r = _aisite(clone, *args, fd=fd, forward=forward)
-    doc = _json(r)
-    outcomes = (doc or {}).get("outcomes")
+    try:
+        outcomes = (_json(r) or {}).get("outcomes")
+    except ValueError:
+        outcomes = None
     if r.returncode != 0 or not isinstance(outcomes, list):
-        said = " ".join(r.stderr.split()[-60:]) or f"exit {r.returncode}"
-        rec.promotions.append({"state": "failed", "error": said})
-        rec.errors.append(f"automatic promotion: aisite promote exited {r.returncode}: {said}")
+        failed(f"aisite promote exited {r.returncode}: " + (" ".join(r.stderr.split()[-60:]) or "no message"))
         return
     for o in outcomes:
         if isinstance(o, dict):
