@@ -141,7 +141,7 @@ def _request_problems(  # noqa: PLR0917 - the options being checked together
     if (name is None) == (not automatic):
         problems.append("SERVING or --automatic: give one")
     if automatic and version is not None:
-        problems.append("--version: not with --automatic (each model's newest checkpoint not judged yet is taken)")
+        problems.append("--version: not with --automatic (each model's newest checkpoint is taken, unless judged)")
     if artifact is not None and version is None:
         problems.append("--artifact: only with --version")
     if faults and version is None:
@@ -178,7 +178,7 @@ def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
     ] = None,
     version: Annotated[
         str | None,
-        typer.Option(help="The candidate's version (default: the newest checkpoint in models/NAME/ not judged yet)."),
+        typer.Option(help="The candidate's version (default: the newest checkpoint in models/NAME/, unless judged)."),
     ] = None,
     artifact: Annotated[
         str | None, typer.Option(help="Its checkpoint in the tenant's storage (default models/NAME/VERSION.pt).")
@@ -202,8 +202,8 @@ def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
 ) -> None:
     """Evaluate a candidate checkpoint against the champion, refuse it with the figures or run its canary, and
     promote or roll it back: each step a signed commit to the site repository. Without --version, the newest
-    checkpoint no promotion has judged (the repository's history says which were); with --automatic, that of every
-    served model whose policy is automatic, or nothing."""
+    checkpoint, unless a promotion judged it already (the repository's history says which were); with --automatic,
+    that of every served model whose policy is automatic."""
     faults = servelab.fault_flags(inject_latency_ms, inject_error_rate)
     problems = _request_problems(name, version, artifact, automatic, push, bool(faults))
     if problems:

@@ -79,7 +79,7 @@ def promote_pending(
             say(f"{s.name}: no new checkpoint ({len(found)} in models/{s.name}/, each judged or the champion)")
             outcomes.append(_idle(s, None, "no checkpoint newer than those judged"))
             continue
-        say(f"{s.name}: {version} is the newest checkpoint not judged yet")
+        say(f"{s.name}: {version} is the newest checkpoint, and not judged yet")
         outcomes.append(
             promote(
                 stack_file,
