@@ -121,6 +121,12 @@ def spawn(config: Any, groups: list[str], options: dict[str, str]) -> tuple[Any,
     try:
         return loop.run_until_complete(run())
     finally:
+        # The hub's shutdown, as asyncio.run's: KubeSpawner's client-closing task is cancelled and awaited, not left
+        # to be collected unawaited (a warning in every run before).
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.close()
 
 
