@@ -12,9 +12,9 @@ import re
 import string
 from collections.abc import Callable
 from ipaddress import IPv4Address
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError
 
 # Control characters (C0, DEL, C1) and the Unicode line and paragraph separators: never in a site's value.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -229,3 +229,12 @@ KernelArg = Annotated[
 ]
 NamePattern = Annotated[str, AfterValidator(_pattern)]
 IfName = Annotated[str, AfterValidator(_ifname)]
+
+
+def field_problem(adapter: TypeAdapter[Any], value: object) -> str | None:
+    """Why `value` is not of the adapter's type (its first message, as a stack's problems read), or None."""
+    try:
+        adapter.validate_python(value)
+    except ValidationError as exc:
+        return str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+    return None

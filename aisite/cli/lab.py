@@ -30,7 +30,11 @@ LabStackArg = Annotated[str, typer.Argument(help="The stack to emulate (default:
 
 def lab_plan(stack: str, as_json: bool = False) -> Plan:
     """The stack's plan, refused unless it is made for the lab."""
-    plan = load_plan(stack, as_json)
+    return lab_only(load_plan(stack, as_json))
+
+
+def lab_only(plan: Plan) -> Plan:
+    """The plan, refused (exit 2) unless it is made for the lab."""
     if plan.connection != "lab":
         # A real site's ranges never go on this machine's bridges: the lab emulates only stacks made for it.
         print(

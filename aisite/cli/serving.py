@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 from rich.table import Table
 
 from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, load_plan, out
-from aisite.cli.lab import lab_plan
-from aisite.fields import GitBranch
+from aisite.cli.lab import lab_only, lab_plan
+from aisite.fields import GitBranch, field_problem
 from aisite.lab.podman import LabError
 from aisite.loader import resolve_stack
 from aisite.plan import Plan, ServingPlan
@@ -146,11 +146,8 @@ def _request_problems(  # noqa: PLR0917 - the options being checked together
         problems.append("--artifact: only with --version")
     if faults and version is None:
         problems.append("--inject-latency-ms and --inject-error-rate: only with --version (the version made to fail)")
-    if push is not None:
-        try:
-            _BRANCH.validate_python(push)
-        except ValidationError as exc:
-            problems.append(f"--push: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
+    if push is not None and (why := field_problem(_BRANCH, push)):
+        problems.append(f"--push: {why}")
     return problems
 
 
@@ -218,7 +215,7 @@ def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
         return
     # On a site the evaluation would run as its cluster's jobs and the canary read its proxy's metrics, which this
     # machine cannot reach: this version promotes on lab stacks.
-    plan = lab_plan(stack, as_json_)
+    lab_only(plan)
     stack_file = resolve_stack(stack).resolve()
     runtime = servelab.LabRuntime(_say, faults={version: faults} if faults and version else None)
     try:

@@ -13,14 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from pydantic import ValidationError
-
+from aisite.fields import field_problem
 from aisite.loader import load_site
 from aisite.plan import Plan, ServingPlan, build_plan
 from aisite.serving.commits import Signing, decided
 from aisite.serving.promote import VERSION, Outcome, PromoteError, Runtime, Say, promote
-
-MAX_CHECKPOINTS = 10_000  # a directory holding more is read no further
 
 
 def checkpoint(name: str, version: str) -> str:
@@ -28,19 +25,11 @@ def checkpoint(name: str, version: str) -> str:
     return f"models/{name}/{version}.pt"
 
 
-def _is_version(name: str) -> bool:
-    try:
-        VERSION.validate_python(name)
-    except ValidationError:
-        return False
-    return True
-
-
 def pending(found: Iterable[tuple[str, float]], judged: set[str], champion: str) -> str | None:
     """The newest checkpoint found (by modification time, then name; only names that are versions), unless it is
     the champion or judged already. Older ones are never taken: a newer one supersedes them, and a former champion
     or an old checkpoint does not come back."""
-    versions = [(mtime, v) for v, mtime in found if _is_version(v)]
+    versions = [(mtime, v) for v, mtime in found if field_problem(VERSION, v) is None]
     newest = max(versions)[1] if versions else None
     return None if newest in (None, champion) or newest in judged else newest
 
@@ -73,7 +62,7 @@ def promote_pending(
         if len(s.versions) > 1:
             outcomes.append(_idle(s, s.versions[1].version, "its canary is running"))
             continue
-        found = runtime.checkpoints(plan, s)[:MAX_CHECKPOINTS]
+        found = runtime.checkpoints(plan, s)
         version = pending(found, decided(repo, stack_file, s.name), s.versions[0].version)
         if version is None:
             say(f"{s.name}: no new checkpoint ({len(found)} in models/{s.name}/, each judged or the champion)")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +30,8 @@ class PromotionCommitError(RuntimeError):
 
 
 def subject(name: str, version: str, step: str, detail: str = "") -> str:
-    """A step's commit subject (the audit trail's line; `decided` reads it back). detail: the canary's share, or
-    why the candidate was rolled back."""
+    """A step's commit subject (the audit trail's line, for people; `decided` reads the trailers). detail: the
+    canary's share, or why the candidate was rolled back."""
     return {
         "refused": f"serving {name}: {version} refused at the gate",
         "canary": f"serving {name}: canary {version} at {detail} %",
@@ -41,33 +40,22 @@ def subject(name: str, version: str, step: str, detail: str = "") -> str:
     }[step]
 
 
-_DECIDED = re.compile(
-    r"serving (?P<name>\S+): (?:canary (?P<canary>\S+) at \d+ %|(?P<version>\S+) (?:refused at the gate|promoted"
-    r"|rolled back: ))"
-)
-
-
-STACK_TRAILER = "Aisite-Stack"  # names the stack file a step is of (a refusal changes no file to say it)
+# Each step's commit says what it is of in trailers: the stack file (a refusal changes no file to say it), the
+# served model and the candidate's version. `decided` reads them, never the prose of the subject.
+TRAILERS = ("Aisite-Stack", "Aisite-Serving", "Aisite-Version")
 
 
 def decided(repo: Path, stack_file: Path, name: str) -> set[str]:
     """The versions of serving `name` of this stack file that a promotion step was committed for in HEAD's history:
     each checkpoint is judged once, so the reconciler does not try a refused one again."""
     rel = stack_file.resolve().relative_to(repo.resolve()).as_posix()
-    log = git(
-        repo,
-        "log",
-        f"--format=%s%x00%(trailers:key={STACK_TRAILER},valueonly,separator=%x20)%x01",
-        "--fixed-strings",
-        f"--grep=serving {name}: ",
-        "HEAD",
-    ).stdout
+    fields = "%x00".join(f"%(trailers:key={key},valueonly,separator=%x20)" for key in TRAILERS)
+    log = git(repo, "log", f"--format={fields}%x01", "--fixed-strings", f"--grep={TRAILERS[1]}: {name}", "HEAD")
     out: set[str] = set()
-    for record in log.split("\x01"):
-        subject_, _, stack = record.strip("\n").partition("\x00")
-        m = _DECIDED.match(subject_)
-        if m and m["name"] == name and stack.strip() == rel:
-            out.add(m["canary"] or m["version"])
+    for record in log.stdout.split("\x01"):
+        values = [v.strip() for v in record.split("\x00")]
+        if len(values) == len(TRAILERS) and values[:2] == [rel, name] and values[2]:
+            out.add(values[2])
     return out
 
 
@@ -159,8 +147,11 @@ class Signing:
     signers: tuple[str, ...]  # the principals the policy lets sign promotions; empty: any allowed signer
 
 
-def commit_step(repo: Path, stack_file: Path, text: str, message: str, signing: Signing | None) -> str:
-    """Commit `text` as the new content of `stack_file` on the checked-out branch; the new commit."""
+def commit_step(
+    repo: Path, stack_file: Path, text: str, message: str, signing: Signing | None, *, about: tuple[str, str] = ("", "")
+) -> str:
+    """Commit `text` as the new content of `stack_file` on the checked-out branch; the new commit. `about`: the
+    served model and the candidate's version the step is of (trailers `decided` reads)."""
     rel = stack_file.resolve().relative_to(repo.resolve()).as_posix()
     branch = git(repo, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
     if not branch:
@@ -168,7 +159,8 @@ def commit_step(repo: Path, stack_file: Path, text: str, message: str, signing: 
     if git(repo, "status", "--porcelain", "--", rel).stdout.strip():
         raise PromotionCommitError(f"{rel} has uncommitted changes in {repo}: commit or discard them first")
     _checked(text, rel)
-    message = f"{message.rstrip()}\n\n{STACK_TRAILER}: {rel}\n"
+    trailers = "".join(f"{k}: {v}\n" for k, v in zip(TRAILERS, (rel, *about), strict=True) if v)
+    message = f"{message.rstrip()}\n\n{trailers}"
     head = git(repo, "rev-parse", "HEAD").stdout.strip()
     with tempfile.TemporaryDirectory(prefix="aisite-promote-") as scratch:
         blob = Path(scratch) / "stack"

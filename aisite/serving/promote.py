@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
-from aisite.fields import DnsLabel, RelPath
+from aisite.fields import DnsLabel, RelPath, field_problem
 from aisite.loader import load_site
 from aisite.plan import Plan, ServingPlan, build_plan
 from aisite.serving.commits import Signing, commit_step, edit_serving, subject
@@ -43,6 +43,7 @@ class Runtime(Protocol):
     def apply(self, plan: Plan, s: ServingPlan) -> None: ...
     def metrics(self, plan: Plan, role: str) -> str: ...
     def traffic(self, plan: Plan, s: ServingPlan, seconds: float) -> dict[str, dict[str, Any]]: ...
+    # (file name stem, modification time) of the checkpoints in models/NAME/, a bounded listing of the storage.
     def checkpoints(self, plan: Plan, s: ServingPlan) -> list[tuple[str, float]]: ...
 
 
@@ -65,12 +66,11 @@ _ARTIFACT: TypeAdapter[str] = TypeAdapter(RelPath)
 def check_candidate(version: str, artifact: str) -> None:
     """The candidate's version and checkpoint path, held to the stack's types before either is used (a path
     inside the tenant's storage, never out of it); PromoteError listing both problems."""
-    problems = []
-    for what, adapter, value in (("--version", VERSION, version), ("--artifact", _ARTIFACT, artifact)):
-        try:
-            adapter.validate_python(value)
-        except ValidationError as exc:
-            problems.append(f"{what}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
+    problems = [
+        f"{what}: {why}"
+        for what, adapter, value in (("--version", VERSION, version), ("--artifact", _ARTIFACT, artifact))
+        if (why := field_problem(adapter, value))
+    ]
     if problems:
         raise PromoteError("; ".join(problems))
 
@@ -133,7 +133,7 @@ def promote(
         signing = replace(signing, signers=tuple(policy.signers))
 
     def commit(step: str, text: str, message: str) -> None:
-        sha = commit_step(repo, stack_file, text, message, signing)
+        sha = commit_step(repo, stack_file, text, message, signing, about=(name, version))
         if publish is not None:
             publish(sha)
         out.commits.append({"step": step, "commit": sha, "subject": message.splitlines()[0]})
