@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import settings
 from xdist.scheduler import LoadFileScheduling
 
@@ -136,6 +137,22 @@ def ssh_signer(tmp: Path, principal: str) -> tuple[Path, str]:
 # rolled-back canary fails live), one failure of the fabric running every day. Sized from their seconds
 # (docs/development.md): no day's group costs much more than another's.
 ROTATION_GROUPS = ("pull", "bmcs", "three-tier", "reconcile", "second-run", "restarts", "faults")
+
+
+def loopback_kubeconfig(folder: Path, port: int) -> Path:
+    """A kubeconfig for a test's API server on a loopback port (plain HTTP, a token that is no secret)."""
+    path = folder / "kubeconfig"
+    cluster = {"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+        "users": [{"name": "u", "user": {"token": "not-a-secret"}}],
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
 
 
 def rotation_due(day: dt.date) -> str:

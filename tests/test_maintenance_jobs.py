@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from aisite.loader import parse_site
 from aisite.maintenance.jobs import (
@@ -27,7 +26,7 @@ from aisite.maintenance.jobs import (
     drain_jobs,
 )
 from aisite.plan import build_plan
-from tests.conftest import stack_data
+from tests.conftest import loopback_kubeconfig, stack_data
 
 
 @dataclass
@@ -236,22 +235,6 @@ def _pod(namespace: str, name: str, workload: str | None) -> dict[str, Any]:
     return {"metadata": {"namespace": namespace, "name": name, "annotations": annotations}, "spec": {"containers": []}}
 
 
-def _kubeconfig(folder: Path, port: int) -> Path:
-    """A kubeconfig for an API server on a loopback port (plain HTTP, a token that is no secret)."""
-    path = folder / "kubeconfig"
-    cluster = {"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [cluster],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "c",
-        "users": [{"name": "u", "user": {"token": "not-a-secret"}}],
-    }
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[dict[str, Any], Path]]:
     state: dict[str, Any] = {"requests": [], "kueue": True, "inactive": {}, "pods": []}
@@ -259,7 +242,7 @@ def api(tmp_path: Path) -> Iterator[tuple[dict[str, Any], Path]]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    kubeconfig = _kubeconfig(tmp_path, server.server_port)
+    kubeconfig = loopback_kubeconfig(tmp_path, server.server_port)
     yield state, kubeconfig
     server.shutdown()
 
@@ -312,7 +295,7 @@ def test_the_controllers_kubernetes_modules_reach_for_the_api_server(tmp_path: P
     with socket.socket() as s:  # a loopback port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    kubeconfig = _kubeconfig(tmp_path, port)
+    kubeconfig = loopback_kubeconfig(tmp_path, port)
     plan = build_plan(parse_site(stack_data("lab")))
     extravars = {
         "maintenance_action": "cordon",

@@ -11,10 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from aisite.cautions import site_warnings
-from aisite.loader import parse_site
 from aisite.payloads.serve import Metrics
-from aisite.plan import Plan, ServingPlan, build_plan
+from aisite.plan import Plan, ServingPlan
 from aisite.plan.types import CanaryPlan, PromotionPlan
 from aisite.repo import git as repo_git
 from aisite.serving.auto import pending, promote_pending
@@ -27,9 +25,10 @@ from aisite.serving.policy import (
     parse_evaluation,
     parse_metrics,
     window,
+    windows,
 )
 from aisite.serving.promote import PromoteError, promote
-from tests.conftest import ROOT, commit_file, git, run_cli, ssh_signer, stack_data
+from tests.conftest import ROOT, commit_file, git, run_cli, ssh_signer
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Site Admin",
@@ -70,7 +69,7 @@ def test_the_gate_needs_the_margin_and_one_held_out_set() -> None:
         ('{"schema": "aisite.eval/v1", "samples": 3, "top1_accuracy": NaN, "top5_accuracy": 1}', "not an aisite"),
         ('{"schema": "aisite.eval/v1", "samples": "3", "top1_accuracy": 0.5, "top5_accuracy": 1}', "not an aisite"),
         ('{"schema": "other", "samples": 3, "top1_accuracy": 0.5, "top5_accuracy": 1}', "not an aisite"),
-        ("{" + " " * (1 << 20) + "}", "more than an evaluation prints"),
+        ("{" + " " * (1 << 20) + "}", "more than a payload prints"),
     ],
 )
 def test_an_evaluation_that_is_not_one_is_refused(text: str, words: str) -> None:
@@ -113,6 +112,22 @@ def test_the_canary_reads_the_servers_own_metrics_and_judges_each_limit() -> Non
 def test_metrics_that_are_not_the_candidates_are_refused(text: str, words: str) -> None:
     with pytest.raises(PolicyInputError, match=words):
         parse_metrics(text, "gpu02", "v2")
+
+
+def test_the_window_sums_every_replica_and_refuses_one_that_restarted_or_went() -> None:
+    """A site's candidate has several pods: their counters' differences are summed (one that came up during the
+    canary counts from zero); a pod gone or restarted leaves requests unaccounted, so there is no window."""
+    a0, a1 = _served("v2", [0.01] * 3, [200] * 3), _served("v2", [0.01] * 13, [200] * 12 + [500])
+    b1 = _served("v2", [0.9] * 10, [200] * 10)
+    before = {"pod-a": parse_metrics(a0, "a", "v2")}
+    after = {"pod-a": parse_metrics(a1, "a", "v2"), "pod-b": parse_metrics(b1, "b", "v2")}
+    w = windows(before, after)
+    assert (w.requests, w.errors) == (20, 1)  # 10 more on pod-a (one failed), 10 on the new pod-b
+    assert w.p95_ms is not None and w.p95_ms > 500  # pod-b's slow half shows in the sum
+    with pytest.raises(PolicyInputError, match="pod-a: gone during the canary"):
+        windows(before, {"pod-b": after["pod-b"]})
+    with pytest.raises(PolicyInputError, match="pod-b: the server's counters went backwards"):
+        windows(after, {"pod-a": after["pod-a"], "pod-b": parse_metrics(_served("v2", [0.01], [200]), "b", "v2")})
 
 
 def test_a_restarted_server_is_not_read_as_a_window() -> None:
@@ -230,11 +245,11 @@ class FakeRuntime:
     def apply(self, plan: Plan, s: ServingPlan) -> None:
         self.applied.append([(v.role, v.version, v.share) for v in s.versions])
 
-    def metrics(self, plan: Plan, role: str) -> str:
+    def metrics(self, plan: Plan, s: ServingPlan, role: str) -> dict[str, str]:
         self.reads += 1
-        version = next(v for v in next(x for x in plan.serving if x.name == "classifier").versions if v.role == role)
+        version = next(v for v in s.versions if v.role == role)
         latencies, codes = self.live if self.reads > 1 else ([], [])
-        return _served(version.version, latencies, codes)
+        return {"gpu02": _served(version.version, latencies, codes)}
 
     def traffic(self, plan: Plan, s: ServingPlan, seconds: float) -> dict[str, dict[str, Any]]:
         return {"v2": {"requests": len(self.live[1])}}
@@ -420,6 +435,10 @@ def test_promote_options_are_checked_together_before_anything_runs() -> None:
     assert r.returncode == 2
     for words in ("SERVING or --automatic: give one", "--artifact: only with --version", "only with --version (the"):
         assert words in r.stderr, r.stderr
+    r = run_cli("promote", "lab", "classifier", "--end", "abandon", "--version", "v2")
+    assert r.returncode == 2
+    for words in ("--end: 'abandon' is not one of rollback, promote", "--end: it ends the running canary of SERVING"):
+        assert words in r.stderr, r.stderr
     # A real site with no automatic policy: nothing to do, and no refusal for not being the lab.
     r = run_cli("promote", "h100pod", "--automatic", "--json")
     assert r.returncode == 0 and json.loads(r.stdout) == {"outcomes": []}, r.stderr
@@ -436,17 +455,3 @@ def test_validate_names_the_promotions_the_reconciler_runs(tmp_path: Path) -> No
         r = run_cli("validate", str(stack), "--json")
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["summary"]["automatic_promotions"] == names
-
-
-def test_automatic_promotion_on_a_real_site_is_warned_of() -> None:
-    """A real site's reconciler cannot promote in this version: `aisite validate` says so where a policy asks it."""
-    data = stack_data("h100pod")
-    data["serving"][0]["promotion"]["automatic"] = True
-    data["gitops"] = {"repository": "ssh://git@git.example.org/site.git"}  # the reconciler it needs
-    site = parse_site(data, "h100pod")
-    warned = [str(w) for w in site_warnings(site, build_plan(site))]
-    said = "site.serving[0].promotion.automatic: the reconciler's promotions run on lab stacks"
-    assert any(said in w for w in warned), warned
-    data["serving"][0]["promotion"]["automatic"] = False
-    site = parse_site(data, "h100pod")
-    assert not any("automatic" in str(w) for w in site_warnings(site, build_plan(site)))

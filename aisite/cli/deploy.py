@@ -51,6 +51,7 @@ from aisite.maintenance.state import load as load_rollout
 from aisite.maintenance.steps import MEMBER_LAYERS
 from aisite.paths import maintenance_dir
 from aisite.plan import Plan
+from aisite.platform.serving import retired_ids
 from aisite.render.bundle import write_bundle
 from aisite.render.inventory import inventory, inventory_text
 from aisite.render.manifests import layer_files, manifest_files
@@ -225,6 +226,8 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
             "platform_dir": platform_dir,
             "platform_files": json.dumps([name for name in applies["platform"] if not name.startswith("charts/")]),
             "workload_files": json.dumps(list(applies["workloads"])),
+            # A candidate's objects once its canary ended: applying the files never deletes them.
+            "workload_removals": json.dumps(retired_ids(p)),
         }
         if layer == "pull" and p.gitops and p.pulled_layers and not check:
             # The floor a node's first pass must descend from: the branch's tip as this controller fetched and

@@ -16,22 +16,40 @@ from pydantic import TypeAdapter
 from rich.table import Table
 
 from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, load_plan, out
-from aisite.cli.lab import lab_only, lab_plan
+from aisite.cli.lab import lab_plan
 from aisite.fields import GitBranch, field_problem
 from aisite.lab.podman import LabError
 from aisite.loader import resolve_stack
+from aisite.paths import kubeconfig_path
 from aisite.plan import Plan, ServingPlan
 from aisite.repo import GitError, toplevel
 from aisite.serving import lab as servelab
 from aisite.serving.auto import checkpoint, promote_pending
+from aisite.serving.cluster import ClusterError, KubeRuntime
 from aisite.serving.commits import PromotionCommitError, Signing
 from aisite.serving.commits import push as push_step
 from aisite.serving.policy import PolicyInputError
-from aisite.serving.promote import Outcome, PromoteError, check_candidate, promote
+from aisite.serving.promote import (
+    ENDINGS,
+    Outcome,
+    PromoteError,
+    Runtime,
+    check_candidate,
+    end_canary,
+    promote,
+)
 
 serve_app = typer.Typer(no_args_is_help=True, help="Served models on the lab: data, training, servers, requests.")
 ServingArg = Annotated[str, typer.Argument(help="A served model's name under site.serving.")]
-_FAILURES = (servelab.ServingLabError, LabError, PolicyInputError, PromotionCommitError, GitError, OSError)
+_FAILURES = (
+    servelab.ServingLabError,
+    ClusterError,
+    LabError,
+    PolicyInputError,
+    PromotionCommitError,
+    GitError,
+    OSError,
+)
 
 
 def _lab_serving(stack: str, name: str, as_json: bool) -> tuple[Plan, ServingPlan]:
@@ -134,10 +152,20 @@ _BRANCH: TypeAdapter[str] = TypeAdapter(GitBranch)
 
 
 def _request_problems(  # noqa: PLR0917 - the options being checked together
-    name: str | None, version: str | None, artifact: str | None, automatic: bool, push: str | None, faults: bool
+    name: str | None,
+    version: str | None,
+    artifact: str | None,
+    automatic: bool,
+    push: str | None,
+    faults: bool,
+    end: str | None,
 ) -> list[str]:
     """Every problem of a promote request's options at once (exit 2 before anything runs)."""
     problems = []
+    if end is not None and end not in ENDINGS:
+        problems.append(f"--end: {end!r} is not one of {', '.join(ENDINGS)}")
+    if end is not None and (automatic or version is not None or faults):
+        problems.append("--end: it ends the running canary of SERVING; not with --automatic, --version or faults")
     if (name is None) == (not automatic):
         problems.append("SERVING or --automatic: give one")
     if automatic and version is not None:
@@ -161,11 +189,34 @@ def _print_outcome(plan: Plan, o: Outcome) -> None:
     for c in o.commits:
         t.add_row(c["step"], c["commit"][:12], c["subject"])
     out.print(t)
-    out.print(f"gate: {o.gate['reason']}", markup=False)
+    if o.gate:
+        out.print(f"gate: {o.gate['reason']}", markup=False)
+    if o.note:
+        out.print(o.note, markup=False)
     for version_, f in o.traffic.items():
         out.print(f"requests answered by {version_}: {f}", markup=False)
     if o.canary and o.canary["crossed"]:
         out.print("limits crossed: " + "; ".join(o.canary["crossed"]), markup=False)
+
+
+def _runtime(plan: Plan, version: str | None, faults: list[str], push: str | None) -> Runtime:
+    """The lab's processes, or the site's cluster (its kubeconfig). On a site every step must reach the branch the
+    reconciler applies before it acts: a step acted on from a local commit would be undone by its next pass."""
+    if plan.connection == "lab":
+        return servelab.LabRuntime(_say, faults={version: faults} if faults and version else None)
+    problems = []
+    if faults:
+        problems.append("--inject-latency-ms and --inject-error-rate: the lab's, not a site's")
+    if push is None:
+        problems.append(
+            f"--push BRANCH: {plan.site} is reconciled from Git, so each step goes to the branch its reconciler "
+            "applies before it acts (a step acted on from a local commit would be undone by the next pass)"
+        )
+    if problems:
+        for p in problems:
+            print(f"error: promote: {p}", file=sys.stderr)
+        raise typer.Exit(EXIT_INVALID)
+    return KubeRuntime(kubeconfig_path(plan.site), _say)
 
 
 def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
@@ -195,14 +246,21 @@ def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
     ] = None,
     inject_latency_ms: Annotated[float, typer.Option(min=0, help="Lab only: slow the candidate's server.")] = 0,
     inject_error_rate: Annotated[float, typer.Option(min=0, max=1, help="Lab only: fail its requests.")] = 0,
+    end: Annotated[
+        str | None,
+        typer.Option(
+            help="End SERVING's running canary by hand, without its verdict: rollback or promote (one cut short)."
+        ),
+    ] = None,
     as_json_: JsonOpt = False,
 ) -> None:
     """Evaluate a candidate checkpoint against the champion, refuse it with the figures or run its canary, and
     promote or roll it back: each step a signed commit to the site repository. Without --version, the newest
     checkpoint, unless a promotion judged it already (the repository's history says which were); with --automatic,
-    that of every served model whose policy is automatic."""
+    that of every served model whose policy is automatic. On a site (not the lab) --push is required, and the
+    steps run through the cluster's API server (the kubeconfig the cluster layer fetched)."""
     faults = servelab.fault_flags(inject_latency_ms, inject_error_rate)
-    problems = _request_problems(name, version, artifact, automatic, push, bool(faults))
+    problems = _request_problems(name, version, artifact, automatic, push, bool(faults), end)
     if problems:
         for p in problems:
             print(f"error: promote: {p}", file=sys.stderr)
@@ -213,12 +271,9 @@ def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
         if as_json_:
             print(json.dumps({"outcomes": []}))
         return
-    # On a site the evaluation would run as its cluster's jobs and the canary read its proxy's metrics, which this
-    # machine cannot reach: this version promotes on lab stacks.
-    lab_only(plan)
     stack_file = resolve_stack(stack).resolve()
-    runtime = servelab.LabRuntime(_say, faults={version: faults} if faults and version else None)
     try:
+        runtime = _runtime(plan, version, faults, push)
         site_repo = repo or toplevel(stack_file)
         signing = None
         if signing_key is not None:
@@ -231,7 +286,10 @@ def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
 
         kw: dict[str, Any] = {"repo": site_repo, "runtime": runtime, "signing": signing, "say": _say}
         kw["publish"] = publish if push else None
-        if version is not None:
+        if end is not None:
+            assert name is not None
+            outcomes = [end_canary(stack_file, name, end, **kw)]
+        elif version is not None:
             assert name is not None
             outcomes = [promote(stack_file, name, version, _artifact(name, version, artifact), **kw)]
         else:

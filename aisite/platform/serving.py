@@ -112,6 +112,20 @@ def server_args(s: ServingPlan, v: ServedVersion, checkpoint: str, port: int) ->
     ]
 
 
+def _storage() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, mounts): what a model server and a promotion's Jobs read, the payloads and the tenant's storage
+    read-only."""
+    volumes = [
+        {"name": "payloads", "configMap": {"name": "aisite-payloads"}},
+        {"name": "datasets", "persistentVolumeClaim": {"claimName": "datasets", "readOnly": True}},
+    ]
+    mounts = [
+        {"name": "payloads", "mountPath": PAYLOAD_DIR, "readOnly": True},
+        {"name": "datasets", "mountPath": DATASETS_MOUNT, "readOnly": True},
+    ]
+    return volumes, mounts
+
+
 def _server_pod(plan: Plan, s: ServingPlan, v: ServedVersion) -> dict[str, Any]:
     """The model server's pod spec (an InferenceService's predictor takes the same fields)."""
     t = tenant_plan(plan, s.tenant)
@@ -129,22 +143,71 @@ def _server_pod(plan: Plan, s: ServingPlan, v: ServedVersion) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": SERVER_PORT, "protocol": "TCP"}],
         "readinessProbe": probe,
         "resources": resources,
-        "volumeMounts": [
-            {"name": "payloads", "mountPath": PAYLOAD_DIR, "readOnly": True},
-            {"name": "datasets", "mountPath": DATASETS_MOUNT, "readOnly": True},
-        ],
+        "volumeMounts": _storage()[1],
     } | container_security(t)
     spec: dict[str, Any] = {
         "containers": [container],
-        "volumes": [
-            {"name": "payloads", "configMap": {"name": "aisite-payloads"}},
-            {"name": "datasets", "persistentVolumeClaim": {"claimName": "datasets", "readOnly": True}},
-        ],
+        "volumes": _storage()[0],
         "securityContext": pod_security_context(t),
     }
     if gpus.claims:
         spec["resourceClaims"] = gpus.claims
     return spec | gpu_placement(s.gpu_type, s.gpus)
+
+
+# A promotion's Job ends within this (Kubernetes stops it), and is deleted this long after it ended where the
+# promotion could not delete it (a killed promote).
+JOB_DEADLINE_S = 1800
+JOB_TTL_S = 3600
+PROMOTION_ROLE = "promotion"
+
+
+def promotion_job(plan: Plan, s: ServingPlan, name: str, script: str, args: list[str]) -> dict[str, Any]:
+    """A step of a promotion run in the tenant's namespace, as its jobs run: a payload (evaluate.py, a checkpoint's
+    score on the held-out set; checkpoints.py, the storage's listing) in the model server's image, with its
+    payloads and read-only storage, at the tenant's Pod Security and admitted by Kueue in its queue. CPUs only:
+    the serving's own CPUs and memory; its output's last line is the result."""
+    t = tenant_plan(plan, s.tenant)
+    lbls = labels(plan, tenant=s.tenant, serving=s.name, role=PROMOTION_ROLE)
+    cpu_mem = {"cpu": str(s.cpus), "memory": f"{s.memory_gi}Gi"}
+    container = {
+        "name": "promotion",
+        "image": server_image(plan, s),
+        "command": ["python3", f"{PAYLOAD_DIR}/{script}"],
+        "args": args,
+        "resources": {"requests": cpu_mem, "limits": cpu_mem},
+        "volumeMounts": _storage()[1],
+    } | container_security(t)
+    pod = {
+        "metadata": {"labels": lbls},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [container],
+            "volumes": _storage()[0],
+            "securityContext": pod_security_context(t),
+        },
+    }
+    spec = {
+        "backoffLimit": 0,
+        "activeDeadlineSeconds": JOB_DEADLINE_S,
+        "ttlSecondsAfterFinished": JOB_TTL_S,
+        "suspend": bool(queue_labels(plan)),
+        "template": pod,
+    }
+    return obj("batch/v1", "Job", name, lbls | queue_labels(plan), s.namespace, spec=spec)
+
+
+def evaluation_job(plan: Plan, s: ServingPlan, artifact: str, dataset: str) -> dict[str, Any]:
+    """evaluate.py on `artifact` and the held-out `dataset`, named for the checkpoint (a Job left by a killed
+    promote is the one the next evaluation of it replaces)."""
+    name = f"{s.name}-eval-{hashlib.sha256(artifact.encode()).hexdigest()[:8]}"
+    args = ["--model", s.model, "--checkpoint", f"{DATASETS_MOUNT}/{artifact}", "--data", f"{DATASETS_MOUNT}/{dataset}"]
+    return promotion_job(plan, s, name, "evaluate.py", [*args, "--threads", str(s.cpus)])
+
+
+def listing_job(plan: Plan, s: ServingPlan, folder: str) -> dict[str, Any]:
+    """checkpoints.py on `folder` of the tenant's storage."""
+    return promotion_job(plan, s, f"{s.name}-checkpoints", "checkpoints.py", [f"{DATASETS_MOUNT}/{folder}"])
 
 
 def _version_labels(plan: Plan, s: ServingPlan, v: ServedVersion) -> dict[str, str]:
@@ -176,6 +239,32 @@ def version_objects(plan: Plan, s: ServingPlan, v: ServedVersion) -> list[dict[s
     port = {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
     out.append(obj("v1", "Service", name, lbls, s.namespace, spec={"selector": _selector(s, v.role), "ports": [port]}))
     return out
+
+
+ROLES = ("champion", "candidate")
+
+
+def retired_objects(plan: Plan, s: ServingPlan) -> list[dict[str, Any]]:
+    """The objects of a role the model no longer has (the candidate once its canary ended): the names and kinds its
+    version would have, to delete. Applying never removes an object, so the candidate's pods and GPUs would stay."""
+    roles = {v.role for v in s.versions}
+    gone = [ServedVersion(role, "", "", 0, 0) for role in ROLES if role not in roles]
+    return [o for v in gone for o in version_objects(plan, s, v)]
+
+
+def retired_ids(plan: Plan) -> list[dict[str, str]]:
+    """What the Workloads layer deletes after applying (playbooks/workloads.yml): each served model's retired
+    objects, by kind and name."""
+    return [
+        {
+            "api_version": o["apiVersion"],
+            "kind": o["kind"],
+            "namespace": o["metadata"]["namespace"],
+            "name": o["metadata"]["name"],
+        }
+        for s in plan.serving
+        for o in retired_objects(plan, s)
+    ]
 
 
 def proxy_objects(plan: Plan, s: ServingPlan) -> list[dict[str, Any]]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import itertools
 import json
 import os
 import shlex
@@ -40,6 +39,7 @@ from pathlib import Path
 from aisite.lab.netns import pid as node_pid
 from aisite.lab.podman import podman
 from aisite.paths import serving_dir
+from aisite.payloads.checkpoints import checkpoints as list_checkpoints
 from aisite.plan import Node, Plan, ServingPlan
 from aisite.platform.serving import SERVER_PORT, proxy_config, server_args
 from aisite.render.inventory import container_name
@@ -425,8 +425,8 @@ class LabRuntime:
     def apply(self, plan: Plan, s: ServingPlan) -> None:
         apply(plan, s, self.say, self.faults)
 
-    def metrics(self, plan: Plan, role: str) -> str:
-        return server_metrics(plan, role)
+    def metrics(self, plan: Plan, s: ServingPlan, role: str) -> dict[str, str]:
+        return {hosts(plan)[role].name: server_metrics(plan, role)}
 
     def traffic(self, plan: Plan, s: ServingPlan, seconds: float) -> dict[str, dict[str, float | int | None]]:
         assert s.promotion is not None
@@ -436,18 +436,10 @@ class LabRuntime:
         return checkpoints(plan, s)
 
 
-def checkpoints(plan: Plan, s: ServingPlan, limit: int = 10_000) -> list[tuple[str, float]]:
-    """(version, modification time) of each checkpoint in models/NAME/ of the storage, as the champion's node sees
-    it: regular files named VERSION.pt only (links are not followed), at most `limit` entries read."""
-    folder = on_node(plan, hosts(plan)["champion"], f"models/{s.name}")
-    if not folder.is_dir():
-        return []
-    found = []
-    with os.scandir(folder) as entries:
-        for entry in itertools.islice(entries, limit):
-            if entry.name.endswith(".pt") and entry.is_file(follow_symlinks=False):
-                found.append((entry.name.removesuffix(".pt"), entry.stat(follow_symlinks=False).st_mtime))
-    return found
+def checkpoints(plan: Plan, s: ServingPlan) -> list[tuple[str, float]]:
+    """The checkpoints in models/NAME/ of the storage, as the champion's node sees it (payloads/checkpoints.py's
+    bounded listing, the one a site's Job runs)."""
+    return list_checkpoints(str(on_node(plan, hosts(plan)["champion"], f"models/{s.name}")))
 
 
 def fault_flags(latency_ms: float, error_rate: float) -> list[str]:

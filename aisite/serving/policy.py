@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -20,6 +21,7 @@ from aisite.plan.types import CanaryPlan, PromotionPlan
 
 MAX_TEXT = 1 << 20  # a server's /metrics or an evaluation's output beyond this is refused unread
 Score = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+M = TypeVar("M", bound=BaseModel)
 
 
 class PolicyInputError(ValueError):
@@ -37,18 +39,41 @@ class Evaluation(BaseModel):
     top5_accuracy: Score
 
 
-def parse_evaluation(text: str, source: str) -> Evaluation:
-    """The last line of an evaluation's output as its result, or PolicyInputError naming the source."""
+def first_problem(exc: ValidationError) -> str:
+    """A validation error's first problem as `where: what` (the field's path in what was sent), bounded."""
+    errors = exc.errors(include_url=False, include_input=False)
+    if not errors:
+        return str(exc).splitlines()[0][:200]
+    where = ".".join(str(x) for x in errors[0]["loc"])
+    return f"{where}: {errors[0]['msg']}"[:200] if where else str(errors[0]["msg"])[:200]
+
+
+def result_line(text: str, source: str) -> object:
+    """A payload's result: the last line of its output that is a JSON object (a warning may follow or precede it),
+    decoded, not yet checked; PolicyInputError naming the source."""
     if len(text) > MAX_TEXT:
-        raise PolicyInputError(f"{source}: {len(text)} characters of output, more than an evaluation prints")
+        raise PolicyInputError(f"{source}: {len(text)} characters of output, more than a payload prints")
     lines = [line for line in text.strip().splitlines() if line.startswith("{")]
     if not lines:
         raise PolicyInputError(f"{source}: printed no result line")
     try:
-        return Evaluation.model_validate(json.loads(lines[-1]))
-    except (ValueError, ValidationError) as exc:
-        first = str(exc).splitlines()[0][:200]
-        raise PolicyInputError(f"{source}: not an aisite.eval/v1 result ({first})") from None
+        doc: object = json.loads(lines[-1])
+    except ValueError as exc:
+        raise PolicyInputError(f"{source}: its result line is not JSON ({str(exc)[:200]})") from None
+    return doc
+
+
+def parse_result(model: type[M], schema: str, text: str, source: str) -> M:
+    """A payload's result line held to its model, or PolicyInputError naming the source and the first problem."""
+    try:
+        return model.model_validate(result_line(text, source))
+    except ValidationError as exc:
+        raise PolicyInputError(f"{source}: not an {schema} result ({first_problem(exc)})") from None
+
+
+def parse_evaluation(text: str, source: str) -> Evaluation:
+    """The last line of an evaluation's output as its result, or PolicyInputError naming the source."""
+    return parse_result(Evaluation, "aisite.eval/v1", text, source)
 
 
 @dataclass(frozen=True)
@@ -158,20 +183,44 @@ class Window:
 
 
 def window(before: ServerFigures, after: ServerFigures) -> Window:
-    if before.version != after.version:
-        raise PolicyInputError(f"the server changed version during the canary ({before.version} -> {after.version})")
-    codes = set(before.requests) | set(after.requests)
-    delta = {c: after.requests.get(c, 0.0) - before.requests.get(c, 0.0) for c in codes}
-    if any(v < 0 for v in delta.values()):
-        raise PolicyInputError("the server's counters went backwards: it restarted during the canary")
-    requests = int(sum(delta.values()))
-    errors = int(sum(v for c, v in delta.items() if c.startswith("5")))
-    edges_before = dict(before.buckets)
-    buckets = [(edge, count - edges_before.get(edge, 0.0)) for edge, count in after.buckets]
-    p95 = _quantile(0.95, buckets)
-    answers = after.answers - before.answers
-    confidence = (after.confidence_sum - before.confidence_sum) / answers if answers > 0 else None
-    return Window(requests, errors, None if p95 is None else p95 * 1000, confidence)
+    return windows({"": before}, {"": after})
+
+
+def windows(before: Mapping[str, ServerFigures], after: Mapping[str, ServerFigures]) -> Window:
+    """The candidate's window over all its servers (a replica each, by source): each server's counters' difference,
+    summed. A server read before and gone after, or whose counters went backwards, restarted during the canary: no
+    window. One that came up during it counts from zero, as Prometheus's increase() counts a new series."""
+    gone = sorted(set(before) - set(after))
+    if gone:
+        raise PolicyInputError(f"{', '.join(gone)[:200]}: gone during the canary, its requests unaccounted")
+    codes: dict[str, float] = {}
+    buckets: dict[float, float] = {}
+    confidence = answers = 0.0
+    edges: set[float] | None = None
+    for source, a in sorted(after.items()):
+        b = before.get(source, ServerFigures(a.version, {}, tuple((e, 0.0) for e, _ in a.buckets), 0.0, 0.0))
+        where = f"{source}: " if source else ""
+        if b.version != a.version:
+            raise PolicyInputError(f"{where}the server changed version during the canary ({b.version} -> {a.version})")
+        if edges is not None and edges != {e for e, _ in a.buckets}:
+            raise PolicyInputError(f"{where}its latency histogram has other buckets than the other servers'")
+        edges = {e for e, _ in a.buckets}
+        delta = {c: a.requests.get(c, 0.0) - b.requests.get(c, 0.0) for c in set(b.requests) | set(a.requests)}
+        edges_before = dict(b.buckets)
+        counts = [(edge, count - edges_before.get(edge, 0.0)) for edge, count in a.buckets]
+        more = (a.confidence_sum - b.confidence_sum, a.answers - b.answers)
+        if any(v < 0 for v in [*delta.values(), *(c for _, c in counts), *more]):
+            raise PolicyInputError(f"{where}the server's counters went backwards: it restarted during the canary")
+        for c, v in delta.items():
+            codes[c] = codes.get(c, 0.0) + v
+        for edge, count in counts:
+            buckets[edge] = buckets.get(edge, 0.0) + count
+        confidence, answers = confidence + more[0], answers + more[1]
+    requests = int(sum(codes.values()))
+    errors = int(sum(v for c, v in codes.items() if c.startswith("5")))
+    p95 = _quantile(0.95, sorted(buckets.items())) if buckets else None
+    mean = confidence / answers if answers > 0 else None
+    return Window(requests, errors, None if p95 is None else p95 * 1000, mean)
 
 
 @dataclass(frozen=True)

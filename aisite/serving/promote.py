@@ -10,9 +10,9 @@ The states, as the GPU Operator's upgrade walks its nodes (each outcome a commit
                      (every live limit held)--> promoted       (commit: the candidate made champion)
                      (a limit crossed)-------> rolled-back     (commit: the candidate removed)
 
-The runtime does the work the site's machines do after each commit: on the lab, aisite.serving.lab (the
-processes); on a site, the reconciler applies the commit's objects (the cluster is not reachable from here, so
-`promote` runs on lab stacks in this version).
+The runtime does the work after each commit: on the lab, aisite.serving.lab (the lab's processes); on a site,
+aisite.serving.cluster (Jobs, the commit's objects applied as the reconciler applies them, pods' counters, through
+the cluster's API server).
 """
 
 from __future__ import annotations
@@ -28,8 +28,20 @@ from pydantic import TypeAdapter
 from aisite.fields import DnsLabel, RelPath, field_problem
 from aisite.loader import load_site
 from aisite.plan import Plan, ServingPlan, build_plan
+from aisite.plan.types import PromotionPlan
 from aisite.serving.commits import Signing, commit_step, edit_serving, subject
-from aisite.serving.policy import Gate, Verdict, Window, gate, judge, parse_evaluation, parse_metrics, window
+from aisite.serving.policy import (
+    Gate,
+    PolicyInputError,
+    ServerFigures,
+    Verdict,
+    Window,
+    gate,
+    judge,
+    parse_evaluation,
+    parse_metrics,
+    windows,
+)
 
 Say = Callable[[str], None]
 
@@ -41,7 +53,8 @@ class PromoteError(Exception):
 class Runtime(Protocol):
     def evaluate(self, plan: Plan, s: ServingPlan, artifact: str, dataset: str) -> str: ...
     def apply(self, plan: Plan, s: ServingPlan) -> None: ...
-    def metrics(self, plan: Plan, role: str) -> str: ...
+    # Each of the role's servers' /metrics text, by where it was read (a replica, a pod).
+    def metrics(self, plan: Plan, s: ServingPlan, role: str) -> dict[str, str]: ...
     def traffic(self, plan: Plan, s: ServingPlan, seconds: float) -> dict[str, dict[str, Any]]: ...
     # (file name stem, modification time) of the checkpoints in models/NAME/, a bounded listing of the storage.
     def checkpoints(self, plan: Plan, s: ServingPlan) -> list[tuple[str, float]]: ...
@@ -88,18 +101,60 @@ def _canary(plan: Plan, s: ServingPlan, version: str, runtime: Runtime, *, out: 
     policy = s.promotion
     assert policy is not None
     runtime.apply(plan, s)
-    before = parse_metrics(runtime.metrics(plan, "candidate"), f"{s.name}'s candidate", version)
+
+    def read() -> dict[str, ServerFigures]:
+        texts = runtime.metrics(plan, s, "candidate")
+        if not texts:
+            raise PolicyInputError(f"{s.name}'s candidate: no server of it answered")
+        return {where: parse_metrics(text, f"{s.name}'s candidate {where}", version) for where, text in texts.items()}
+
+    before = read()
     say(f"{s.name}: canary of {version} for {policy.canary.seconds} s at {policy.canary.share} %")
     start = time.monotonic()
     out.traffic = runtime.traffic(plan, s, policy.canary.seconds)
-    after = parse_metrics(runtime.metrics(plan, "candidate"), f"{s.name}'s candidate", version)
-    result = judge(policy.canary, window(before, after))
+    result = judge(policy.canary, windows(before, read()))
     out.canary = {
         "seconds": round(time.monotonic() - start, 1),
         "window": asdict(result.window) | {"error_rate": result.window.error_rate},
         "crossed": result.crossed,
     }
     return result
+
+
+def _prepared(stack_file: Path, name: str) -> tuple[Plan, ServingPlan, PromotionPlan]:
+    """The stack's plan, the served model and its policy."""
+    plan = build_plan(load_site(stack_file))
+    s = _serving(plan, name)
+    if s.promotion is None:
+        raise PromoteError(f"serving {name!r} has no promotion policy (site.serving[].promotion)")
+    return plan, s, s.promotion
+
+
+def _signer(plan: Plan, policy: PromotionPlan, signing: Signing | None) -> Signing | None:
+    """Who signs the steps: a key the model's own policy's signers name, where the site verifies its commits."""
+    if signing is None and plan.gitops and plan.gitops.allowed_signers:
+        raise PromoteError("the site verifies its commits (gitops.allowed_signers): give --signing-key")
+    return None if signing is None else replace(signing, signers=tuple(policy.signers))
+
+
+@dataclass
+class _Steps:
+    """Where a promotion's steps go: each committed (signed), published before it acts, recorded in the outcome."""
+
+    repo: Path
+    stack_file: Path
+    signing: Signing | None
+    publish: Callable[[str], None] | None
+    say: Say
+    out: Outcome
+
+    def __call__(self, step: str, text: str, message: str) -> None:
+        about = (self.out.serving, self.out.candidate)
+        sha = commit_step(self.repo, self.stack_file, text, message, self.signing, about=about)
+        if self.publish is not None:
+            self.publish(sha)
+        self.out.commits.append({"step": step, "commit": sha, "subject": message.splitlines()[0]})
+        self.say(f"{about[0]}: committed {sha[:12]} {message.splitlines()[0]}")
 
 
 def promote(
@@ -117,27 +172,13 @@ def promote(
     """publish: called with each step's commit before the step acts (a push to the site's remote); when it
     raises, the promotion stops there."""
     check_candidate(version, artifact)
-    plan = build_plan(load_site(stack_file))
-    s = _serving(plan, name)
-    policy = s.promotion
-    if policy is None:
-        raise PromoteError(f"serving {name!r} has no promotion policy (site.serving[].promotion)")
+    plan, s, policy = _prepared(stack_file, name)
     champion = s.versions[0]
     if len(s.versions) > 1:
         raise PromoteError(f"serving {name!r} runs a canary already ({s.versions[1].version}): let it finish first")
     if version == champion.version:
         raise PromoteError(f"{version!r} is the champion's version")
-    if signing is None and plan.gitops and plan.gitops.allowed_signers:
-        raise PromoteError("the site verifies its commits (gitops.allowed_signers): give --signing-key")
-    if signing is not None:  # who may sign is this model's policy's say
-        signing = replace(signing, signers=tuple(policy.signers))
-
-    def commit(step: str, text: str, message: str) -> None:
-        sha = commit_step(repo, stack_file, text, message, signing, about=(name, version))
-        if publish is not None:
-            publish(sha)
-        out.commits.append({"step": step, "commit": sha, "subject": message.splitlines()[0]})
-        say(f"{name}: committed {sha[:12]} {message.splitlines()[0]}")
+    signing = _signer(plan, policy, signing)
 
     say(f"{name}: evaluating {champion.version} and {version} on {policy.dataset} ({policy.metric})")
     scores = [
@@ -146,6 +187,7 @@ def promote(
     ]
     verdict: Gate = gate(policy, *scores)
     out = Outcome(name, version, "refused", asdict(verdict) | {"reason": verdict.reason})
+    commit = _Steps(repo, stack_file, signing, publish, say, out)
     text = stack_file.read_text()
     if not verdict.passed:
         say(f"{name}: {version} refused at the gate: {verdict.reason}")
@@ -189,4 +231,45 @@ def promote(
     say(f"{name}: {version} {out.state}: {figures}")
     plan = build_plan(load_site(stack_file))
     runtime.apply(plan, _serving(plan, name))
+    return out
+
+
+ENDINGS = ("rollback", "promote")
+
+
+def end_canary(
+    stack_file: Path,
+    name: str,
+    ending: str,
+    *,
+    repo: Path,
+    runtime: Runtime,
+    signing: Signing | None,
+    say: Say,
+    publish: Callable[[str], None] | None = None,
+) -> Outcome:
+    """End a running canary by hand, without its verdict (one cut short: a push refused after it ran, a killed
+    promote): roll the candidate back, or make it champion. One signed step, published before it acts."""
+    if ending not in ENDINGS:
+        raise PromoteError(f"--end: {ending!r} is not one of {', '.join(ENDINGS)}")
+    plan, s, policy = _prepared(stack_file, name)
+    if len(s.versions) < 2:
+        raise PromoteError(f"serving {name!r} runs no canary: there is nothing to end")
+    signing = _signer(plan, policy, signing)
+    version = s.versions[1].version
+    out = Outcome(name, version, "promoted" if ending == "promote" else "rolled-back", {}, note="ended by hand")
+    commit = _Steps(repo, stack_file, signing, publish, say, out)
+    text = stack_file.read_text()
+    if ending == "promote":
+        message = f"{subject(name, version, 'promoted')}\n\nEnded by hand: no canary verdict.\n"
+        commit("promoted", edit_serving(text, name, "promote"), message)
+    else:
+        commit(
+            "rolled-back",
+            edit_serving(text, name, "rollback"),
+            f"{subject(name, version, 'rolled-back', 'ended by hand')}\n",
+        )
+    plan = build_plan(load_site(stack_file))
+    runtime.apply(plan, _serving(plan, name))
+    say(f"{name}: {version} {out.state} (ended by hand)")
     return out
