@@ -42,6 +42,12 @@ PROXY_METRICS_PORT = 8405  # HAProxy's Prometheus exporter
 # The official haproxy image runs as its `haproxy` user (uid 99).
 PROXY_UID = 99
 KSERVE_MODE = {"serving.kserve.io/deploymentMode": "Standard"}
+# What a served model's pods carry (and a promotion on a site reads back from them).
+SERVING_LABEL = f"{LABEL_PREFIX}/serving"
+ROLE_LABEL = f"{LABEL_PREFIX}/role"
+VERSION_LABEL = f"{LABEL_PREFIX}/model-version"
+PROXY_CONFIG = f"{LABEL_PREFIX}/proxy-config"  # the proxy pods' annotation: their configuration's digest
+ROLES = ("champion", "candidate")
 
 
 def uses_kserve(plan: Plan) -> bool:
@@ -159,7 +165,7 @@ def _server_pod(plan: Plan, s: ServingPlan, v: ServedVersion) -> dict[str, Any]:
 # promotion could not delete it (a killed promote).
 JOB_DEADLINE_S = 1800
 JOB_TTL_S = 3600
-PROMOTION_ROLE = "promotion"
+PROMOTION_ROLE = "promotion"  # its pods' role label, and its container's name
 
 
 def promotion_job(plan: Plan, s: ServingPlan, name: str, script: str, args: list[str]) -> dict[str, Any]:
@@ -171,7 +177,7 @@ def promotion_job(plan: Plan, s: ServingPlan, name: str, script: str, args: list
     lbls = labels(plan, tenant=s.tenant, serving=s.name, role=PROMOTION_ROLE)
     cpu_mem = {"cpu": str(s.cpus), "memory": f"{s.memory_gi}Gi"}
     container = {
-        "name": "promotion",
+        "name": PROMOTION_ROLE,
         "image": server_image(plan, s),
         "command": ["python3", f"{PAYLOAD_DIR}/{script}"],
         "args": args,
@@ -214,14 +220,15 @@ def _version_labels(plan: Plan, s: ServingPlan, v: ServedVersion) -> dict[str, s
     return labels(plan, tenant=s.tenant, serving=s.name, role=v.role)
 
 
-def _selector(s: ServingPlan, role: str) -> dict[str, str]:
-    return {f"{LABEL_PREFIX}/serving": s.name, f"{LABEL_PREFIX}/role": role}
+def selector(s: ServingPlan, role: str | None = None) -> dict[str, str]:
+    """The labels that select the model's pods (of one role)."""
+    return {SERVING_LABEL: s.name} | ({ROLE_LABEL: role} if role else {})
 
 
 def version_objects(plan: Plan, s: ServingPlan, v: ServedVersion) -> list[dict[str, Any]]:
     name = version_name(s, v)
     lbls = _version_labels(plan, s, v) | queue_labels(plan)
-    pod_labels = lbls | {f"{LABEL_PREFIX}/model-version": v.version}
+    pod_labels = lbls | {VERSION_LABEL: v.version}
     pod = _server_pod(plan, s, v)
     gpus = gpu_request(plan, s.gpus, name, s.namespace, labels(plan, tenant=s.tenant, serving=s.name))
     out: list[dict[str, Any]] = list(gpus.objects)
@@ -234,22 +241,22 @@ def version_objects(plan: Plan, s: ServingPlan, v: ServedVersion) -> list[dict[s
         out.append(isvc)
     else:
         template = {"metadata": {"labels": pod_labels}, "spec": pod}
-        spec = {"replicas": v.replicas, "selector": {"matchLabels": _selector(s, v.role)}, "template": template}
+        spec = {"replicas": v.replicas, "selector": {"matchLabels": selector(s, v.role)}, "template": template}
         out.append(obj("apps/v1", "Deployment", name, lbls, s.namespace, spec=spec))
     port = {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
-    out.append(obj("v1", "Service", name, lbls, s.namespace, spec={"selector": _selector(s, v.role), "ports": [port]}))
+    out.append(obj("v1", "Service", name, lbls, s.namespace, spec={"selector": selector(s, v.role), "ports": [port]}))
     return out
 
 
-ROLES = ("champion", "candidate")
+def retired_roles(s: ServingPlan) -> list[str]:
+    """The roles the model no longer has: the candidate once its canary ended."""
+    return [role for role in ROLES if role not in {v.role for v in s.versions}]
 
 
 def retired_objects(plan: Plan, s: ServingPlan) -> list[dict[str, Any]]:
-    """The objects of a role the model no longer has (the candidate once its canary ended): the names and kinds its
-    version would have, to delete. Applying never removes an object, so the candidate's pods and GPUs would stay."""
-    roles = {v.role for v in s.versions}
-    gone = [ServedVersion(role, "", "", 0, 0) for role in ROLES if role not in roles]
-    return [o for v in gone for o in version_objects(plan, s, v)]
+    """The objects of a role the model no longer has: the names and kinds its version would have, to delete.
+    Applying never removes an object, so the candidate's pods and GPUs would stay."""
+    return [o for role in retired_roles(s) for o in version_objects(plan, s, ServedVersion(role, "", "", 0, 0))]
 
 
 def retired_ids(plan: Plan) -> list[dict[str, str]]:
@@ -290,14 +297,14 @@ def proxy_objects(plan: Plan, s: ServingPlan) -> list[dict[str, Any]]:
     } | container_security(t)
     pod = {
         # The configuration's digest in the template: a new split restarts the proxy with it.
-        "metadata": {"labels": lbls, "annotations": {f"{LABEL_PREFIX}/proxy-config": _digest(config)}},
+        "metadata": {"labels": lbls, "annotations": {PROXY_CONFIG: _digest(config)}},
         "spec": {
             "containers": [container],
             "volumes": [{"name": "config", "configMap": {"name": f"{s.name}-proxy"}}],
             "securityContext": security,
         },
     }
-    spec = {"replicas": 2, "selector": {"matchLabels": _selector(s, "proxy")}, "template": pod}
+    spec = {"replicas": 2, "selector": {"matchLabels": selector(s, "proxy")}, "template": pod}
     ports = [
         # Not "http": the ServiceMonitor's http endpoint is the servers' own /metrics.
         {"name": "proxy", "port": 80, "targetPort": "http", "protocol": "TCP"},
@@ -306,7 +313,7 @@ def proxy_objects(plan: Plan, s: ServingPlan) -> list[dict[str, Any]]:
     return [
         cm,
         obj("apps/v1", "Deployment", f"{s.name}-proxy", lbls | queue_labels(plan), s.namespace, spec=spec),
-        obj("v1", "Service", s.name, lbls, s.namespace, spec={"selector": _selector(s, "proxy"), "ports": ports}),
+        obj("v1", "Service", s.name, lbls, s.namespace, spec={"selector": selector(s, "proxy"), "ports": ports}),
     ]
 
 
@@ -316,9 +323,9 @@ def _digest(text: str) -> str:
 
 def monitor(plan: Plan, s: ServingPlan) -> dict[str, Any]:
     """Prometheus scrapes the proxy's per-version figures and each server's own (requests, latency, confidence)."""
-    selector = {"matchLabels": {f"{LABEL_PREFIX}/serving": s.name}}
+    matched = {"matchLabels": selector(s)}
     endpoints = [{"port": "metrics", "path": "/metrics"}, {"port": "http", "path": "/metrics"}]
-    spec = {"selector": selector, "endpoints": endpoints}
+    spec = {"selector": matched, "endpoints": endpoints}
     return obj(
         "monitoring.coreos.com/v1", "ServiceMonitor", s.name, labels(plan, tenant=s.tenant), s.namespace, spec=spec
     )

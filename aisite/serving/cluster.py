@@ -29,14 +29,18 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aisite.fields import DnsSubdomain
-from aisite.plan import LABEL_PREFIX, Plan, ServedVersion, ServingPlan
+from aisite.plan import Plan, ServedVersion, ServingPlan
 from aisite.platform.serving import (
     PROMOTION_ROLE,
-    ROLES,
+    PROXY_CONFIG,
+    ROLE_LABEL,
     SERVER_PORT,
+    VERSION_LABEL,
     evaluation_job,
     listing_job,
     retired_objects,
+    retired_roles,
+    selector,
     serving_objects,
 )
 from aisite.serving.policy import (
@@ -44,8 +48,8 @@ from aisite.serving.policy import (
     PolicyInputError,
     ServerFigures,
     first_problem,
-    parse_metrics,
     parse_result,
+    parse_servers,
     windows,
 )
 
@@ -135,11 +139,11 @@ def _pod(o: _Object) -> Pod:
     ready = o.status.phase == "Running" and o.condition("Ready") is not None
     return Pod(
         o.metadata.name,
-        labels.get(f"{LABEL_PREFIX}/role", ""),
-        labels.get(f"{LABEL_PREFIX}/model-version", ""),
+        labels.get(ROLE_LABEL, ""),
+        labels.get(VERSION_LABEL, ""),
         ready,
         o.metadata.deletionTimestamp is not None,
-        annotations.get(f"{LABEL_PREFIX}/proxy-config", ""),
+        annotations.get(PROXY_CONFIG, ""),
     )
 
 
@@ -264,13 +268,13 @@ class KubeRuntime:
         self._call("POST", _path("batch/v1", "Job", s.namespace), body=job)
         try:
             state = self._wait(f"{s.name}: the Job {name}", lambda: self._job_ended(job), limit=self.job_s)
-            pods = self._pods(s, f"batch.kubernetes.io/job-name={name}")
+            pods = self._pods(s, _selected({"batch.kubernetes.io/job-name": name}))
             if not pods:
                 raise ClusterError(f"the Job {name} {state} and left no pod to read")
             log = self._call(
                 "GET",
                 f"/api/v1/namespaces/{s.namespace}/pods/{pods[0].name}/log",
-                query={"container": "promotion", "tailLines": "50", "limitBytes": str(MAX_TEXT)},
+                query={"container": PROMOTION_ROLE, "tailLines": "50", "limitBytes": str(MAX_TEXT)},
             ).decode(errors="replace")
             if state != "Complete":
                 tail = log.strip().splitlines()[-1:] or ["(no output)"]
@@ -323,21 +327,20 @@ class KubeRuntime:
         for o in wanted:
             self._apply(o)
         proxy = next(o for o in wanted if o["kind"] == "Deployment" and o["metadata"]["name"] == f"{s.name}-proxy")
-        template = proxy["spec"]["template"]["metadata"]["annotations"][f"{LABEL_PREFIX}/proxy-config"]
+        template = proxy["spec"]["template"]["metadata"]["annotations"][PROXY_CONFIG]
         expect = {v.role: (v.version, v.replicas) for v in s.versions}
         expect["proxy"] = (template, int(proxy["spec"]["replicas"]))
         self._wait(f"{s.name}: the cluster serving {_shown(expect)}", lambda: self._served(s, expect))
         for o in retired_objects(plan, s):
             if self._delete(o):
                 self.say(f"{s.name}: deleted {o['kind']} {o['metadata']['name']}")
-        left = set(ROLES) - {v.role for v in s.versions}
-        if left:
-            self._wait(f"{s.name}: the {', '.join(sorted(left))}'s pods to go", lambda: self._none_of(s, left))
+        if gone := set(retired_roles(s)):
+            self._wait(f"{s.name}: the {', '.join(sorted(gone))}'s pods to go", lambda: self._none_of(s, gone))
 
     def _served(self, s: ServingPlan, expect: dict[str, tuple[str, int]]) -> str | None:
         """'served' once each role has its replicas ready at its version (or configuration) and no other pod of it
         runs: a request then reaches what the plan says, and only that."""
-        pods = [p for p in self._pods(s, f"{LABEL_PREFIX}/serving={s.name}") if p.role != PROMOTION_ROLE]
+        pods = [p for p in self._pods(s, _selected(selector(s))) if p.role != PROMOTION_ROLE]
         for role, (version, replicas) in expect.items():
             mine = [p for p in pods if p.role == role]
             current = [p for p in mine if (p.proxy_config if role == "proxy" else p.version) == version]
@@ -346,13 +349,13 @@ class KubeRuntime:
         return "served"
 
     def _none_of(self, s: ServingPlan, roles: set[str]) -> str | None:
-        pods = self._pods(s, f"{LABEL_PREFIX}/serving={s.name}")
+        pods = self._pods(s, _selected(selector(s)))
         return None if any(p.role in roles for p in pods) else "gone"
 
     # ----------------------------------------------------------------------------------------- live figures
     def metrics(self, plan: Plan, s: ServingPlan, role: str) -> dict[str, str]:
         version = next(v.version for v in s.versions if v.role == role)
-        pods = self._pods(s, f"{LABEL_PREFIX}/serving={s.name},{LABEL_PREFIX}/role={role}")
+        pods = self._pods(s, _selected(selector(s, role)))
         return {
             p.name: self._call(
                 "GET", f"/api/v1/namespaces/{s.namespace}/pods/{p.name}:{SERVER_PORT}/proxy/metrics"
@@ -385,10 +388,14 @@ class KubeRuntime:
         """The version's servers' figures, or why they could not be read (the report's; the judgement reads the
         candidate's again itself)."""
         try:
-            texts = self.metrics(plan, s, v.role)
-            return {p: parse_metrics(t, f"{s.name}'s {v.role} {p}", v.version) for p, t in texts.items()}
+            return parse_servers(self.metrics(plan, s, v.role), f"{s.name}'s {v.role}", v.version)
         except (PolicyInputError, ClusterError) as exc:
             return str(exc)
+
+
+def _selected(labels: dict[str, str]) -> str:
+    """A label selector's text: every label, equal."""
+    return ",".join(f"{k}={v}" for k, v in labels.items())
 
 
 def _shown(expect: dict[str, tuple[str, int]]) -> str:

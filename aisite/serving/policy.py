@@ -151,6 +151,14 @@ def parse_metrics(text: str, source: str, version: str) -> ServerFigures:
     return ServerFigures(version, requests, tuple(sorted(buckets.items())), confidence, answers)
 
 
+def parse_servers(texts: Mapping[str, str], source: str, version: str) -> dict[str, ServerFigures]:
+    """Each server's /metrics (by where it was read: a replica, a pod) as figures of `version`; PolicyInputError
+    when none answered or one is not a server of that version."""
+    if not texts:
+        raise PolicyInputError(f"{source}: no server of it answered")
+    return {where: parse_metrics(text, f"{source} {where}", version) for where, text in texts.items()}
+
+
 def _quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
     """Prometheus's histogram_quantile over cumulative buckets (linear within a bucket); None with no samples."""
     total = buckets[-1][1]

@@ -32,14 +32,13 @@ from aisite.plan.types import PromotionPlan
 from aisite.serving.commits import Signing, commit_step, edit_serving, subject
 from aisite.serving.policy import (
     Gate,
-    PolicyInputError,
     ServerFigures,
     Verdict,
     Window,
     gate,
     judge,
     parse_evaluation,
-    parse_metrics,
+    parse_servers,
     windows,
 )
 
@@ -103,10 +102,7 @@ def _canary(plan: Plan, s: ServingPlan, version: str, runtime: Runtime, *, out: 
     runtime.apply(plan, s)
 
     def read() -> dict[str, ServerFigures]:
-        texts = runtime.metrics(plan, s, "candidate")
-        if not texts:
-            raise PolicyInputError(f"{s.name}'s candidate: no server of it answered")
-        return {where: parse_metrics(text, f"{s.name}'s candidate {where}", version) for where, text in texts.items()}
+        return parse_servers(runtime.metrics(plan, s, "candidate"), f"{s.name}'s candidate", version)
 
     before = read()
     say(f"{s.name}: canary of {version} for {policy.canary.seconds} s at {policy.canary.share} %")
