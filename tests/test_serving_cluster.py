@@ -517,6 +517,11 @@ def test_promote_on_a_site_takes_the_branch_it_publishes_to_and_the_clusters_kub
     assert r.returncode == 2
     assert "--inject-latency-ms and --inject-error-rate: the lab's, not a site's" in r.stderr
     assert "--push BRANCH: dc1 is reconciled from Git" in r.stderr
+    # The request's own problems and the site's, at once.
+    r = run_cli("promote", "dc1", "classifier", "--end", "abandon")
+    assert r.returncode == 2
+    for words in ("--end: 'abandon' is not one of rollback, promote", "--push BRANCH: dc1 is reconciled from Git"):
+        assert words in r.stderr, r.stderr
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "Pulumi.dc1.yaml").write_text((ROOT / "stacks" / "Pulumi.dc1.yaml").read_text())
     (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())

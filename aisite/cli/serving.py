@@ -30,12 +30,12 @@ from aisite.serving.commits import PromotionCommitError, Signing
 from aisite.serving.commits import push as push_step
 from aisite.serving.policy import PolicyInputError
 from aisite.serving.promote import (
-    ENDINGS,
     Outcome,
     PromoteError,
     Runtime,
     check_candidate,
     end_canary,
+    ending_problem,
     promote,
 )
 
@@ -162,8 +162,8 @@ def _request_problems(  # noqa: PLR0917 - the options being checked together
 ) -> list[str]:
     """Every problem of a promote request's options at once (exit 2 before anything runs)."""
     problems = []
-    if end is not None and end not in ENDINGS:
-        problems.append(f"--end: {end!r} is not one of {', '.join(ENDINGS)}")
+    if end is not None and (bad := ending_problem(end)):
+        problems.append(f"--end: {bad}")
     if end is not None and (automatic or version is not None or faults):
         problems.append("--end: it ends the running canary of SERVING; not with --automatic, --version or faults")
     if (name is None) == (not automatic):
@@ -199,11 +199,11 @@ def _print_outcome(plan: Plan, o: Outcome) -> None:
         out.print("limits crossed: " + "; ".join(o.canary["crossed"]), markup=False)
 
 
-def _runtime(plan: Plan, version: str | None, faults: list[str], push: str | None) -> Runtime:
-    """The lab's processes, or the site's cluster (its kubeconfig). On a site every step must reach the branch the
-    reconciler applies before it acts: a step acted on from a local commit would be undone by its next pass."""
+def _site_problems(plan: Plan, faults: bool, push: str | None) -> list[str]:
+    """What a site (not the lab) refuses: every step must reach the branch the reconciler applies before it acts
+    (one acted on from a local commit would be undone by its next pass); the fault flags are the lab's."""
     if plan.connection == "lab":
-        return servelab.LabRuntime(_say, faults={version: faults} if faults and version else None)
+        return []
     problems = []
     if faults:
         problems.append("--inject-latency-ms and --inject-error-rate: the lab's, not a site's")
@@ -212,11 +212,19 @@ def _runtime(plan: Plan, version: str | None, faults: list[str], push: str | Non
             f"--push BRANCH: {plan.site} is reconciled from Git, so each step goes to the branch its reconciler "
             "applies before it acts (a step acted on from a local commit would be undone by the next pass)"
         )
-    if problems:
-        for p in problems:
-            print(f"error: promote: {p}", file=sys.stderr)
-        raise typer.Exit(EXIT_INVALID)
+    return problems
+
+
+def _runtime(plan: Plan, version: str | None, faults: list[str]) -> Runtime:
+    """The lab's processes, or the site's cluster (its kubeconfig)."""
+    if plan.connection == "lab":
+        return servelab.LabRuntime(_say, faults={version: faults} if faults and version else None)
     return KubeRuntime(kubeconfig_path(plan.site), _say)
+
+
+def _print_problems(problems: list[str]) -> None:
+    for p in problems:
+        print(f"error: promote: {p}", file=sys.stderr)
 
 
 def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
@@ -261,19 +269,20 @@ def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
     steps run through the cluster's API server (the kubeconfig the cluster layer fetched)."""
     faults = servelab.fault_flags(inject_latency_ms, inject_error_rate)
     problems = _request_problems(name, version, artifact, automatic, push, bool(faults), end)
-    if problems:
-        for p in problems:
-            print(f"error: promote: {p}", file=sys.stderr)
-        raise typer.Exit(EXIT_INVALID)
+    _print_problems(problems)  # before the stack is read: one that does not load exits 2 with its own problems
     plan = load_plan(stack, as_json_)
-    if automatic and not any(s.promotion and s.promotion.automatic for s in plan.serving):
+    if not problems and automatic and not any(s.promotion and s.promotion.automatic for s in plan.serving):
         _say(f"{plan.site}: no served model's promotion is automatic")
         if as_json_:
             print(json.dumps({"outcomes": []}))
         return
+    site_problems = _site_problems(plan, bool(faults), push)
+    _print_problems(site_problems)
+    if problems or site_problems:
+        raise typer.Exit(EXIT_INVALID)
     stack_file = resolve_stack(stack).resolve()
     try:
-        runtime = _runtime(plan, version, faults, push)
+        runtime = _runtime(plan, version, faults)
         site_repo = repo or toplevel(stack_file)
         signing = None
         if signing_key is not None:

@@ -117,10 +117,15 @@ def _canary(plan: Plan, s: ServingPlan, version: str, runtime: Runtime, *, out: 
     return result
 
 
+def _committed(stack_file: Path, name: str) -> tuple[Plan, ServingPlan]:
+    """The stack's plan as the last step left it, and the served model in it."""
+    plan = build_plan(load_site(stack_file))
+    return plan, _serving(plan, name)
+
+
 def _prepared(stack_file: Path, name: str) -> tuple[Plan, ServingPlan, PromotionPlan]:
     """The stack's plan, the served model and its policy."""
-    plan = build_plan(load_site(stack_file))
-    s = _serving(plan, name)
+    plan, s = _committed(stack_file, name)
     if s.promotion is None:
         raise PromoteError(f"serving {name!r} has no promotion policy (site.serving[].promotion)")
     return plan, s, s.promotion
@@ -151,6 +156,15 @@ class _Steps:
             self.publish(sha)
         self.out.commits.append({"step": step, "commit": sha, "subject": message.splitlines()[0]})
         self.say(f"{about[0]}: committed {sha[:12]} {message.splitlines()[0]}")
+
+    def end(self, state: str, why: str, body: str, runtime: Runtime) -> None:
+        """The canary's last step: the candidate made champion (promoted) or removed (rolled-back), committed,
+        then the committed stack's objects applied."""
+        name, version = self.out.serving, self.out.candidate
+        self.out.state = state
+        text = edit_serving(self.stack_file.read_text(), name, "promote" if state == "promoted" else "rollback")
+        self(state, text, f"{subject(name, version, state, why)}\n" + (f"\n{body}\n" if body else ""))
+        runtime.apply(*_committed(self.stack_file, name))
 
 
 def promote(
@@ -196,8 +210,7 @@ def promote(
         edit_serving(text, name, "canary", candidate),
         f"{subject(name, version, 'canary', str(policy.canary.share))}\n\n{verdict.reason}\n",
     )
-    plan = build_plan(load_site(stack_file))
-    s = _serving(plan, name)
+    plan, s = _committed(stack_file, name)
     try:
         result = _canary(plan, s, version, runtime, out=out, say=say)
     except Exception as exc:  # any failure of the canary rolls it back: a canary is never left running unjudged
@@ -212,25 +225,20 @@ def promote(
         + ", mean confidence "
         + ("n/a" if w.mean_confidence is None else f"{w.mean_confidence:.4f}")
     )
-    text = stack_file.read_text()
     if result.passed:
-        out.state = "promoted"
-        commit("promoted", edit_serving(text, name, "promote"), f"{subject(name, version, 'promoted')}\n\n{figures}\n")
+        commit.end("promoted", "", figures, runtime)
     else:
-        out.state = "rolled-back"
-        why = "; ".join(result.crossed)
-        commit(
-            "rolled-back",
-            edit_serving(text, name, "rollback"),
-            f"{subject(name, version, 'rolled-back', why)}\n\n{figures}\n",
-        )
+        commit.end("rolled-back", "; ".join(result.crossed), figures, runtime)
     say(f"{name}: {version} {out.state}: {figures}")
-    plan = build_plan(load_site(stack_file))
-    runtime.apply(plan, _serving(plan, name))
     return out
 
 
 ENDINGS = ("rollback", "promote")
+
+
+def ending_problem(ending: str) -> str:
+    """What is wrong with a canary's ending by hand, or nothing."""
+    return "" if ending in ENDINGS else f"{ending!r} is not one of {', '.join(ENDINGS)}"
 
 
 def end_canary(
@@ -246,26 +254,18 @@ def end_canary(
 ) -> Outcome:
     """End a running canary by hand, without its verdict (one cut short: a push refused after it ran, a killed
     promote): roll the candidate back, or make it champion. One signed step, published before it acts."""
-    if ending not in ENDINGS:
-        raise PromoteError(f"--end: {ending!r} is not one of {', '.join(ENDINGS)}")
+    if why := ending_problem(ending):
+        raise PromoteError(f"--end: {why}")
     plan, s, policy = _prepared(stack_file, name)
     if len(s.versions) < 2:
         raise PromoteError(f"serving {name!r} runs no canary: there is nothing to end")
     signing = _signer(plan, policy, signing)
     version = s.versions[1].version
-    out = Outcome(name, version, "promoted" if ending == "promote" else "rolled-back", {}, note="ended by hand")
+    out = Outcome(name, version, "", {}, note="ended by hand")
     commit = _Steps(repo, stack_file, signing, publish, say, out)
-    text = stack_file.read_text()
     if ending == "promote":
-        message = f"{subject(name, version, 'promoted')}\n\nEnded by hand: no canary verdict.\n"
-        commit("promoted", edit_serving(text, name, "promote"), message)
+        commit.end("promoted", "", "Ended by hand: no canary verdict.", runtime)
     else:
-        commit(
-            "rolled-back",
-            edit_serving(text, name, "rollback"),
-            f"{subject(name, version, 'rolled-back', 'ended by hand')}\n",
-        )
-    plan = build_plan(load_site(stack_file))
-    runtime.apply(plan, _serving(plan, name))
+        commit.end("rolled-back", "ended by hand", "", runtime)
     say(f"{name}: {version} {out.state} (ended by hand)")
     return out
