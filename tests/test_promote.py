@@ -27,7 +27,7 @@ from aisite.serving.policy import (
     window,
     windows,
 )
-from aisite.serving.promote import PromoteError, promote
+from aisite.serving.promote import PromoteContext, PromoteError, promote
 from tests.conftest import ROOT, commit_file, git, run_cli, ssh_signer
 
 IDENTITY = {
@@ -286,9 +286,8 @@ def test_the_three_endings_each_leave_their_commits(  # noqa: PLR0917 - the case
     runtime = FakeRuntime(scores, live)
     admin = _signing(tmp_path, "labadmin@aisite-lab", ["labadmin@aisite-lab"])
     out = promote(
-        stack, "classifier", "v2", "models/classifier/v2.pt", repo=site_repo, runtime=runtime, signing=admin,
-        say=lambda _: None,
-    )  # fmt: skip
+        stack, "classifier", "v2", "models/classifier/v2.pt", PromoteContext(site_repo, runtime, admin, lambda _: None)
+    )
     assert out.state == state
     assert [c["subject"] for c in out.commits] == [f"serving classifier: {s}" for s in steps]
     assert _subjects(site_repo, len(steps)) == [f"serving classifier: {s}" for s in steps]
@@ -314,9 +313,8 @@ def test_a_canary_that_cannot_run_is_rolled_back_not_left_running(site_repo: Pat
     runtime = BrokenServer({"models/classifier/v1.pt": 0.5, "models/classifier/v2.pt": 0.8}, ([], []))
     admin = _signing(tmp_path, "labadmin@aisite-lab", ["labadmin@aisite-lab"])
     out = promote(
-        stack, "classifier", "v2", "models/classifier/v2.pt", repo=site_repo, runtime=runtime, signing=admin,
-        say=lambda _: None,
-    )  # fmt: skip
+        stack, "classifier", "v2", "models/classifier/v2.pt", PromoteContext(site_repo, runtime, admin, lambda _: None)
+    )
     assert out.state == "rolled-back" and "candidate" not in stack.read_text()
     assert _subjects(site_repo, 1) == [
         "serving classifier: v2 rolled back: the canary could not be judged: gpu02: connection refused"
@@ -333,9 +331,9 @@ def test_promote_refuses_a_bad_request_before_anything_runs(site_repo: Path, tmp
         ("V 2", "../../etc/shadow", "--version: .*; --artifact: .*not a relative path"),
     ):
         with pytest.raises(PromoteError, match=words):
-            promote(stack, "classifier", version, artifact, repo=site_repo, runtime=runtime, signing=None, say=print)
+            promote(stack, "classifier", version, artifact, PromoteContext(site_repo, runtime, None, print))
     with pytest.raises(PromoteError, match="give --signing-key"):
-        promote(stack, "classifier", "v2", "m/v2.pt", repo=site_repo, runtime=runtime, signing=None, say=print)
+        promote(stack, "classifier", "v2", "m/v2.pt", PromoteContext(site_repo, runtime, None, print))
     assert git(site_repo, "rev-parse", "HEAD") == head and runtime.applied == []
 
 
@@ -383,9 +381,8 @@ def test_unnamed_promotions_judge_each_checkpoint_once_and_publish_each_step(sit
 
     def run() -> list[tuple[str, str, str]]:
         outs = promote_pending(
-            stack, ["classifier"], repo=site_repo, runtime=runtime, signing=admin, say=lambda _: None,
-            publish=publish,
-        )  # fmt: skip
+            stack, ["classifier"], PromoteContext(site_repo, runtime, admin, lambda _: None, publish)
+        )
         return [(o.serving, o.candidate, o.state) for o in outs]
 
     assert run() == [("classifier", "v2", "promoted")]
@@ -403,7 +400,7 @@ def test_unnamed_promotions_judge_each_checkpoint_once_and_publish_each_step(sit
     assert git(bare, "rev-parse", "main") == git(site_repo, "rev-parse", "HEAD") == published[-1][0]
     assert decided(site_repo, stack, "classifier") == {"v2", "v3", "v4"}
     # The lab's policy is not automatic: `--automatic` finds nothing to do in it.
-    assert promote_pending(stack, None, repo=site_repo, runtime=runtime, signing=admin, say=print) == []
+    assert promote_pending(stack, None, PromoteContext(site_repo, runtime, admin, print)) == []
 
 
 def test_a_step_the_shared_branch_does_not_take_does_not_act(site_repo: Path, tmp_path: Path) -> None:
@@ -419,9 +416,10 @@ def test_a_step_the_shared_branch_does_not_take_does_not_act(site_repo: Path, tm
     admin = _signing(tmp_path, "labadmin@aisite-lab", ["labadmin@aisite-lab"])
     with pytest.raises(PromotionCommitError, match="was not published and did not act"):
         promote_pending(
-            stack, ["classifier"], repo=site_repo, runtime=runtime, signing=admin, say=lambda _: None,
-            publish=lambda c: push(site_repo, "main", c),
-        )  # fmt: skip
+            stack,
+            ["classifier"],
+            PromoteContext(site_repo, runtime, admin, lambda _: None, lambda c: push(site_repo, "main", c)),
+        )
     assert runtime.applied == []  # no canary ran
     assert "Someone else's change" in git(bare, "log", "-1", "--format=%s", "main")
 

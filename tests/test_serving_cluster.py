@@ -10,7 +10,7 @@ import json
 import threading
 import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from aisite.serving.auto import promote_pending
 from aisite.serving.cluster import ClusterError, KubeRuntime, parse_listing
 from aisite.serving.commits import Signing, push
 from aisite.serving.policy import MAX_TEXT, PolicyInputError
-from aisite.serving.promote import PromoteError, end_canary, promote
+from aisite.serving.promote import PromoteContext, PromoteError, end_canary, promote
 from tests.conftest import ROOT, git, loopback_kubeconfig, run_cli, ssh_signer, stack_data
 
 K8S_VERSION = "1.33.0"
@@ -342,11 +342,7 @@ def test_a_site_promotion_evaluates_as_jobs_rolls_the_canary_out_and_deletes_the
         "classifier",
         "v2",
         "models/classifier/v2.pt",
-        repo=repo,
-        runtime=runtime,
-        signing=Signing(key, (line,), ()),
-        say=said.append,
-        publish=publish,
+        PromoteContext(repo, runtime, Signing(key, (line,), ()), said.append, publish),
     )
     assert out.state == "promoted", (out, said)
     assert [c["step"] for c in out.commits] == ["canary", "promoted"]
@@ -402,11 +398,7 @@ def _promote(stack_file: Path, repo: Path, runtime: KubeRuntime, said: list[str]
         "vision-classifier",
         version,
         f"models/vision-classifier/{version}.pt",
-        repo=repo,
-        runtime=runtime,
-        signing=None,
-        say=said.append,
-        publish=lambda c: push(repo, "main", c),
+        PromoteContext(repo, runtime, None, said.append, lambda c: push(repo, "main", c)),
     )
 
 
@@ -451,15 +443,11 @@ def test_the_newest_checkpoint_is_listed_by_a_job_and_what_the_storage_holds_is_
     cluster, repo, stack_file, _, runtime, said = _h100pod(api, tmp_path, {"v7": 0.70, "v8": 0.705, "v9": 0.9})
     # Only names that are versions count: a crafted file name in the storage is not a candidate.
     cluster.listing = [["v7", 10.0], ["v8", 20.0], ["../../etc/x", 99.0], ["V10", 98.0]]
-    (out,) = promote_pending(
-        stack_file, ["vision-classifier"], repo=repo, runtime=runtime, signing=None, say=said.append
-    )
+    (out,) = promote_pending(stack_file, ["vision-classifier"], PromoteContext(repo, runtime, None, said.append))
     assert (out.candidate, out.state) == ("v8", "refused")
     listing = [r for r in cluster.requests if r.startswith("POST")]
     assert len(listing) == 3  # the listing, then the two evaluations
-    (again,) = promote_pending(
-        stack_file, ["vision-classifier"], repo=repo, runtime=runtime, signing=None, say=said.append
-    )
+    (again,) = promote_pending(stack_file, ["vision-classifier"], PromoteContext(repo, runtime, None, said.append))
     assert again.state == "idle"  # v8 judged: not tried each pass
     for bad, words in (
         ([["x" * 300, 1.0]], "at most 255"),
@@ -587,14 +575,14 @@ def test_a_canary_cut_short_is_ended_by_hand_in_one_published_step(api: tuple[Cl
     runtime = _runtime(cluster, kubeconfig, said)
     runtime.apply(plan, plan.serving[0])
     assert "/apis/apps/v1/namespaces/tenant-vision/deployments/vision-classifier-candidate" in cluster.objects
-    kw: dict[str, Any] = {"repo": repo, "runtime": runtime, "signing": None, "say": said.append}
-    out = end_canary(stack_file, "vision-classifier", "rollback", publish=lambda c: push(repo, "main", c), **kw)
+    ctx = PromoteContext(repo, runtime, None, said.append)
+    out = end_canary(stack_file, "vision-classifier", "rollback", replace(ctx, publish=lambda c: push(repo, "main", c)))
     assert (out.candidate, out.state, out.note) == ("v8", "rolled-back", "ended by hand")
     assert git(bare, "log", "-1", "--format=%s", "main") == "serving vision-classifier: v8 rolled back: ended by hand"
     assert "candidate" not in stack_file.read_text().split("serving:")[1]
     assert "/apis/apps/v1/namespaces/tenant-vision/deployments/vision-classifier-candidate" not in cluster.objects
     with pytest.raises(PromoteError, match="runs no canary: there is nothing to end"):
-        end_canary(stack_file, "vision-classifier", "promote", **kw)
+        end_canary(stack_file, "vision-classifier", "promote", ctx)
     cluster.listing = [["v8", 30.0]]
-    (idle,) = promote_pending(stack_file, ["vision-classifier"], **kw)
+    (idle,) = promote_pending(stack_file, ["vision-classifier"], ctx)
     assert idle.state == "idle"  # the ended canary's version is judged

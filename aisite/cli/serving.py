@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from pydantic import TypeAdapter
@@ -31,6 +31,7 @@ from aisite.serving.commits import push as push_step
 from aisite.serving.policy import PolicyInputError
 from aisite.serving.promote import (
     Outcome,
+    PromoteContext,
     PromoteError,
     Runtime,
     check_candidate,
@@ -293,16 +294,15 @@ def promote_command(  # noqa: PLR0917 - Typer passes every option positionally
             assert push is not None
             push_step(site_repo, push, commit)
 
-        kw: dict[str, Any] = {"repo": site_repo, "runtime": runtime, "signing": signing, "say": _say}
-        kw["publish"] = publish if push else None
+        ctx = PromoteContext(site_repo, runtime, signing, _say, publish if push else None)
         if end is not None:
             assert name is not None
-            outcomes = [end_canary(stack_file, name, end, **kw)]
+            outcomes = [end_canary(stack_file, name, end, ctx)]
         elif version is not None:
             assert name is not None
-            outcomes = [promote(stack_file, name, version, _artifact(name, version, artifact), **kw)]
+            outcomes = [promote(stack_file, name, version, _artifact(name, version, artifact), ctx)]
         else:
-            outcomes = promote_pending(stack_file, [name] if name else None, **kw)
+            outcomes = promote_pending(stack_file, [name] if name else None, ctx)
     except PromoteError as exc:
         print(f"error: promote: {exc}", file=sys.stderr)
         raise typer.Exit(EXIT_INVALID) from None

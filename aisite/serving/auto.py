@@ -10,14 +10,14 @@ File names in the storage are hostile: only those that are a version (a DNS labe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from aisite.fields import field_problem
 from aisite.loader import load_site
 from aisite.plan import Plan, ServingPlan, build_plan
-from aisite.serving.commits import Signing, decided
-from aisite.serving.promote import VERSION, Outcome, PromoteError, Runtime, Say, promote
+from aisite.serving.commits import decided
+from aisite.serving.promote import VERSION, Outcome, PromoteContext, PromoteError, promote
 
 
 def checkpoint(name: str, version: str) -> str:
@@ -41,12 +41,7 @@ def _idle(s: ServingPlan, version: str | None, note: str) -> Outcome:
 def promote_pending(
     stack_file: Path,
     names: list[str] | None,
-    *,
-    repo: Path,
-    runtime: Runtime,
-    signing: Signing | None,
-    say: Say,
-    publish: Callable[[str], None] | None = None,
+    ctx: PromoteContext,
 ) -> list[Outcome]:
     """For each served model named (None: each whose policy is automatic), the promotion of its newest unjudged
     checkpoint, or an `idle` outcome saying why there is none. One model's failure stops the others (the
@@ -62,24 +57,12 @@ def promote_pending(
         if len(s.versions) > 1:
             outcomes.append(_idle(s, s.versions[1].version, "its canary is running"))
             continue
-        found = runtime.checkpoints(plan, s)
-        version = pending(found, decided(repo, stack_file, s.name), s.versions[0].version)
+        found = ctx.runtime.checkpoints(plan, s)
+        version = pending(found, decided(ctx.repo, stack_file, s.name), s.versions[0].version)
         if version is None:
-            say(f"{s.name}: no new checkpoint ({len(found)} in models/{s.name}/, each judged or the champion)")
+            ctx.say(f"{s.name}: no new checkpoint ({len(found)} in models/{s.name}/, each judged or the champion)")
             outcomes.append(_idle(s, None, "no checkpoint newer than those judged"))
             continue
-        say(f"{s.name}: {version} is the newest checkpoint, and not judged yet")
-        outcomes.append(
-            promote(
-                stack_file,
-                s.name,
-                version,
-                checkpoint(s.name, version),
-                repo=repo,
-                runtime=runtime,
-                signing=signing,
-                say=say,
-                publish=publish,
-            )
-        )
+        ctx.say(f"{s.name}: {version} is the newest checkpoint, and not judged yet")
+        outcomes.append(promote(stack_file, s.name, version, checkpoint(s.name, version), ctx))
     return outcomes

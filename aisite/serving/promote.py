@@ -138,33 +138,44 @@ def _signer(plan: Plan, policy: PromotionPlan, signing: Signing | None) -> Signi
     return None if signing is None else replace(signing, signers=tuple(policy.signers))
 
 
+@dataclass(frozen=True)
+class PromoteContext:
+    """What a promotion acts with: the site repository its steps are committed to (signed with `signing` where
+    given), `publish` (called with each step's commit before the step acts: a push to the site's remote; when it
+    raises, the promotion stops there), the runtime that does the work, and `say` for its progress."""
+
+    repo: Path
+    runtime: Runtime
+    signing: Signing | None
+    say: Say
+    publish: Callable[[str], None] | None = None
+
+
 @dataclass
 class _Steps:
     """Where a promotion's steps go: each committed (signed), published before it acts, recorded in the outcome."""
 
-    repo: Path
+    ctx: PromoteContext
     stack_file: Path
-    signing: Signing | None
-    publish: Callable[[str], None] | None
-    say: Say
+    signing: Signing | None  # the context's, narrowed to the model's own policy's signers
     out: Outcome
 
     def __call__(self, step: str, text: str, message: str) -> None:
         about = (self.out.serving, self.out.candidate)
-        sha = commit_step(self.repo, self.stack_file, text, message, self.signing, about=about)
-        if self.publish is not None:
-            self.publish(sha)
+        sha = commit_step(self.ctx.repo, self.stack_file, text, message, self.signing, about=about)
+        if self.ctx.publish is not None:
+            self.ctx.publish(sha)
         self.out.commits.append({"step": step, "commit": sha, "subject": message.splitlines()[0]})
-        self.say(f"{about[0]}: committed {sha[:12]} {message.splitlines()[0]}")
+        self.ctx.say(f"{about[0]}: committed {sha[:12]} {message.splitlines()[0]}")
 
-    def end(self, state: str, why: str, body: str, runtime: Runtime) -> None:
+    def end(self, state: str, why: str, body: str) -> None:
         """The canary's last step: the candidate made champion (promoted) or removed (rolled-back), committed,
         then the committed stack's objects applied."""
         name, version = self.out.serving, self.out.candidate
         self.out.state = state
         text = edit_serving(self.stack_file.read_text(), name, "promote" if state == "promoted" else "rollback")
         self(state, text, f"{subject(name, version, state, why)}\n" + (f"\n{body}\n" if body else ""))
-        runtime.apply(*_committed(self.stack_file, name))
+        self.ctx.runtime.apply(*_committed(self.stack_file, name))
 
 
 def promote(
@@ -172,23 +183,19 @@ def promote(
     name: str,
     version: str,
     artifact: str,
-    *,
-    repo: Path,
-    runtime: Runtime,
-    signing: Signing | None,
-    say: Say,
-    publish: Callable[[str], None] | None = None,
+    ctx: PromoteContext,
 ) -> Outcome:
-    """publish: called with each step's commit before the step acts (a push to the site's remote); when it
-    raises, the promotion stops there."""
+    """Evaluate `artifact` as `version` against the champion; refuse it, or run its canary and promote it or roll
+    it back: each step a commit (PromoteContext)."""
     check_candidate(version, artifact)
+    runtime, say = ctx.runtime, ctx.say
     plan, s, policy = _prepared(stack_file, name)
     champion = s.versions[0]
     if len(s.versions) > 1:
         raise PromoteError(f"serving {name!r} runs a canary already ({s.versions[1].version}): let it finish first")
     if version == champion.version:
         raise PromoteError(f"{version!r} is the champion's version")
-    signing = _signer(plan, policy, signing)
+    signing = _signer(plan, policy, ctx.signing)
 
     say(f"{name}: evaluating {champion.version} and {version} on {policy.dataset} ({policy.metric})")
     scores = [
@@ -197,7 +204,7 @@ def promote(
     ]
     verdict: Gate = gate(policy, *scores)
     out = Outcome(name, version, "refused", asdict(verdict) | {"reason": verdict.reason})
-    commit = _Steps(repo, stack_file, signing, publish, say, out)
+    commit = _Steps(ctx, stack_file, signing, out)
     text = stack_file.read_text()
     if not verdict.passed:
         say(f"{name}: {version} refused at the gate: {verdict.reason}")
@@ -226,9 +233,9 @@ def promote(
         + ("n/a" if w.mean_confidence is None else f"{w.mean_confidence:.4f}")
     )
     if result.passed:
-        commit.end("promoted", "", figures, runtime)
+        commit.end("promoted", "", figures)
     else:
-        commit.end("rolled-back", "; ".join(result.crossed), figures, runtime)
+        commit.end("rolled-back", "; ".join(result.crossed), figures)
     say(f"{name}: {version} {out.state}: {figures}")
     return out
 
@@ -245,12 +252,7 @@ def end_canary(
     stack_file: Path,
     name: str,
     ending: str,
-    *,
-    repo: Path,
-    runtime: Runtime,
-    signing: Signing | None,
-    say: Say,
-    publish: Callable[[str], None] | None = None,
+    ctx: PromoteContext,
 ) -> Outcome:
     """End a running canary by hand, without its verdict (one cut short: a push refused after it ran, a killed
     promote): roll the candidate back, or make it champion. One signed step, published before it acts."""
@@ -259,13 +261,13 @@ def end_canary(
     plan, s, policy = _prepared(stack_file, name)
     if len(s.versions) < 2:
         raise PromoteError(f"serving {name!r} runs no canary: there is nothing to end")
-    signing = _signer(plan, policy, signing)
+    signing = _signer(plan, policy, ctx.signing)
     version = s.versions[1].version
     out = Outcome(name, version, "", {}, note="ended by hand")
-    commit = _Steps(repo, stack_file, signing, publish, say, out)
+    commit = _Steps(ctx, stack_file, signing, out)
     if ending == "promote":
-        commit.end("promoted", "", "Ended by hand: no canary verdict.", runtime)
+        commit.end("promoted", "", "Ended by hand: no canary verdict.")
     else:
-        commit.end("rolled-back", "ended by hand", "", runtime)
-    say(f"{name}: {version} {out.state} (ended by hand)")
+        commit.end("rolled-back", "ended by hand", "")
+    ctx.say(f"{name}: {version} {out.state} (ended by hand)")
     return out
