@@ -910,10 +910,11 @@ class Health(Strict):
     max_quarantined_fraction: Fraction = 0.1
     # ... or than this number, where set (0: never quarantine, only report and alert).
     max_quarantined: Annotated[int, Field(ge=0, le=100_000)] | None = None
-    # An NVL72 rack whose NVLink fabric is at fault (two or more of its trays report a fabric problem of their own,
-    # or its trays split evenly between NVLink cliques) is quarantined whole, outside the node cap: no rack-scale job
-    # can use it, and taking it out tray by tray under the cap would leave most of it in service. At most this many
-    # racks at once (0: never a rack; a node cap of 0 holds them too).
+    # An NVL72 rack whose NVLink fabric is at fault (a majority of its trays report a fabric problem of their own,
+    # or a majority of them split evenly between NVLink cliques; never a minority's word) is quarantined whole: no
+    # rack-scale job can use it. Its trays count under the node cap and the site's disruption budget like any
+    # other nodes (a rack they cannot hold is held whole, and said); at most this many racks at once (0: never a
+    # rack).
     max_quarantined_racks: Annotated[int, Field(ge=0, le=10_000)] = 1
     max_fs_used: Fraction = 0.95
     max_clock_offset_s: Annotated[float, Field(gt=0, le=3600)] = 0.5

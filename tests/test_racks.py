@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from aisite.catalog import GPU_TYPES, SERVER_MODELS
 from aisite.loader import load_site, parse_site
 from aisite.plan import build_plan
@@ -210,6 +213,10 @@ def test_the_site_names_a_tray_in_another_clique_than_its_rack() -> None:
     why = f"NVLink fabric: its trays split evenly between cliques {CLUSTER}.2 and {CLUSTER}.3"
     assert faults == {"a08": (list(rack.trays), why)}
     assert all([(p.subject, p.message) for p in h.problems] == [("rack a08", why)] for h in even.values())
+    # Two trays alone naming two cliques (the rest naming none) are a tie of a minority: not the rack's word.
+    quiet = {t: NodeHealth(t) for t in rack.trays}
+    quiet[rack.trays[0]].clique, quiet[rack.trays[1]].clique = f"{CLUSTER}.2", f"{CLUSTER}.3"
+    assert rack_domains(plan, quiet) == {}
     # The clique is a node's word: anything but "<uuid>.<id>" makes its whole status unreadable.
     status = {"node": "gb001", "problems": [], "clique": "$(reboot).2"}
     assert from_status("gb001", status).problems[0].check == "status"
@@ -222,55 +229,128 @@ def _fabric_failure(tray: str) -> Any:
     return NodeHealth(tray, [Problem("gpu-fabric", "0000:0A:00.0", "fabric registration In Progress")])
 
 
-def test_a_rack_whose_fabric_fails_is_quarantined_whole_under_the_racks_cap(tmp_path: Path) -> None:
-    """Two trays of rack a08 report fabric problems of their own: its NVLink fabric, not one tray, is at fault.
-    All 18 of its trays are quarantined together (over the node cap of 7 of 72), counted under the racks' cap of
-    one: a second rack failing the same way is held, whole, and so is a rack when the node cap is 0. A single
-    tray's fabric problem is that tray's, decided under the node cap. The rack comes back when its trays check
-    clean."""
-    from aisite.health.judge import NodeHealth
+def _statuses(plan: Any, failing: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Every node's status.json: clean and in one clique, but `failing`, which report a fabric problem."""
+    out: dict[str, Any] = {n.name: {"node": n.name, "problems": [], "clique": f"{CLUSTER}.2"} for n in plan.nodes}
+    for t in failing:
+        p = _fabric_failure(t).problems[0]
+        out[t] = {"node": t, "problems": [{"check": p.check, "subject": p.subject, "message": p.message}]}
+    return out
+
+
+def test_two_lying_trays_are_two_trays_not_their_rack(tmp_path: Path) -> None:
+    """The reproducer of issue 64: two trays of rack a08 each report a `gpu-fabric` problem. Before, that took
+    all 18 trays (72 GPUs) out, past the node cap (7) and the site's budget (36 GPUs). Two of 18 are a minority:
+    the two trays are quarantined as nodes, the rest of the rack stays in service."""
     from aisite.health.site import run_pass
+
+    plan = build_plan(load_site("gb200"))
+    a08 = plan.racks[0]
+    liars = (a08.trays[0], a08.trays[3])
+    hp = run_pass(plan, _statuses(plan, liars), tmp_path / "health", tmp_path / "members.json")
+    assert sorted(n for n, r in hp.state.items() if r.quarantined) == sorted(liars)
+    assert all(not hp.state[t].rack for t in liars)
+    assert {a.node: a.kind for a in hp.actions} == dict.fromkeys(liars, "quarantine")
+    # Nine of 18 (half) are still a minority.
+    hp = run_pass(plan, _statuses(plan, a08.trays[:9]), tmp_path / "half", tmp_path / "half.json")
+    assert not any(r.rack for r in hp.state.values()) and hp.limit == 7
+    assert sum(r.quarantined for r in hp.state.values()) == 7  # the node cap, tray by tray
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 3),
+    st.lists(st.tuples(st.integers(0, 17), st.booleans(), st.sampled_from(["", "2", "3", "9"])), max_size=9),
+    st.sampled_from(["", "2"]),
+)
+def test_lying_trays_short_of_a_majority_never_take_their_rack_out(
+    rack_index: int, lies: list[tuple[int, bool, str]], honest: str
+) -> None:
+    """Up to nine trays of one rack lie (a fabric problem, any clique or none) while the rest report clean, all in
+    one clique or none: no minority speaks for the rack. Only liars reporting a problem are decided, one by one,
+    never more than the node cap, always within the site's budget."""
+    from aisite.health.quarantine import cap, decide
+    from aisite.health.site import from_status, rack_domains
+    from aisite.maintenance.budget import site_budget
+
+    plan = _GB200
+    rack = plan.racks[rack_index]
+    records = _statuses(plan)
+    for n in plan.nodes:
+        records[n.name]["clique"] = f"{CLUSTER}.{honest}" if honest else ""
+    liars = {rack.trays[i]: (problem, clique) for i, problem, clique in lies}
+    for tray, (problem, clique) in liars.items():
+        records[tray] = _statuses(plan, (tray,) if problem else ())[tray] | {
+            "clique": f"{CLUSTER}.{clique}" if clique else ""
+        }
+    results = {name: from_status(name, doc) for name, doc in records.items()}
+    assert rack_domains(plan, results) == {}
+    assert plan.health is not None
+    limit = cap(len(plan.nodes), plan.health.max_quarantined_fraction, plan.health.max_quarantined)
+    budget = site_budget(plan)
+    state, _ = decide({}, results, limit, 3, "t0", budget=budget, racks={}, rack_limit=1)
+    out = {n for n, r in state.items() if r.quarantined}
+    assert out <= set(liars) and len(out) <= limit and budget.problem(out) is None
+    assert not any(r.rack for r in state.values())
+
+
+_GB200 = build_plan(load_site("gb200"))
+
+
+def test_a_rack_whose_fabric_fails_goes_out_whole_only_within_the_cap_and_the_budget(tmp_path: Path) -> None:
+    """Ten of a08's 18 trays report fabric problems: its NVLink fabric is at fault. With the example's defaults
+    (node cap 7, budget 36 GPUs) the rack is held whole, each tray saying why. With a cap and a budget that hold a
+    rack, all 18 go out together, counted in both: a lone tray elsewhere then waits for the budget, a second
+    faulted rack is held by the racks' cap of one; a08 comes back after recover_after (3) clean checks, a09 then
+    goes out. A node cap of 0 holds a rack too."""
+    from aisite.health.judge import NodeHealth
+    from aisite.health.site import confirm_applied, run_pass
 
     plan = build_plan(load_site("gb200"))
     a08, a09, a10 = plan.racks[0], plan.racks[1], plan.racks[2]
     assert plan.health is not None and plan.health.max_quarantined_racks == 1
-    status = {n.name: {"node": n.name, "problems": [], "clique": f"{CLUSTER}.2"} for n in plan.nodes}
+    broken = a08.trays[:10]
+    hp = run_pass(plan, _statuses(plan, broken), tmp_path / "defaults", tmp_path / "defaults.json")
+    assert not any(r.quarantined for r in hp.state.values())
+    held = {a.node: a.reason for a in hp.actions if a.kind == "held"}
+    assert sorted(held) == sorted(a08.trays), held
+    assert held[a08.trays[12]].startswith("its 18 tray(s) would make 18 quarantined nodes, over the cap of 7: rack a08")
 
-    def failing(*trays: str) -> dict[str, Any]:
-        out = {k: dict(v) for k, v in status.items()}
-        for t in trays:
-            p = _fabric_failure(t).problems[0]
-            out[t] = {"node": t, "problems": [{"check": p.check, "subject": p.subject, "message": p.message}]}
-        return out
-
+    data = gb200()
+    data["health"] = {"max_quarantined": 20}
+    data["maintenance"] = {"max_unavailable_gpus": 72}
+    roomy = build_plan(parse_site(data))
     folder, members = tmp_path / "health", tmp_path / "members.json"
-    hp = run_pass(plan, failing(a08.trays[0], a08.trays[3], a10.trays[1]), folder, members)
+    hp = run_pass(roomy, _statuses(roomy, (*broken, a10.trays[1])), folder, members)
     quarantined = sorted(n for n, r in hp.state.items() if r.quarantined)
     assert quarantined == sorted(a08.trays), quarantined
-    assert hp.limit == 7 and all(hp.state[t].rack == "a08" and hp.state[t].reason == "gpu-fabric" for t in a08.trays)
-    # One tray's own problem is decided as a node's, and the budget counts a08's 72 GPUs out: it waits.
+    assert all(hp.state[t].rack == "a08" and hp.state[t].reason == "gpu-fabric" for t in a08.trays)
     (lone,) = [a for a in hp.actions if a.node == a10.trays[1]]
     assert lone.kind == "held" and "site's disruption budget: 76 GPUs out of service, over" in lone.reason, lone
-    first = next(a for a in hp.actions if a.node == a08.trays[5])
-    assert first.kind == "quarantine" and first.reason.startswith("rack a08: NVLink fabric: 2 of its 18 trays"), first
+    first = next(a for a in hp.actions if a.node == a08.trays[15])
+    assert first.kind == "quarantine" and first.reason.startswith("rack a08: NVLink fabric: 10 of its 18 trays"), first
     assert 'aisite_health_rack_quarantined{rack="a08"} 18.0' in Path(hp.files["metrics"]).read_text()
     # A second rack's fabric fails while a08 is out: held whole, the cap of one rack reached.
-    hp = run_pass(plan, failing(a08.trays[0], a08.trays[3], a09.trays[2], a09.trays[7]), folder, members)
+    hp = run_pass(roomy, _statuses(roomy, (*broken, *a09.trays[:10])), folder, members)
     held = {a.node: a.reason for a in hp.actions if a.kind == "held"}
     assert sorted(held) == sorted(a09.trays) and not any(hp.state[t].quarantined for t in a09.trays)
     assert held[a09.trays[0]].startswith("cap of 1 quarantined rack(s) reached: rack a09: NVLink fabric"), held
     assert all(hp.state[t].quarantined for t in a08.trays)  # still failing: still out
-    # a08's fabric repaired: its trays come back after recover_after (3) clean checks, a09 then goes out.
+    # a08's fabric repaired: its trays are released after recover_after (3) clean checks; until the cluster has
+    # taken the release they are still out, so a09 waits on the budget; then a09 goes out.
     for _ in range(3):
-        hp = run_pass(plan, failing(a09.trays[2], a09.trays[7]), folder, members)
+        hp = run_pass(roomy, _statuses(roomy, a09.trays[:10]), folder, members)
     released = sorted(a.node for a in hp.actions if a.kind == "release")
     assert released == sorted(a08.trays), released
+    held = {a.reason for a in hp.actions if a.kind == "held"}
+    assert len(held) == 1 and held.pop().startswith("site's disruption budget: 144 GPUs out of service"), held
+    confirm_applied(folder, released, members, "2026-12-07T00:00:00+00:00")
+    hp = run_pass(roomy, _statuses(roomy, a09.trays[:10]), folder, members)
     assert all(hp.state[t].quarantined and hp.state[t].rack == "a09" for t in a09.trays)
     # A node cap of 0 (never quarantine) holds a rack too.
-    data = gb200()
     data["health"] = {"max_quarantined": 0}
     off = build_plan(parse_site(data))
-    hp = run_pass(off, failing(a08.trays[0], a08.trays[3]), tmp_path / "off", tmp_path / "off.json")
+    hp = run_pass(off, _statuses(off, broken), tmp_path / "off", tmp_path / "off.json")
     assert not any(r.quarantined for r in hp.state.values())
     assert {a.kind for a in hp.actions} == {"held"} and all("quarantine is off" in a.reason for a in hp.actions)
     assert len(hp.actions) == 18 and isinstance(hp.results[a08.trays[1]], NodeHealth)

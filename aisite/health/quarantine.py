@@ -29,7 +29,7 @@ class NodeRecord:
     # A decision not yet seen applied on the cluster ("quarantine" or "release"): applied again every pass until
     # the apply succeeds (no cluster answered, or the apply failed).
     pending: str = ""
-    rack: str = ""  # quarantined with its whole rack (its NVLink fabric at fault), counted under the racks' cap
+    rack: str = ""  # quarantined with its whole rack (its NVLink fabric at fault): under the racks' cap too
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +65,10 @@ def decide(
     maintenance) counted.
 
     `racks` are the racks whose NVLink fabric is at fault this round (name -> its trays, and why; each tray's
-    result already carries the rack's problem): each is decided whole, every tray quarantined together, under
-    `rack_limit` racks at once instead of the node cap. The budget counts their trays out (what else is decided
-    waits for them) but does not hold a rack back: a rack with a broken fabric is out of NVLink service whether or
-    not it is tainted. A node cap of 0 (never quarantine) holds racks too."""
+    result already carries the rack's problem): each is decided whole, every tray quarantined together or every
+    one held. A rack is one more disruption like any other: its trays count under the node cap and in the site's
+    budget beside what is already out, and at most `rack_limit` racks are out at once. A node cap of 0 (never
+    quarantine) holds racks too."""
     new = {
         n: NodeRecord(r.quarantined, r.clean, r.reason, r.since, r.failing_since, r.pending, r.rack)
         for n, r in state.items()
@@ -90,7 +90,7 @@ def decide(
     for node in failing:
         rec = new.setdefault(node, NodeRecord())
         rec.failing_since = rec.failing_since or now
-    actions += _decide_racks(new, results, racks, limit=limit, rack_limit=rack_limit, now=now)
+    actions += _decide_racks(new, results, racks, limit=limit, rack_limit=rack_limit, now=now, budget=budget, away=away)
     # A tray out with its rack that now fails on its own (its rack's fault gone) stays out, as a node: counted
     # under the node cap before any other node is decided.
     for node in failing:
@@ -109,19 +109,23 @@ def decide(
         if rec.quarantined:
             rec.reason = reason
             continue
-        if sum(r.quarantined and not r.rack for r in new.values()) >= limit:
+        if sum(r.quarantined for r in new.values()) >= limit:
             actions.append(Action(node, "held", f"cap of {limit} quarantined node(s) reached: {problem}", now))
             continue
-        if budget is not None and node in budget.members:
-            # A release the cluster has not yet taken leaves that node tainted and cordoned: still out.
-            still_out = (n for n, r in new.items() if (r.quarantined or r.pending == "release") and n in budget.members)
-            out = [*away, *still_out, node]
-            if over := budget.problem(out):
-                actions.append(Action(node, "held", f"site's disruption budget: {over}: {problem}", now))
-                continue
+        if budget is not None and node in budget.members and (over := _over_budget(budget, new, away, [node])):
+            actions.append(Action(node, "held", f"site's disruption budget: {over}: {problem}", now))
+            continue
         rec.quarantined, rec.reason, rec.since, rec.pending = True, reason, now, "quarantine"
         actions.append(Action(node, "quarantine", problem, now))
     return new, actions
+
+
+def _over_budget(budget: Budget, new: dict[str, NodeRecord], away: list[str], more: list[str]) -> str | None:
+    """Why taking `more` out too would break the site's budget, beside what is out already (members away for
+    maintenance, and every node quarantined or not yet seen released: a release the cluster has not taken leaves
+    the node tainted and cordoned)."""
+    still_out = (n for n, r in new.items() if (r.quarantined or r.pending == "release") and n in budget.members)
+    return budget.problem([*away, *still_out, *more])
 
 
 def _decide_racks(
@@ -132,9 +136,12 @@ def _decide_racks(
     limit: int,
     rack_limit: int,
     now: str,
+    budget: Budget | None,
+    away: list[str],
 ) -> list[Action]:
-    """Each faulted rack's trays, together: all quarantined with the rack, or, the racks' cap reached, those not
-    yet out all held (a tray already out on its own stays out as a node)."""
+    """Each faulted rack's trays, together: all quarantined with the rack, or, where the racks' cap, the node cap
+    or the site's budget cannot take them all, those not yet out all held for one reason (a tray already out on
+    its own stays out as a node)."""
     actions: list[Action] = []
     for rack, (trays, why) in sorted(racks.items()):
         present = [t for t in trays if t in results]
@@ -143,8 +150,16 @@ def _decide_racks(
         already = any(new[t].quarantined and new[t].rack == rack for t in present)
         out = {r.rack for r in new.values() if r.quarantined and r.rack} - {rack}
         todo = [t for t in present if not new[t].quarantined]
-        if not already and (limit == 0 or len(out) >= rack_limit):
-            cause = f"cap of {rack_limit} quarantined rack(s) reached" if limit else "quarantine is off (node cap 0)"
+        cause = ""
+        if limit == 0:
+            cause = "quarantine is off (node cap 0)"
+        elif not already and len(out) >= rack_limit:
+            cause = f"cap of {rack_limit} quarantined rack(s) reached"
+        elif (n := sum(r.quarantined for r in new.values()) + len(todo)) > limit:
+            cause = f"its {len(todo)} tray(s) would make {n} quarantined nodes, over the cap of {limit}"
+        elif budget is not None and (over := _over_budget(budget, new, away, todo)):
+            cause = f"site's disruption budget: {over}"
+        if cause:
             actions += [Action(t, "held", f"{cause}: rack {rack}: {why}", now) for t in todo]
             continue
         for t in present:

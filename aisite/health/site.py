@@ -77,14 +77,15 @@ def from_status(node: str, doc: Any) -> NodeHealth:
 
 
 def rack_domains(plan: Plan, results: dict[str, NodeHealth]) -> dict[str, tuple[list[str], str]]:
-    """Each rack's NVLink domain, judged from its trays' checks. The rack's fabric is at fault when two or more of
-    its trays report a fabric problem of their own (one tray's is that tray's), or when its trays split evenly
-    between cliques (no partition is the rack's): every tray of the rack then carries the rack's problem, and the
-    rack is returned (name -> its trays, why) to be quarantined whole. Otherwise a tray whose clique is not the one
-    most of its rack reports is in another NVLink partition (its GPUs cannot reach the rack's), a problem of its
-    own."""
+    """Each rack's NVLink domain, judged from its trays' checks. The rack's fabric is at fault only on a majority
+    of its planned trays' word: more than half of them report a fabric problem of their own, or more than half of
+    them split evenly between two cliques. Every tray of the rack then carries the rack's problem, and the rack is
+    returned (name -> its trays, why) to be decided whole. A minority (two lying trays of 18) never speaks for the
+    rack: each tray's fabric problem stays its own. Otherwise a tray whose clique is not the one most of its rack
+    reports is in another NVLink partition (its GPUs cannot reach the rack's), a problem of its own."""
     faults: dict[str, tuple[list[str], str]] = {}
     for rack in plan.racks:
+        majority = len(rack.trays) // 2 + 1
         own = [t for t in rack.trays if t in results and any(p.check == "gpu-fabric" for p in results[t].problems)]
         cliques = {t: results[t].clique for t in rack.trays if t in results and results[t].clique}
         counts: dict[str, int] = {}
@@ -92,10 +93,10 @@ def rack_domains(plan: Plan, results: dict[str, NodeHealth]) -> dict[str, tuple[
             counts[c] = counts.get(c, 0) + 1
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         why = ""
-        if len(own) >= 2:
+        if len(own) >= majority:
             named = ", ".join(own[:4]) + (", ..." if len(own) > 4 else "")
             why = f"NVLink fabric: {len(own)} of its {len(rack.trays)} trays report a fabric problem ({named})"
-        elif len(ranked) >= 2 and ranked[0][1] == ranked[1][1]:
+        elif len(ranked) >= 2 and ranked[0][1] == ranked[1][1] and 2 * ranked[0][1] >= majority:
             why = f"NVLink fabric: its trays split evenly between cliques {ranked[0][0]} and {ranked[1][0]}"
         if why:
             trays = [t for t in rack.trays if t in results]
