@@ -13,6 +13,11 @@ from typing import Any
 
 from rich.markup import escape
 
+# The one reader of another machine's JSON (bounded in size and depth), shared with the payloads it ships with.
+from aisite.payloads.foreign_json import ForeignJSONError, loads
+
+__all__ = ["RECORD_LIMIT", "ForeignJSONError", "clean", "loads", "number", "record", "show"]
+
 # Escape sequences as terminals parse them: CSI (ESC [ ... final byte), OSC/DCS/SOS/PM/APC strings up to their
 # terminator (BEL or ST) or the end, then any other two-byte ESC sequence. Their 8-bit forms (C1: 0x9b CSI,
 # 0x9d OSC, ...) start the same way on terminals that take them.
@@ -22,6 +27,23 @@ _SEQUENCES = re.compile(
     r"|\x1b[ -~]?"
 )
 DEFAULT_LIMIT = 200
+# The most of a node's record (health's status.json, pull's state.json) the status playbooks read and the
+# controller parses; the playbooks' *_max_bytes say the same (a test holds them equal).
+RECORD_LIMIT = 2 << 20
+
+
+def record(value: Any, what: str, limit: int = RECORD_LIMIT) -> Any:
+    """A node's record as a status playbook returns it: its text, parsed by `loads` within `limit`; its size in
+    bytes where the file was over the bound (not read); None where it has none. A document already parsed (the
+    controller's own callers and tests) is returned as it is. Refused: ForeignJSONError naming `what`."""
+    if isinstance(value, str):
+        try:
+            return loads(value, limit)
+        except ForeignJSONError as exc:
+            raise ForeignJSONError(f"{what}: {exc}") from None
+    if isinstance(value, int) and not isinstance(value, bool):
+        raise ForeignJSONError(f"{what}: {value} bytes, over the {limit} read")
+    return value
 
 
 def clean(value: Any, limit: int = DEFAULT_LIMIT) -> str:

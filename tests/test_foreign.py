@@ -182,8 +182,27 @@ def test_a_nodes_record_is_read_as_data(case: tuple[str, str, str, str], canary:
     result = run_playbook(playbook, local_inventory([group]), extravars={var: str(record), "health_now": False})
     assert result.ok, result.failures
     assert canary.fired() == []
-    back = result.stats[stat]["gpu01"]
+    # Text, parsed on the controller alone (bounded in size and depth), never by Ansible's from_json.
+    text = result.stats[stat]["gpu01"]
+    assert isinstance(text, str)
+    back = foreign.record(text, "record")
     assert back["problems"] == doc["problems"] and back["applied_commit"] == doc["applied_commit"]
+    # Nested 5,000 levels (issue 64: RecursionError), or over the bound: read as the node's own problem, and the
+    # file over the bound is not even read (its size comes back).
+    record.write_text('{"a":' * 5000 + "1" + "}" * 5000)
+    result = run_playbook(playbook, local_inventory([group]), extravars={var: str(record), "health_now": False})
+    assert result.ok, result.failures
+    with pytest.raises(foreign.ForeignJSONError, match="record: nested 5000 levels, deeper than 64"):
+        foreign.record(result.stats[stat]["gpu01"], "record")
+    record.write_text(json.dumps({"node": "gpu01", "pad": "x" * foreign.RECORD_LIMIT}))
+    result = run_playbook(playbook, local_inventory([group]), extravars={var: str(record), "health_now": False})
+    size = result.stats[stat]["gpu01"]
+    assert size == record.stat().st_size > foreign.RECORD_LIMIT
+    with pytest.raises(foreign.ForeignJSONError, match=f"over the {foreign.RECORD_LIMIT} read"):
+        foreign.record(size, "record")
+    # The playbook's bound is the controller's.
+    play = yaml.safe_load((ROOT / "collections/ansible_collections/aisite/site/playbooks" / playbook).read_text())
+    assert play[0]["vars"][var.replace("_file", "_max_bytes")] == foreign.RECORD_LIMIT
 
 
 def test_accept_jobs_objects_are_never_evaluated(plan: Plan, canary: Canaries) -> None:

@@ -97,6 +97,8 @@ def _bad(doc: dict[str, Any]) -> list[tuple[Any, str]]:
         ({"rc": 1, "stdout": "", "stderr": "[errno 110] RADOS timed out"}, "ceph status exited 1: [errno 110]"),
         ({"rc": 0, "stdout": "x" * (LIMIT + 1), "stderr": ""}, "over"),
         ({"rc": 0, "stdout": "{not json", "stderr": ""}, "not JSON"),
+        # Issue 64's reproducer: 30 KB nested 5,000 levels raised RecursionError, which stopped `aisite health`.
+        ({"rc": 0, "stdout": '{"a":' * 5000 + "1" + "}" * 5000, "stderr": ""}, "nested 5000 levels"),
         (_answer(edit("health.status", "HEALTH_FINE")), "health.status"),
         (_answer(edit("osdmap.num_up_osds", "3")), "osdmap.num_up_osds"),
         (_answer(edit("pgmap.pgs_by_state", [{"state_name": "active; rm -rf /", "count": 1}])), "state_name"),

@@ -66,7 +66,7 @@ def test_the_gate_needs_the_margin_and_one_held_out_set() -> None:
     [
         ("", "no result line"),
         ('{"schema": "aisite.eval/v1", "samples": 3, "top1_accuracy": 1.5, "top5_accuracy": 1}', "not an aisite"),
-        ('{"schema": "aisite.eval/v1", "samples": 3, "top1_accuracy": NaN, "top5_accuracy": 1}', "not an aisite"),
+        ('{"schema": "aisite.eval/v1", "samples": 3, "top1_accuracy": NaN, "top5_accuracy": 1}', "NaN is not a JSON"),
         ('{"schema": "aisite.eval/v1", "samples": "3", "top1_accuracy": 0.5, "top5_accuracy": 1}', "not an aisite"),
         ('{"schema": "other", "samples": 3, "top1_accuracy": 0.5, "top5_accuracy": 1}', "not an aisite"),
         ("{" + " " * (1 << 20) + "}", "more than a payload prints"),

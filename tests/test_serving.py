@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -273,14 +274,15 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture(scope="module")
-def server(trained: Path) -> Iterator[str]:
+@contextmanager
+def _serving(trained: Path, *options: str) -> Iterator[str]:
+    """payloads/serve.py on loopback with the trained checkpoint, once it answers ready; stopped at the end."""
     port = _free_port()
     proc = subprocess.Popen(
         [
             *(sys.executable, str(PAYLOADS / "serve.py"), "--name", "classifier", "--model", "resnet50"),
             *("--version", "v1", "--checkpoint", str(trained / "v1.pt"), "--host", "127.0.0.1", "--port", str(port)),
-            *("--threads", "2"),
+            *("--threads", "2", *options),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -301,6 +303,12 @@ def server(trained: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(trained: Path) -> Iterator[str]:
+    with _serving(trained) as url:
+        yield url
 
 
 def _post(url: str, body: bytes) -> tuple[int, dict[str, Any], str]:
@@ -329,12 +337,75 @@ def test_the_server_answers_predictions_and_refuses_bad_requests_with_the_reason
     for payload, reason in bad.items():
         code, doc, _ = _post(server, payload)
         assert code == 400 and reason in doc["error"], (payload, doc)
+    # Issue 64: a body nested 5,000 levels was a RecursionError, counted as a 5xx (a client could inflate a
+    # candidate's canary error rate); a body larger than the largest request of this checkpoint is refused unread.
+    code, doc, _ = _post(server, b'{"instances": ' + b"[" * 5000 + b"]" * 5000 + b"}")
+    assert code == 400 and "nested 5001 levels, deeper than 4" in doc["error"], doc
+    # Announced, not sent: the server answers from the header and closes (a client still sending would be reset).
+    said = _answer(_raw(server, b"POST /v1/models/classifier:predict HTTP/1.1\r\nContent-Length: 1100000\r\n\r\n"))
+    assert said.startswith(b"HTTP/1.1 400") and b"a body of 1 to 1065984 bytes is required" in said, said
     with urllib.request.urlopen(f"{server}/metrics", timeout=10) as r:
         metrics = r.read().decode()
     assert 'aisite_serving_requests_total{model="classifier",role="champion",version="v1",code="200"} 1' in metrics
-    assert 'aisite_serving_requests_total{model="classifier",role="champion",version="v1",code="400"} 5' in metrics
+    assert 'aisite_serving_requests_total{model="classifier",role="champion",version="v1",code="400"} 7' in metrics
+    assert 'code="500"' not in metrics
     assert 'aisite_serving_answers_total{model="classifier",role="champion",version="v1"} 5' in metrics
-    assert 'aisite_serving_request_seconds_count{model="classifier",role="champion",version="v1"} 6' in metrics
+    assert 'aisite_serving_request_seconds_count{model="classifier",role="champion",version="v1"} 8' in metrics
+
+
+def _raw(url: str, data: bytes) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    s = socket.create_connection((host, int(port)), timeout=10)
+    s.sendall(data)
+    return s
+
+
+def _answer(s: socket.socket) -> bytes:
+    """What the server sends before it closes the connection."""
+    out = b""
+    while chunk := s.recv(65536):
+        out += chunk
+    return out
+
+
+def test_the_server_holds_no_thread_for_a_silent_or_trickling_client_and_caps_its_connections(trained: Path) -> None:
+    """Issue 64: eight trickled uploads held ~380 MiB and eight threads indefinitely. Now two silent clients fill
+    --max-connections 2 and a third is answered 503 at once; a silent client is disconnected after
+    --io-timeout-s, and one trickling a body it announced gets 408 after --body-timeout-s; then the server serves
+    again."""
+    with _serving(trained, "--max-connections", "2", "--io-timeout-s", "2", "--body-timeout-s", "3") as url:
+        silent = [_raw(url, b"") for _ in range(2)]
+        time.sleep(0.3)
+        start = time.monotonic()
+        busy = _answer(_raw(url, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"))
+        assert busy.startswith(b"HTTP/1.1 503") and b"connection limit" in busy, busy
+        assert time.monotonic() - start < 1.5, "answered at once, not after the others' timeout"
+        for s in silent:
+            assert _answer(s) == b""  # closed by the server
+            assert time.monotonic() - start < 10
+            s.close()
+        head = b"POST /v1/models/classifier:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+        trickle = _raw(url, head)
+        start = time.monotonic()
+        while True:
+            try:
+                trickle.sendall(b"{")
+            except OSError:
+                break
+            trickle.settimeout(0.5)
+            try:
+                said = trickle.recv(65536)
+            except TimeoutError:
+                continue
+            trickle.settimeout(10)
+            said += _answer(trickle)
+            assert said.startswith(b"HTTP/1.1 408") and b"--body-timeout-s" in said, said
+            break
+        took = time.monotonic() - start
+        assert 2.5 < took < 8, took
+        trickle.close()
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+            assert 'code="408"} 1' in r.read().decode()
 
 
 def test_the_serving_dashboard_reads_only_what_the_servers_and_the_proxy_export() -> None:

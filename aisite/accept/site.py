@@ -17,11 +17,11 @@ stages exercised with a Cluster that answers with recorded tool output (tests/te
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from aisite import foreign
 from aisite.accept.report import Check
 from aisite.accept.stages import NVLINK_SCOPES, MeasureError, Options
 from aisite.health import parse
@@ -255,8 +255,8 @@ class SiteRunner:
         text = self._run(objects, objects[-1]["metadata"]["name"])
         status_text, _, diag_text = text.partition(MARK)
         try:
-            status = json.loads(status_text[status_text.find("{") :])
-        except ValueError:
+            status = foreign.loads(status_text[status_text.find("{") :], foreign.RECORD_LIMIT)
+        except foreign.ForeignJSONError:
             return [
                 Check(
                     "node",

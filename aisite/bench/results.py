@@ -9,11 +9,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aisite import foreign
 from aisite.paths import results_dir
 from aisite.payloads.result import SCHEMA
 
 # A payload's result is what a node printed: every field as narrow as its use (the workload names a file).
 _WORD = r"^[A-Za-z0-9][A-Za-z0-9_./:+-]{0,127}$"
+MAX_LINE = 1 << 20  # a result line is a few hundred bytes; one over this is not read
 
 
 class Device(BaseModel):
@@ -64,8 +66,8 @@ def collect(text: str, what: str = "output") -> list[Result]:
         if not (line.startswith("{") and SCHEMA in line):
             continue
         try:
-            found.append(Result.model_validate(json.loads(line)))
-        except (ValueError, ValidationError) as exc:
+            found.append(Result.model_validate(foreign.loads(line, MAX_LINE)))
+        except (ValueError, ValidationError) as exc:  # ForeignJSONError is a ValueError
             raise CollectError(f"{what}:{n}: not a valid {SCHEMA} result: {exc}") from None
     return found
 

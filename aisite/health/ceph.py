@@ -8,12 +8,12 @@ summary.message}}, osdmap.num_osds/num_up_osds/num_in_osds, pgmap.num_pgs and pg
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aisite import foreign
 from aisite.foreign import clean
 
 LIMIT = 1 << 22  # a status document of a large cluster is a few hundred KiB
@@ -106,15 +106,15 @@ def read_status(answer: Any, fsid: str) -> CephHealth:
     if answer.get("rc") != 0:
         return _unreadable(f"ceph status exited {answer.get('rc')!r}: {str(answer.get('stderr', ''))[-300:]}")
     text = answer.get("stdout")
-    if not isinstance(text, str) or len(text) > LIMIT:
-        return _unreadable(f"ceph status: no document, or one over {LIMIT} bytes")
+    if not isinstance(text, str):
+        return _unreadable("ceph status: no document")
     try:
-        st = _Status.model_validate(json.loads(text))
-    except ValueError as exc:  # JSONDecodeError and ValidationError alike
+        st = _Status.model_validate(foreign.loads(text, LIMIT))
+    except ValueError as exc:  # ForeignJSONError and ValidationError alike
         if isinstance(exc, ValidationError):
             first = exc.errors()[0]
             return _unreadable(f"ceph status: {'.'.join(map(str, first['loc']))}: {first['msg']}")
-        return _unreadable(f"ceph status: not JSON ({exc})")
+        return _unreadable(f"ceph status: {exc}")
     if st.fsid != fsid:
         return _unreadable(f"ceph status: another cluster answered (fsid {st.fsid}, the plan's {fsid})")
     checks = [

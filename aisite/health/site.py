@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from aisite import lifecycle
+from aisite import foreign, lifecycle
 from aisite.errors import RecordError
 from aisite.foreign import clean
 from aisite.health.judge import CHECKS, NodeHealth, Problem
@@ -62,7 +62,9 @@ def from_status(node: str, doc: Any) -> NodeHealth:
     reports a check this version does not know is the node's `status` problem, never a traceback; its text is
     kept printable and bounded (it reaches terminals, records and the taint)."""
     try:
-        st = _Status.model_validate(doc)
+        st = _Status.model_validate(foreign.record(doc, "status.json"))
+    except foreign.ForeignJSONError as exc:
+        return unreadable(node, str(exc))
     except ValidationError as exc:
         first = exc.errors()[0]
         return unreadable(node, f"{'.'.join(map(str, first['loc']))}: {first['msg']}")

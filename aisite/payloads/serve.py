@@ -8,8 +8,12 @@
                                 "model_version"}
 - GET  /metrics                 requests by code, latency, the answers' mean confidence, the version
 
-Every request is data from a client: its size, JSON, instance count and image length are checked before the model
-sees it, and a bad one gets 400 with the reason; nothing in it is evaluated. `--inject-latency-ms` and
+Every request is data from a client: its size (no more than MAX_INSTANCES images of the checkpoint's side need),
+JSON (bounded in depth: foreign_json), instance count and image length are checked before the model sees it, and a
+bad one gets 400 with the reason; nothing in it is evaluated. A body is read a chunk at a time and must arrive
+within --body-timeout-s (else 408), a silent connection is closed after --io-timeout-s, and at most
+--max-connections are served at once (one more gets 503 at once): clients that trickle or hold connections open
+hold neither the threads nor the memory for long. `--inject-latency-ms` and
 `--inject-error-rate` slow or fail requests on purpose (the lab's failing canary), never set on a site.
 """
 
@@ -31,15 +35,27 @@ from typing import Any
 import torch
 
 try:  # inside the package (the controller, tests) or as a plain script beside resnet.py (the containers)
+    from aisite.payloads.foreign_json import ForeignJSONError, loads
     from aisite.payloads.resnet import LAYERS, load_checkpoint
 except ImportError:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from foreign_json import ForeignJSONError, loads  # type: ignore[import-not-found,no-redef]
     from resnet import LAYERS, load_checkpoint  # type: ignore[import-not-found,no-redef]
 
-MAX_BODY = 64 * 1024 * 1024
 MAX_INSTANCES = 256
+# What one instance adds to a body beside its image's base64: `{"b64": ""}, ` and room for white space.
+INSTANCE_OVERHEAD = 64
+CHUNK = 64 * 1024  # a body is read this much at a time: memory follows what arrived, not what was announced
 # Latency buckets (seconds) of the request histogram.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+_BUSY_BODY = b'{"error": "the server is at its connection limit (--max-connections)"}'
+BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    + f"Content-Length: {len(_BUSY_BODY)}\r\n\r\n".encode()
+    + _BUSY_BODY
+)
 
 
 class BadRequestError(ValueError):
@@ -106,13 +122,15 @@ class Model:
         self.device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
         self.net, self.size = load_checkpoint(args.checkpoint, args.model, self.device)
         self.lock = threading.Lock()  # one batch at a time: the threads of torch serve it
+        # The largest body a request of MAX_INSTANCES images of this checkpoint's side needs, and no more.
+        self.max_body = MAX_INSTANCES * (4 * -(-3 * self.size * self.size // 3) + INSTANCE_OVERHEAD) + 1024
 
     def images(self, body: bytes) -> torch.Tensor:
         """The request's images as a batch, or BadRequestError saying what is wrong with it."""
         try:
-            doc = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            raise BadRequestError("the body is not JSON") from None
+            doc = loads(body, self.max_body, max_depth=4)
+        except ForeignJSONError as exc:
+            raise BadRequestError(f"the body: {exc}") from None
         instances = doc.get("instances") if isinstance(doc, dict) else None
         if not isinstance(instances, list) or not 1 <= len(instances) <= MAX_INSTANCES:
             raise BadRequestError(f"'instances' must be a list of 1 to {MAX_INSTANCES} images")
@@ -147,6 +165,8 @@ def handler(args: argparse.Namespace, model: Model, metrics: Metrics) -> type[Ba
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "aisite-serve"
+        # Every read and write on the socket: a client silent this long (between requests too) is disconnected.
+        timeout = args.io_timeout_s
 
         def log_message(self, format: str, *a: Any) -> None:
             if args.access_log:
@@ -179,6 +199,10 @@ def handler(args: argparse.Namespace, model: Model, metrics: Metrics) -> type[Ba
                 code, doc, confidences = self.answer()
             except BadRequestError as exc:
                 code, doc = 400, {"error": str(exc)}
+            except SlowBodyError as exc:
+                # The body did not come in time: said, and the connection closed (the rest is not waited for).
+                code, doc = 408, {"error": str(exc)}
+                self.close_connection = True
             finally:
                 metrics.observe(code, time.perf_counter() - start, confidences)
             self.reply(code, doc)
@@ -190,9 +214,10 @@ def handler(args: argparse.Namespace, model: Model, metrics: Metrics) -> type[Ba
                 length = int(self.headers.get("Content-Length", ""))
             except ValueError:
                 raise BadRequestError("a Content-Length is required") from None
-            if not 0 < length <= MAX_BODY:
-                raise BadRequestError(f"a body of 1 to {MAX_BODY} bytes is required")
-            images = model.images(self.rfile.read(length))
+            if not 0 < length <= model.max_body:
+                self.close_connection = True  # its body is not read: the connection cannot serve another request
+                raise BadRequestError(f"a body of 1 to {model.max_body} bytes is required")
+            images = model.images(self.body(length))
             if args.inject_latency_ms:
                 time.sleep(args.inject_latency_ms / 1000)
             if args.inject_error_rate and faults.random() < args.inject_error_rate:
@@ -200,11 +225,53 @@ def handler(args: argparse.Namespace, model: Model, metrics: Metrics) -> type[Ba
             out = model.predict(images)
             return 200, {"predictions": out, "model_version": args.version}, [p["confidence"] for p in out]
 
+        def body(self, length: int) -> bytes:
+            """The body, read a chunk at a time within --body-timeout-s (a trickling client holds neither a
+            thread nor the memory it announced for longer)."""
+            deadline = time.monotonic() + args.body_timeout_s
+            data = bytearray()
+            while len(data) < length:
+                try:
+                    chunk = self.rfile.read1(min(CHUNK, length - len(data)))
+                except TimeoutError:
+                    chunk = b""
+                if not chunk or time.monotonic() > deadline:
+                    raise SlowBodyError(
+                        f"{len(data)} of {length} bytes came in {args.body_timeout_s:g} s (--body-timeout-s)"
+                    )
+                data += chunk
+            return bytes(data)
+
     return Handler
 
 
+class SlowBodyError(Exception):
+    """A body that did not arrive whole in time (408)."""
+
+
 class Server(ThreadingHTTPServer):
+    """One thread per connection, at most `max_connections` at once: one more is answered 503 and closed at once,
+    so clients holding connections open cannot take every thread."""
+
     daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_connections: int) -> None:
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.sendall(BUSY)
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away (a health check closing early) is not an error worth a traceback."""
@@ -224,6 +291,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--threads", type=int, default=0, help="torch's CPU threads (0: its default)")
     p.add_argument("--access-log", action="store_true")
+    p.add_argument("--max-connections", type=int, default=64, help="connections served at once (one more: 503)")
+    p.add_argument("--io-timeout-s", type=float, default=10.0, help="a silent client is disconnected after this")
+    p.add_argument("--body-timeout-s", type=float, default=60.0, help="a request's whole body must arrive in this")
     p.add_argument("--inject-latency-ms", type=float, default=0.0, help="the lab's faults: never on a site")
     p.add_argument("--inject-error-rate", type=float, default=0.0, help="the lab's faults: never on a site")
     return p.parse_args(argv)
@@ -235,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     model = Model(args)
     metrics = Metrics(args.name, args.version, args.role)
-    server = Server((args.host, args.port), handler(args, model, metrics))
+    server = Server((args.host, args.port), handler(args, model, metrics), args.max_connections)
     print(json.dumps({"serving": args.name, "version": args.version, "port": server.server_address[1]}), flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()

@@ -42,7 +42,7 @@ from aisite.platform.trainer import TRAINER_RUNTIME
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "payloads"
 # evaluate.py and checkpoints.py: a served model's promotion runs them as Jobs (aisite.serving.cluster).
-PAYLOAD_FILES = ("result.py", "resnet.py", "tools.py", "serve.py", "evaluate.py", "checkpoints.py")
+PAYLOAD_FILES = ("result.py", "resnet.py", "tools.py", "serve.py", "evaluate.py", "checkpoints.py", "foreign_json.py")
 PAYLOAD_DIR = "/opt/aisite/payloads"
 DATASETS_MOUNT = "/datasets"
 # Pinned images per kind, as <repository path>:<tag> under their upstream registry (kubernetes.job_registry

@@ -3,7 +3,6 @@ Ansible to arm it) and SSH to the installed nodes."""
 
 from __future__ import annotations
 
-import json
 import secrets
 import subprocess
 import tempfile
@@ -13,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aisite import firmware, oob
+from aisite import firmware, foreign, oob
 from aisite.deploy import run_playbook
 from aisite.plan import Node, Plan, ProvisionTarget
 from aisite.provision.run import HostKey
@@ -94,9 +93,10 @@ class SiteWorld:
         request.add_header("Authorization", f"Bearer {self.controller_token}")
         try:
             with _HTTP.open(request, timeout=10) as r:
-                return dict(json.loads(r.read()))
-        except (OSError, ValueError, urllib.error.URLError):
+                doc = foreign.loads(r.read(foreign.RECORD_LIMIT + 1), foreign.RECORD_LIMIT)
+        except (OSError, ValueError, urllib.error.URLError):  # ForeignJSONError is a ValueError
             return {}
+        return doc if isinstance(doc, dict) else {}
 
     def report(self, node: str) -> dict[str, Any]:
         return self._get(f"reports/{node}")
@@ -162,7 +162,10 @@ class SiteWorld:
             ]
             if self.identity:
                 args += ["-o", "IdentitiesOnly=yes", "-i", str(self.identity)]
-            args += [f"{self.user}@{target.address}", "cat /etc/aisite/installed.json"]
+            args += [
+                f"{self.user}@{target.address}",
+                "head -c 65537 /etc/aisite/installed.json",
+            ]  # bounded: loads refuses more
             try:
                 r = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
             except subprocess.TimeoutExpired:
@@ -170,6 +173,8 @@ class SiteWorld:
         if r.returncode:
             return None
         try:
-            return str(json.loads(r.stdout)["version"])
-        except (ValueError, KeyError, TypeError):
+            doc = foreign.loads(r.stdout, 1 << 16)
+        except foreign.ForeignJSONError:
             return None
+        version = doc.get("version") if isinstance(doc, dict) else None
+        return version if isinstance(version, str) else None

@@ -11,7 +11,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
-from aisite.foreign import clean, number
+from aisite.foreign import ForeignJSONError, clean, number, record
 
 # A node's pass outcomes (role pull's aisite-pull).
 _OUTCOMES = ("applied", "refused", "failed")
@@ -57,6 +57,11 @@ def convergence(
         rec = records.get(node)
         if node in down:
             out.append(NodeConvergence(node, "unreachable", "", "", None, None, "the node did not answer"))
+            continue
+        try:
+            rec = record(rec, "state.json")
+        except ForeignJSONError as exc:
+            out.append(NodeConvergence(node, "failing", "", "unknown", None, None, f"its record is unreadable: {exc}"))
             continue
         if not isinstance(rec, Mapping):
             out.append(NodeConvergence(node, "never", "", "", None, None, "no pass recorded on the node"))

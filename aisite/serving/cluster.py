@@ -19,7 +19,6 @@ read) and bounded; nothing in it is evaluated.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aisite import foreign
 from aisite.fields import DnsSubdomain
 from aisite.plan import Plan, ServedVersion, ServingPlan
 from aisite.platform.serving import (
@@ -216,9 +216,9 @@ class KubeRuntime:
         if not 200 <= r.status <= 299:
             said = data[:2000].decode(errors="replace")
             try:  # the API server's Status says why; anything else is shown cut short
-                doc = json.loads(said)
+                doc = foreign.loads(said, MAX_TEXT)
                 said = str(doc.get("message", said)) if isinstance(doc, dict) else said
-            except ValueError:
+            except foreign.ForeignJSONError:
                 pass
             raise ClusterError(f"{method} {path}: {r.status} {' '.join(said.split())[:300]}")
         if len(data) > MAX_TEXT:
@@ -228,9 +228,9 @@ class KubeRuntime:
     def _doc(self, method: str, path: str, **kw: Any) -> Any:
         data = self._call(method, path, **kw)
         try:
-            return json.loads(data) if data else None
-        except ValueError:
-            raise ClusterError(f"{method} {path}: the answer is not JSON") from None
+            return foreign.loads(data, MAX_TEXT) if data else None
+        except foreign.ForeignJSONError as exc:
+            raise ClusterError(f"{method} {path}: the answer: {exc}") from None
 
     def _pods(self, s: ServingPlan, selector: str) -> list[Pod]:
         doc = self._doc("GET", f"/api/v1/namespaces/{s.namespace}/pods", query={"labelSelector": selector})

@@ -8,7 +8,6 @@ refused with the reason when it is anything else; nothing in it is evaluated.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Annotated, Literal, TypeVar
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aisite import foreign
 from aisite.plan.types import CanaryPlan, PromotionPlan
 
 MAX_TEXT = 1 << 20  # a server's /metrics or an evaluation's output beyond this is refused unread
@@ -57,9 +57,9 @@ def result_line(text: str, source: str) -> object:
     if not lines:
         raise PolicyInputError(f"{source}: printed no result line")
     try:
-        doc: object = json.loads(lines[-1])
-    except ValueError as exc:
-        raise PolicyInputError(f"{source}: its result line is not JSON ({str(exc)[:200]})") from None
+        doc: object = foreign.loads(lines[-1], MAX_TEXT)
+    except foreign.ForeignJSONError as exc:
+        raise PolicyInputError(f"{source}: its result line: {exc}") from None
     return doc
 
 
