@@ -117,6 +117,16 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
                 "IPMI offers no BIOS settings or firmware update, so their baseline is neither read nor set",
             )
         )
+    unverified = [n.name for n in plan.nodes if n.bmc.protocol == "redfish" and not n.bmc.tls_verify]
+    if unverified and site.ansible.connection != "lab":
+        out.append(
+            Problem(
+                "site.oob.tls_verify",
+                f"false: the certificates of {len(unverified)} Redfish BMCs ({', '.join(unverified[:4])}"
+                f"{', ...' if len(unverified) > 4 else ''}) are not checked, so whoever answers at their addresses "
+                "gets their credentials and their orders; install certificates the site's CA signed and turn it on",
+            )
+        )
     empty = [s.name for s in plan.switches_by_role("leaf") if not s.host_subnets]
     leaves = plan.switches_by_role("leaf")
     if railed and empty:

@@ -77,6 +77,7 @@ def check_site(site: Site) -> list[Problem]:
     _check_gitops(site, groups, out)
     _check_provisioning(site, groups, out)
     _check_acceptance(site, out)
+    _check_firmware_images(site, groups, out)
     out += ceph_problems(site)
     out += serving_problems(site)
     return out
@@ -97,6 +98,23 @@ def _check_acceptance(site: Site, out: list[Problem]) -> None:
         for t in a.nccl_busbw_gbps
         if t not in types
     )
+
+
+def _check_firmware_images(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
+    """A firmware image is fetched over https outside a lab: aisite checks its digest, but the BMC fetches it again,
+    and over http anyone on the path could swap it after the check."""
+    if site.ansible.connection == "lab":
+        return
+    for path, g in groups:
+        image = g.firmware.bios_firmware if g.firmware else None
+        if image is not None and not image.image.startswith("https://"):
+            out.append(
+                Problem(
+                    f"{path}.firmware.bios_firmware.image",
+                    "an https URL is required outside a lab: the BMC fetches the image after aisite has checked "
+                    "its sha256, and over http anyone on the path could replace it in between",
+                )
+            )
 
 
 def _check_provisioning(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:

@@ -4,14 +4,16 @@ Redfish service: BIOS attributes (Bios.Attributes) and the system firmware's rel
 `aisite diff`, `aisite oob firmware` and `aisite maintenance start` read it; a rollout sets it inside its waves:
 the BIOS attributes that differ are PATCHed to the Bios resource's settings object (pending until the system's
 next reset, as DMTF's Redfish settings model has it), a release through UpdateService.SimpleUpdate with the image
-the site names (from its own mirror); the rollout's reboot step resets the node and its verify step reads it
-again. An IPMI BMC has neither a BIOS nor an update service to offer: said, never guessed.
+the site names (from its own mirror), once aisite has fetched that image itself and found the sha256 the site
+pins; the rollout's reboot step resets the node and its verify step reads it again and records the release the BMC
+reports with the image's digest. An IPMI BMC has neither a BIOS nor an update service to offer: said, never guessed.
 
 What a BMC answers is foreign: only the baseline's attributes are read, each value kept as a boolean, an integer
 or a printable, bounded string."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -143,14 +145,47 @@ def apply(t: oob.Target, baseline: FirmwareBaseline) -> list[str]:
             raise _bmc_error(t, f"refused BIOS settings {', '.join(sorted(changes))}", exc) from exc
         done.append("BIOS settings pending: " + ", ".join(f"{n}={_shown(v)}" for n, v in sorted(changes.items())))
     if baseline.bios_version and baseline.bios_image and reading.bios_version != baseline.bios_version:
+        # The image is the site's word only once its digest is: checked here, before the BMC hears of it.
+        digest = image_digest(baseline.bios_image, t.tls_verify)
+        if digest != baseline.bios_sha256:
+            raise oob.BmcError(
+                f"{baseline.bios_image} has sha256 {digest}, not the site's {baseline.bios_sha256}: the BMC at "
+                f"{t.address} was not told of it"
+            )
         protocol = "HTTPS" if baseline.bios_image.startswith("https://") else "HTTP"
         try:
             service = root.get_update_service()
             service.simple_update(baseline.bios_image, targets=[system.path], transfer_protocol=protocol)
         except Exception as exc:
             raise _bmc_error(t, f"refused the update to {baseline.bios_version}", exc) from exc
-        done.append(f"BIOS release {baseline.bios_version} requested from {baseline.bios_image}")
+        done.append(f"BIOS release {baseline.bios_version} requested from {baseline.bios_image} (sha256 {digest})")
     return done
+
+
+# The largest firmware image fetched (a BIOS or BMC image is tens of MB); one larger is refused, not read whole.
+MAX_IMAGE = 1 << 30
+IMAGE_TIMEOUT_S = 60.0
+
+
+def image_digest(url: str, verify_tls: bool, limit: int = MAX_IMAGE, timeout: float = IMAGE_TIMEOUT_S) -> str:
+    """The SHA-256 of the image at `url`, read a chunk at a time (at most `limit` bytes, each read within
+    `timeout`); BmcError saying why when it cannot be read. https is verified unless the site turned TLS checks
+    off for its BMCs (oob.tls_verify: false; then the digest alone vouches for the image)."""
+    import requests  # sushy's own HTTP library: imported with it, only for BMC commands
+
+    digest, size = hashlib.sha256(), 0
+    try:
+        with requests.get(url, stream=True, timeout=timeout, verify=verify_tls, allow_redirects=False) as r:
+            if r.status_code != 200:
+                raise oob.BmcError(f"firmware image {url}: {r.status_code} {clean(r.reason, 80)}")
+            for chunk in r.iter_content(1 << 20):
+                size += len(chunk)
+                if size > limit:
+                    raise oob.BmcError(f"firmware image {url}: over {limit} bytes")
+                digest.update(chunk)
+    except requests.RequestException as exc:
+        raise oob.BmcError(f"firmware image {url}: {clean(exc, 200)}") from None
+    return digest.hexdigest()
 
 
 def reset(t: oob.Target, timeout: float = 300.0) -> None:

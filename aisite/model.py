@@ -157,10 +157,14 @@ FirmwareVersion = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,6
 
 
 class FirmwareImage(Strict):
-    """A firmware release and where the BMC fetches it from (Redfish SimpleUpdate's ImageURI: the site's mirror)."""
+    """A firmware release, where the BMC fetches it from (Redfish SimpleUpdate's ImageURI: the site's mirror) and
+    the image's SHA-256. aisite fetches the image and checks its digest before the BMC is told of it; the image is
+    an https URL (a lab stack may use http)."""
 
     version: FirmwareVersion
     image: Url
+    # The image file's SHA-256 (64 lowercase hex digits), as `sha256sum` prints it.
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
 class NicFirmware(Strict):

@@ -309,3 +309,116 @@ def test_after_its_bmcs_reset_a_machine_is_waited_for_until_it_answers_from_a_ne
     assert steps.skipped == [
         "gpu01 (maintenance): reset by its BMC: a container's OS does not restart with it; nothing to wait for"
     ]
+
+
+@pytest.mark.parametrize(
+    ("image", "path", "said"),
+    [
+        ({"version": "2.1", "image": "https://m/x.bin"}, "bios_firmware.sha256", "required"),
+        ({"version": "2.1", "image": "https://m/x.bin", "sha256": "ABC"}, "bios_firmware.sha256", "pattern"),
+        ({"version": "2.1", "image": "http://m/x.bin", "sha256": "a" * 64}, "bios_firmware.image", "https URL"),
+    ],
+)
+def test_an_image_needs_its_digest_and_https_outside_a_lab(
+    lab: dict[str, Any], image: dict[str, str], path: str, said: str
+) -> None:
+    """Issue 64: a BIOS image was a bare URL, http accepted and handed to the BMC as HTTP, no digest."""
+    data = _with_baseline(lab, bios_firmware=image)
+    data["ansible"] = {"connection": "ssh"}  # not a lab
+    with pytest.raises(SiteError) as err:
+        parse_site(data)
+    found = [p for p in err.value.problems if p.path == f"site.gpu_nodes[0].firmware.{path}"]
+    assert found and said in found[0].message, err.value.problems
+
+
+def test_an_unverified_bmc_certificate_outside_a_lab_is_warned_naming_the_bmcs(lab: dict[str, Any]) -> None:
+    from aisite.cautions import site_warnings
+
+    data = copy.deepcopy(lab)
+    data["ansible"] = {"connection": "ssh"}
+    site = parse_site(data)
+    assert site.oob.tls_verify is False
+    (warning,) = [w for w in site_warnings(site, build_plan(site)) if w.path == "site.oob.tls_verify"]
+    plan = build_plan(site)
+    redfish = [n.name for n in plan.nodes if n.bmc.protocol == "redfish"]
+    assert warning.message.startswith(f"false: the certificates of {len(redfish)} Redfish BMCs ({redfish[0]}")
+    lab_site = parse_site(lab)
+    assert not [w for w in site_warnings(lab_site, build_plan(lab_site)) if w.path == "site.oob.tls_verify"]
+
+
+class _FakeUpdates:
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
+
+    def get_update_service(self) -> Any:
+        return self
+
+    def simple_update(self, image: str, targets: list[str], transfer_protocol: str) -> None:
+        self.asked.append((image, transfer_protocol))
+
+
+def test_the_image_is_fetched_and_its_digest_checked_before_the_bmc_is_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The image served on loopback: the site's digest lets SimpleUpdate go, another digest (a swapped image) stops
+    the member before the BMC hears of it, and an image that is not there (404) or over the bound is the
+    member's error."""
+    import hashlib
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = b"BIOS 2.1\n" * 1000
+
+    class Serve(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            data, code = (body, 200) if self.path == "/x.bin" else (b"", 404)
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Serve)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    updates = _FakeUpdates()
+    monkeypatch.setattr(firmware, "read", lambda t, b: firmware.Reading({}, "2.0"))
+    monkeypatch.setattr(oob, "redfish_root", lambda t: updates)
+    monkeypatch.setattr(oob, "redfish_system", lambda t, root=None: type("S", (), {"path": "/Systems/1"})())
+    t = oob.Target("redfish", "192.0.2.10", 443, "u", "p")
+    good = hashlib.sha256(body).hexdigest()
+    try:
+        done = firmware.apply(t, FirmwareBaseline((), "2.1", f"{url}/x.bin", good))
+        assert updates.asked == [(f"{url}/x.bin", "HTTP")]
+        assert done == [f"BIOS release 2.1 requested from {url}/x.bin (sha256 {good})"]
+        for image, digest, said in (
+            (f"{url}/x.bin", "0" * 64, f"has sha256 {good}, not the site's {'0' * 64}: the BMC at 192.0.2.10 was not"),
+            (f"{url}/gone.bin", good, "404"),
+        ):
+            with pytest.raises(oob.BmcError, match=said):
+                firmware.apply(t, FirmwareBaseline((), "2.1", image, digest))
+        with pytest.raises(oob.BmcError, match="over 100 bytes"):
+            firmware.image_digest(f"{url}/x.bin", True, limit=100)
+        assert len(updates.asked) == 1, "no other image reached the BMC"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_rollout_records_the_release_the_bmc_reports_and_the_images_digest(lab: dict[str, Any]) -> None:
+    plan = _plan(_with_baseline(lab, bios_firmware={"version": "2.1", "image": "https://m/x.bin", "sha256": "b" * 64}))
+    steps, state = _steps(plan, ScriptedBmc({}, "2.1"))
+    assert steps("verify", ["gpu01"], state) == {}
+    assert state.members["gpu01"].installed == f"BIOS release 2.1 (BMC), image sha256 {'b' * 64}"
+
+
+def test_the_lab_stack_pins_the_lab_mirrors_image() -> None:
+    from aisite.lab import firmware as mirror
+    from aisite.loader import load_site
+
+    plan = build_plan(load_site("lab"))
+    (node, *_) = [n for n in plan.nodes if n.firmware and n.firmware.bios_version]
+    assert node.firmware is not None
+    assert (node.firmware.bios_image, node.firmware.bios_sha256) == (mirror.url(plan), mirror.digest())

@@ -25,6 +25,8 @@ class MemberState:
     # The health check's problems before the change ("check subject"): verify fails on a new one only.
     baseline: list[str] = field(default_factory=list)
     history: list[str] = field(default_factory=list)  # "at step: ok" / "at step: failed: why"
+    # What its verify step found installed: the release its BMC reports and the digest of the image it came from.
+    installed: str = ""
 
     @property
     def out_of_service(self) -> bool:

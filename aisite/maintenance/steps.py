@@ -115,6 +115,7 @@ class AnsibleSteps:
     no_accept: str = "no quick acceptance was asked for"
     accepted: list[str] = field(default_factory=list)  # what the quick acceptance measured, said
     done: list[str] = field(default_factory=list)  # what a step asked a BMC for, said
+    installed: dict[str, str] = field(default_factory=dict)  # per member, what its verify step found installed
     # The wait for the members' Kueue workloads (aisite.maintenance.jobs.drain_jobs on the cluster), or None where
     # there is no API server (the drain playbook then says so).
     jobs: Callable[[list[str]], Drained] | None = None
@@ -204,12 +205,15 @@ class AnsibleSteps:
         return dict.fromkeys(left, f"did not boot again within {self.boot_wait_s:g} s of its BMC's reset")
 
     def _firmware_verify(self, name: str, t: oob.Target, baseline: FirmwareBaseline) -> str:
-        left = firmware.drift(baseline, self.bmc.read(t, baseline))
-        return (
-            "still differs after the reset: " + "; ".join(r.removeprefix(f"{firmware.REASON}: ") for r in left)
-            if left
-            else ""
-        )
+        reading = self.bmc.read(t, baseline)
+        left = firmware.drift(baseline, reading)
+        if left:
+            return "still differs after the reset: " + "; ".join(r.removeprefix(f"{firmware.REASON}: ") for r in left)
+        if baseline.bios_version:
+            # What was installed, as the BMC says it and as the site pinned it: the rollout's record keeps both.
+            self.installed[name] = f"BIOS release {reading.bios_version} (BMC), image sha256 {baseline.bios_sha256}"
+            self.done.append(f"{t.address}: {self.installed[name]}")
+        return ""
 
     def _said(self, result: RunResult) -> None:
         for host, by_role in dict(result.stats.get("skipped") or {}).items():
@@ -304,6 +308,9 @@ class AnsibleSteps:
                 errors[n] = "new health problems: " + ", ".join(new)
         for n, why in self._firmware(members, state, self._firmware_verify).items():
             errors[n] = f"{errors[n]}; {why}" if n in errors else why
+        for n in members:
+            if n in self.installed:
+                state.members[n].installed = self.installed[n]
         gpus = {n.name for n in self.plan.by_role("gpu")}
         ready = [n for n in members if n in gpus and n not in errors]
         if ready and self.accept is None:

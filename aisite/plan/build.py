@@ -131,7 +131,10 @@ def _firmware(spec: Firmware | None) -> FirmwareBaseline | None:
         return None
     image = spec.bios_firmware
     return FirmwareBaseline(
-        tuple(sorted(spec.bios.items())), image.version if image else None, image.image if image else None
+        tuple(sorted(spec.bios.items())),
+        image.version if image else None,
+        image.image if image else None,
+        image.sha256 if image else None,
     )
 
 

@@ -49,11 +49,12 @@ class Bmc:
 @dataclass(frozen=True, slots=True)
 class FirmwareBaseline:
     """What a node's BMC should report: BIOS attributes (name, value) in name order, and the system firmware's
-    release with the image its BMC installs it from."""
+    release with the image its BMC installs it from and that image's SHA-256."""
 
     bios: tuple[tuple[str, bool | int | str], ...]
     bios_version: str | None
     bios_image: str | None
+    bios_sha256: str | None = None  # the image's digest, checked before the BMC is told of it
 
 
 @dataclass(frozen=True, slots=True)

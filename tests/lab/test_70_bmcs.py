@@ -18,6 +18,7 @@ import pytest
 
 from aisite import oob
 from aisite.components.bmc import BmcStateProvider
+from aisite.lab import firmware as lab_firmware
 from aisite.lab import images, lab
 from aisite.lab.bmc import system_uuid
 from aisite.lab.topology import lab_mac, lab_topology, vm_nodes
@@ -327,7 +328,9 @@ def test_a_bios_change_by_hand_shows_in_diff_and_a_rollout_puts_it_back(
     assert doc["layers"] == {}
 
     started = time.monotonic()
-    r = run_cli("maintenance", "start", str(stack), "--json", env=BMC_ENV)
+    # The release's image, served by the lab's firmware mirror: aisite fetches it and checks its sha256 first.
+    with lab_firmware.serving(plan):
+        r = run_cli("maintenance", "start", str(stack), "--json", env=BMC_ENV)
     seconds = time.monotonic() - started
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     doc = json.loads(r.stdout)
@@ -342,6 +345,11 @@ def test_a_bios_change_by_hand_shows_in_diff_and_a_rollout_puts_it_back(
         "uncordon:",
     ]
     assert any("BIOS settings pending: ProcTurboMode='Enabled'" in s for s in doc["bmc_requests"]), doc
+    pinned = f"(sha256 {node.firmware.bios_sha256})"
+    assert any(s.endswith(pinned) for s in doc["bmc_requests"]) == (release != node.firmware.bios_version), doc
+    assert member["installed"] == (
+        f"BIOS release {node.firmware.bios_version} (BMC), image sha256 {node.firmware.bios_sha256}"
+    ), member
     assert any("cannot reboot" in s for s in doc["skipped"]), doc["skipped"]
     assert [a.split(":")[0] for a in doc["accepted"]] == [node.name], doc["accepted"]  # its quick acceptance
     # Its one state went through the rollout's steps and is back in service.
