@@ -121,7 +121,8 @@ def together(plan: Plan, jobs: list[tuple[str, str]], mib: int) -> dict[str, Any
 
 def s3_bench(plan: Plan, c: CephPlan, objects: int, mib: int, threads: int) -> dict[str, Any]:
     tenant = c.tenants[0]
-    user = json.loads(sh(plan, c.monitors[0], f"radosgw-admin user info --uid {tenant.s3_user}"))
+    who = f"--tenant={tenant.s3_tenant} --uid={tenant.s3_user}"
+    user = json.loads(sh(plan, c.monitors[0], f"radosgw-admin user info {who}"))
     key = user["keys"][0]  # in this process only
     s3 = Minio(
         c.s3_endpoint.removeprefix("http://"), key["access_key"], key["secret_key"], secure=False, region="default"

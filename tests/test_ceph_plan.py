@@ -293,6 +293,11 @@ def test_tenants_get_a_directory_a_client_and_an_s3_user_within_what_the_pools_h
         "tenant-team-a",
         "tenant-team-a",
     )
+    # Its files on a RADOS namespace of its own, its S3 user and bucket in an RGW tenant of its own (RGW's names
+    # take '_', not '-').
+    assert (t.rados_namespace, t.s3_tenant) == ("tenant-team-a", "tenant_team_a")
+    assert ("/tenants/team-a", "tenant-team-a") in plan.ceph.fs_namespaces
+    assert ("/datasets", "datasets") in plan.ceph.fs_namespaces
     # A layout above the tenants' tree sends their files to its pool.
     design["filesystem"]["layouts"]["/tenants"] = "datasets-ec"
     assert build_plan(parse_site(_site(design))).ceph.tenants[0].cephfs_pool == "datasets-ec"  # type: ignore[union-attr]
@@ -328,9 +333,9 @@ def test_tenants_get_a_directory_a_client_and_an_s3_user_within_what_the_pools_h
 
 
 def test_clients_are_planned_with_the_capabilities_their_users_document() -> None:
-    """A tenant's client as `ceph fs authorize FS CLIENT DIR rw` makes it (Ceph, CephFS Client Capabilities);
-    ceph-csi's as its docs/capabilities.md lists them; the GPU nodes read the data sets only; RBD's user only with an
-    RBD pool."""
+    """A tenant's client for its directory (the MDS's path) and its RADOS namespace alone (the OSDs'), where `ceph
+    fs authorize` would have given it every data pool whole (issue 64); ceph-csi's as its docs/capabilities.md lists
+    them; the GPU nodes read the data sets' namespace only; RBD's user only with an RBD pool."""
     design = copy.deepcopy(DESIGN) | {"tenants": {"team-a": {"cephfs_gb": 10}}}
     design["pools"].append({"name": "vms", "application": "rbd", "device_class": "nvme", "share": 5})
     design["filesystem"]["layouts"] |= {"/models": "cephfs-data", "/tenants": "datasets-ec"}
@@ -341,7 +346,7 @@ def test_clients_are_planned_with_the_capabilities_their_users_document() -> Non
     assert caps["client.tenant-team-a"] == {
         "mds": "allow rw fsname=data path=/tenants/team-a",
         "mon": "allow r fsname=data",
-        "osd": "allow rw tag cephfs data=data",
+        "osd": "allow rw pool=datasets-ec namespace=tenant-team-a",
     }
     assert caps["client.csi-cephfs"] == {
         "mds": "allow r fsname=data path=/volumes, allow rws fsname=data path=/volumes/csi",
@@ -352,8 +357,11 @@ def test_clients_are_planned_with_the_capabilities_their_users_document() -> Non
     assert caps["client.gpu-nodes"] == {
         "mds": "allow r fsname=data path=/datasets, allow r fsname=data path=/models",
         "mon": "allow r fsname=data",
-        "osd": "allow r tag cephfs data=data",
+        "osd": "allow r pool=cephfs-data namespace=datasets, allow r pool=datasets-ec namespace=datasets",
     }
+    assert not any(
+        "tag cephfs data" in cap for name, c in caps.items() if name != "client.csi-cephfs" for cap in c.values()
+    )
     assert caps["client.csi-rbd"] == {
         "mgr": "profile rbd pool=vms",
         "mon": "profile rbd",

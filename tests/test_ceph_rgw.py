@@ -61,8 +61,11 @@ def test_a_quota_that_is_not_an_integer_is_an_error() -> None:
         ({"storage_classes": [["standard", "p"]]}, "storage class 'standard' is not a name"),
         ({"storage_classes": [["STANDARD"]]}, "is not a [class, pool] pair"),
         ({"storage_classes": [["STANDARD", "a b"]]}, "pool 'a b' is not a name"),
-        ({"tenants": [{"s3_user": "t;rm", "s3_gb": 1}]}, "user 't;rm' is not a name"),
-        ({"tenants": [{"s3_user": "t", "s3_gb": -1}]}, "s3_gb must be an integer"),
+        ({"tenants": [{"s3_user": "t;rm", "s3_gb": 1, "s3_tenant": "t"}]}, "user 't;rm' is not a name"),
+        ({"tenants": [{"s3_user": "t", "s3_gb": -1, "s3_tenant": "t"}]}, "s3_gb must be an integer"),
+        # RGW takes letters, digits and '_' alone in a tenant's name; every user lives in one.
+        ({"tenants": [{"s3_user": "t", "s3_gb": 1, "s3_tenant": "tenant-a"}]}, "RGW tenant 'tenant-a' is not"),
+        ({"tenants": [{"s3_user": "t", "s3_gb": 1}]}, "RGW tenant None is not"),
         ({"zone": "../x"}, "zone '../x' is not a name"),
     ],
 )

@@ -98,3 +98,37 @@ def test_a_user_without_a_key_pair_is_an_error_that_names_no_key(answer: Any) ->
 def test_an_answer_of_another_shape_is_an_error_not_a_guess(rule: Any) -> None:
     with pytest.raises(ValueError, match="RGW returned"):
         _module().same([rule], [])
+
+
+class _Reads:
+    """radosgw-admin's answers by command, as JsonCli.read gives them (None: the thing does not exist)."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers, self.asked, self.actions = answers, [], []  # type: ignore[var-annotated]
+
+    def read(self, *args: str, missing_rc: int | None = None) -> Any:
+        self.asked.append(" ".join(args))
+        return self.answers.get(args[0] + " " + args[1])
+
+
+def test_a_bucket_another_user_owns_is_never_used() -> None:
+    """Issue 64: a tenant with S3 keys could pre-create another's bucket. Buckets now live in each tenant's RGW
+    tenant; one that exists is used only when the tenant's own user owns it (radosgw-admin bucket stats), else the
+    module fails naming both, before any S3 request."""
+    m = _module()
+    user = {"keys": [{"access_key": "AKIA", "secret_key": "s"}]}
+    r = _Reads({"user info": user, "bucket stats": {"owner": "tenant_team_b$tenant-team-b", "bucket": "x"}})
+    with pytest.raises(ValueError) as exc:
+        m.converge(None, r, [("tenant-team-a", "tenant_team_a", "tenant-team-a")], [])
+    assert str(exc.value) == (
+        "bucket tenant_team_a/tenant-team-a is owned by tenant_team_b$tenant-team-b, not the tenant's user "
+        "tenant_team_a$tenant-team-a"
+    )
+    assert r.asked == [
+        "user info --tenant=tenant_team_a --uid=tenant-team-a",
+        "bucket stats --bucket=tenant_team_a/tenant-team-a",
+    ]
+    assert "AKIA" not in str(exc.value)
+    for stats in ({"owner": ""}, [], {"owner": 5}):
+        with pytest.raises(ValueError, match="no owner"):
+            m.bucket_owner(stats, "x")

@@ -8,6 +8,7 @@ another place): where they are absent those tests are skipped and say so.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import os
 import re
@@ -315,7 +316,26 @@ def test_tenant_namespaces_deny_by_default_and_let_jobs_work(plan: Plan) -> None
         policy = objs["NetworkPolicy"]["spec"]
         assert policy["podSelector"] == {} and policy["policyTypes"] == ["Ingress", "Egress"]
         cidrs = {b["ipBlock"]["cidr"] for rule in policy["egress"] for b in rule["to"] if "ipBlock" in b}
-        assert plan.networks.storage in cidrs and f"{plan.kubernetes.api_vip}/32" in cidrs
+        assert f"{plan.kubernetes.api_vip}/32" in cidrs
+        # Issue 64: the storage network was open whole; now each storage service's address and port, nothing else.
+        assert plan.networks.storage not in cidrs
+        storage = ipaddress.ip_network(plan.networks.storage)
+        opened = {
+            (b["ipBlock"]["cidr"], p["port"], p.get("endPort"))
+            for rule in policy["egress"]
+            for b in rule["to"]
+            if "ipBlock" in b and ipaddress.ip_network(b["ipBlock"]["cidr"]).subnet_of(storage)
+            for p in rule.get("ports", [])
+        }
+        want = {(f"{e.address}/32", 2049, None) for e in plan.exports}
+        if plan.ceph:
+            at = dict(plan.ceph.addresses)
+            want |= {(f"{a}/32", port, None) for _, a in plan.ceph.mon_addresses for port in (3300, 6789)}
+            want |= {(f"{at[o.host]}/32", 6800, 7300) for o in plan.ceph.osds}
+            want |= {(f"{at[r]}/32", 7480, None) for r in plan.ceph.rgw}
+        assert opened == want and all(
+            rule.get("ports") for rule in policy["egress"] if rule["to"] != [{"podSelector": {}}]
+        )
 
 
 def test_dashboard_and_alerts_use_only_metrics_the_exporter_collects(plan: Plan) -> None:

@@ -49,6 +49,9 @@ MON_V2_PORT = 3300
 MON_V1_PORT = 6789
 MGR_METRICS_PORT = 9283
 RGW_PORT = 7480
+# The ports OSDs and MDSs bind, first to last (Network Configuration Reference: ms_bind_port_min 6800,
+# ms_bind_port_max 7300, 16.2's defaults): the role writes them to ceph.conf, the tenants' egress opens them alone.
+DAEMON_PORTS = (6800, 7300)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +85,9 @@ class PoolPlan:
 
 @dataclass(frozen=True, slots=True)
 class CephTenantPlan:
-    """A tenant's share of the cluster: its CephFS directory (and the pool its files land in) with its quota, its
-    cephx client for that directory, its S3 user with its quota; their keys go to its namespace as Secrets."""
+    """A tenant's share of the cluster: its CephFS directory (the pool its files land in, on a RADOS namespace of
+    its own) with its quota, its cephx client for that directory and namespace alone, its S3 user with its quota
+    inside an RGW tenant of its own (where its bucket lives: no other tenant can create or reach it)."""
 
     name: str
     namespace: str
@@ -94,6 +98,9 @@ class CephTenantPlan:
     s3_user: str
     s3_gb: int
     s3_bucket: str  # made by its user, so the tenant owns it; the site's lifecycle rules apply to it
+    # The RADOS namespace its directory's files land in (ceph.dir.layout.pool_namespace): its key reaches no other.
+    rados_namespace: str = ""
+    s3_tenant: str = ""  # RGW's tenant holding its user and bucket (RGW multitenancy: a bucket namespace per tenant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,11 +165,15 @@ class CephPlan:
     mon_v1_port: int = MON_V1_PORT
     mgr_metrics_port: int = MGR_METRICS_PORT
     rgw_port: int = RGW_PORT
+    daemon_ports: tuple[int, int] = DAEMON_PORTS
     # Each monitor's address vector (msgr2, then v1), in monitor order: the monitor map's and ceph.conf's mon_host.
     mon_addrvecs: tuple[str, ...] = ()
     s3_endpoint: str = ""  # the first RGW's (http://ADDRESS:PORT), where the tenants' buckets are made
     identities: tuple[CephIdentity, ...] = ()
     gpu_client: CephClientPlan | None = None  # where the file system has data sets for the GPU nodes to read
+    # (directory, RADOS namespace) each directory's files land in (ceph.dir.layout.pool_namespace): every data
+    # set's on DATASETS_NAMESPACE, every tenant's on its own.
+    fs_namespaces: tuple[tuple[str, str], ...] = ()
 
 
 def min_size(pool: CephPool) -> int:
@@ -261,6 +272,9 @@ def _pgs_per_osd(pools: Iterable[PoolPlan], all_osds: tuple[Osd, ...]) -> dict[s
 
 
 TENANTS_DIR = "/tenants"
+# The RADOS namespace the data sets' files land in (each data-set directory's layout), the only one of their pools
+# the GPU nodes' key reads; a tenant's files land in a namespace of its own (its Kubernetes namespace's name).
+DATASETS_NAMESPACE = "datasets"
 # Where a GPU node mounts a data-set directory of the file system (NFS exports go to /mnt/EXPORT).
 CLIENT_MOUNT_ROOT = "/mnt/ceph"
 GPU_CLIENT = "client.gpu-nodes"
@@ -283,6 +297,13 @@ def _tenant_dir(ceph: Ceph, name: str) -> str:
     return f"{TENANTS_DIR}/{name}" if ceph.filesystem and ceph.tenants[name].cephfs_gb else ""
 
 
+def rgw_tenant(namespace: str) -> str:
+    """The RGW tenant of a Kubernetes namespace: RGW takes letters, digits and '_' alone in a tenant's name
+    (radosgw-admin: "only alphanumeric and _ characters are allowed"), and a namespace has no '_' of its own, so
+    no two namespaces share one."""
+    return namespace.replace("-", "_")
+
+
 def _tenants(ceph: Ceph, namespaces: Mapping[str, str]) -> tuple[CephTenantPlan, ...]:
     """Each tenant's share, its Ceph identities named after its namespace (the plan's tenants'), where its Secrets
     go."""
@@ -302,6 +323,8 @@ def _tenants(ceph: Ceph, namespaces: Mapping[str, str]) -> tuple[CephTenantPlan,
                 ns if s3 else "",
                 t.s3_gb,
                 ns if s3 else "",
+                ns if directory else "",
+                rgw_tenant(ns) if s3 else "",
             )
         )
     return tuple(out)
@@ -317,8 +340,14 @@ def data_sets(ceph: Ceph) -> tuple[str, ...]:
 
 
 def _identities(ceph: Ceph, tenants: tuple[CephTenantPlan, ...], sets: tuple[str, ...]) -> tuple[CephIdentity, ...]:
-    """Each tenant's client for its directory (as `ceph fs authorize FS CLIENT DIR rw` makes it), ceph-csi's users
-    and the GPU nodes' read-only one for the data sets."""
+    """Each tenant's client for its directory and its RADOS namespace alone, ceph-csi's users and the GPU nodes'
+    read-only one for the data sets' namespace alone.
+
+    The MDS's `path=` limits the file hierarchy, not the objects: Ceph's documentation (CephFS client capabilities)
+    says a client can still reach file data in RADOS directly. `ceph fs authorize`'s own OSD capability (`tag cephfs
+    data=FS`) covers every data pool whole, so a tenant key made that way reads and writes every tenant's files and
+    the data sets with `rados`. Here each key's OSD capability names a pool and a namespace (`allow rw pool=P
+    namespace=NS`), which the OSDs enforce on every object."""
     out = []
     fs = ceph.filesystem
     if fs:
@@ -326,7 +355,8 @@ def _identities(ceph: Ceph, tenants: tuple[CephTenantPlan, ...], sets: tuple[str
         for t in tenants:
             if t.client:
                 mds = f"allow rw fsname={fs.name} path={t.cephfs_dir}"
-                out.append(CephIdentity(t.client, (("mds", mds), ("mon", mon), ("osd", f"allow rw {data}"))))
+                osd = f"allow rw pool={t.cephfs_pool} namespace={t.rados_namespace}"
+                out.append(CephIdentity(t.client, (("mds", mds), ("mon", mon), ("osd", osd))))
         out.append(
             CephIdentity(
                 CSI_CEPHFS,
@@ -340,7 +370,9 @@ def _identities(ceph: Ceph, tenants: tuple[CephTenantPlan, ...], sets: tuple[str
         )
         if sets:
             mds = ", ".join(f"allow r fsname={fs.name} path={d}" for d in sets)
-            out.append(CephIdentity(GPU_CLIENT, (("mds", mds), ("mon", mon), ("osd", f"allow r {data}"))))
+            pools = sorted({tenant_pool(ceph, d) for d in sets})
+            osd = ", ".join(f"allow r pool={p} namespace={DATASETS_NAMESPACE}" for p in pools)
+            out.append(CephIdentity(GPU_CLIENT, (("mds", mds), ("mon", mon), ("osd", osd))))
     rbd = ", ".join(f"profile rbd pool={p.name}" for p in ceph.pools if p.application == "rbd")
     if rbd:
         out.append(CephIdentity(CSI_RBD, (("mgr", rbd), ("mon", "profile rbd"), ("osd", rbd))))
@@ -404,6 +436,12 @@ def ceph_plan(
         mon_addrvecs=addrvecs,
         s3_endpoint=f"http://{by_address[rgw[0]]}:{RGW_PORT}" if rgw else "",
         identities=_identities(ceph, planned_tenants, sets),
+        fs_namespaces=tuple(
+            sorted(
+                [(d, DATASETS_NAMESPACE) for d in sets]
+                + [(t.cephfs_dir, t.rados_namespace) for t in planned_tenants if t.cephfs_dir]
+            )
+        ),
         gpu_client=CephClientPlan(
             ceph.release,
             fsid,

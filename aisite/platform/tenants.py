@@ -3,6 +3,7 @@ default-deny NetworkPolicy with what a training job needs (DNS, its own namespac
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from aisite.plan import Plan, TenantPlan
@@ -68,10 +69,42 @@ def role_bindings(plan: Plan, t: TenantPlan) -> list[dict[str, Any]]:
     ]
 
 
+# NFSv4's port (RFC 7530, section 3.1: the server listens on TCP port 2049).
+NFS_PORT = 2049
+
+
+def _hosts(addresses: Iterable[str]) -> list[dict[str, Any]]:
+    return [{"ipBlock": {"cidr": f"{a}/32"}} for a in sorted(set(addresses))]
+
+
+def _tcp(port: int, end: int | None = None) -> dict[str, Any]:
+    return {"protocol": "TCP", "port": port} | ({"endPort": end} if end is not None else {})
+
+
+def storage_egress(plan: Plan) -> list[dict[str, Any]]:
+    """What a tenant's pods may reach of the storage, and nothing else of its network: Ceph's monitors on their two
+    messenger ports, its OSD and MDS hosts on the daemons' port range, its gateways' S3 port, the NFS servers' port.
+    Mounts are made by the nodes (the CSI node plugins run on the host's network); this is for the jobs' own
+    clients (S3, librados)."""
+    out: list[dict[str, Any]] = []
+    c = plan.ceph
+    if c is not None:
+        at = dict(c.addresses)
+        out.append({"to": _hosts(a for _, a in c.mon_addresses), "ports": [_tcp(c.mon_v2_port), _tcp(c.mon_v1_port)]})
+        daemons = {at[o.host] for o in c.osds} | {at[m] for m in c.mds}
+        if daemons:
+            out.append({"to": _hosts(daemons), "ports": [_tcp(*c.daemon_ports)]})
+        if c.rgw:
+            out.append({"to": _hosts(at[r] for r in c.rgw), "ports": [_tcp(c.rgw_port)]})
+    if plan.exports:
+        out.append({"to": _hosts(e.address for e in plan.exports), "ports": [_tcp(NFS_PORT)]})
+    return out
+
+
 def network_policy(plan: Plan, t: TenantPlan) -> dict[str, Any]:
-    """Nothing in or out but the namespace itself, cluster DNS, the storage network and the API server (the VIP and
-    every control-plane node: Calico applies policy after the Service's DNAT). The rails are secondary networks,
-    outside NetworkPolicy."""
+    """Nothing in or out but the namespace itself, cluster DNS, the storage services (each address and port, not the
+    storage network: storage_egress) and the API server (the VIP and every control-plane node: Calico applies
+    policy after the Service's DNAT). The rails are secondary networks, outside NetworkPolicy."""
     k = plan.kubernetes
     api = [k.api_vip, *(n.management.address for n in plan.by_role("control-plane"))]
     dns = {
@@ -92,7 +125,7 @@ def network_policy(plan: Plan, t: TenantPlan) -> dict[str, Any]:
             "egress": [
                 {"to": [same]},
                 {"to": [dns], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-                {"to": [{"ipBlock": {"cidr": plan.networks.storage}}]},
+                *storage_egress(plan),
                 {
                     "to": [{"ipBlock": {"cidr": f"{a}/32"}} for a in dict.fromkeys(api)],
                     "ports": [{"protocol": "TCP", "port": k.api_port}],

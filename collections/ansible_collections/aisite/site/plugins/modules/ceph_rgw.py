@@ -18,8 +18,9 @@ description:
   - Each storage class of the plan is added to the zone group's placement target and given its data pool in the
     zone (C(radosgw-admin zonegroup placement add), C(zone placement add) or C(modify)); RGW reads its zone when it
     starts, so RV(restart) says when its daemons must restart.
-  - Each user is created when missing (its keys made by RGW, kept in Ceph, never read or returned here) and its user
-    quota set and enabled; users the plan does not name are never touched.
+  - Each user is created when missing, inside its RGW tenant (C(--tenant): RGW multitenancy, a bucket namespace
+    per tenant, so no other tenant can create or reach its buckets), its keys made by RGW, kept in Ceph, never read
+    or returned here; its user quota is set and enabled. Users the plan does not name are never touched.
   - In check mode nothing is changed; what would be is reported.
 options:
   storage_classes:
@@ -29,7 +30,7 @@ options:
     default: []
   tenants:
     description: The plan's Ceph tenants (aisite.plan.ceph.CephTenantPlan as data); each with an C(s3_user) gets that
-      user, its quota C(s3_gb) GB of 10^9 bytes (0 for none).
+      user in RGW tenant C(s3_tenant), its quota C(s3_gb) GB of 10^9 bytes (0 for none).
     type: list
     elements: dict
     default: []
@@ -53,7 +54,7 @@ EXAMPLES = r"""
 - name: Ceph | Storage classes and S3 users
   aisite.site.ceph_rgw:
     storage_classes: [[STANDARD, rgw-hot], [STANDARD_IA, rgw-ec]]
-    tenants: [{s3_user: tenant-team-a, s3_gb: 100}]
+    tenants: [{s3_user: tenant-team-a, s3_tenant: tenant_team_a, s3_gb: 100}]
 """
 
 RETURN = r"""
@@ -69,6 +70,9 @@ restart:
 
 CLASS = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+# An RGW tenant: letters, digits and '_' alone (radosgw-admin refuses others); the plan's is its tenant's
+# Kubernetes namespace with '_' for '-' (aisite.plan.ceph.rgw_tenant).
+TENANT = re.compile(r"^[A-Za-z0-9_]{1,63}$")
 
 
 def _obj(value: Any, what: str) -> dict[str, Any]:
@@ -103,7 +107,7 @@ def user_quota(info: Any) -> tuple[bool, int]:
     return bool(q.get("enabled")), size
 
 
-def converge(r: JsonCli, classes: list[tuple[str, str]], users: list[tuple[str, int]]) -> bool:
+def converge(r: JsonCli, classes: list[tuple[str, str]], users: list[tuple[str, str, int]]) -> bool:
     p = r.module.params
     restart = False
     if classes:
@@ -132,18 +136,19 @@ def converge(r: JsonCli, classes: list[tuple[str, str]], users: list[tuple[str, 
                     f"--data-pool={pool}",
                 )
                 restart = True
-    for uid, quota in users:
-        info = r.read("user", "info", f"--uid={uid}", missing_rc=22)  # EINVAL: no such user
+    for tenant, uid, quota in users:
+        who = (f"--tenant={tenant}", f"--uid={uid}")
+        info = r.read("user", "info", *who, missing_rc=22)  # EINVAL: no such user
         if info is None:
-            r.do("user", "create", f"--uid={uid}", f"--display-name={uid}")
+            r.do("user", "create", *who, f"--display-name={uid}")
             enabled, size = False, -1
         else:
             enabled, size = user_quota(info)
         # RGW keeps a quota in whole KiB, rounded up (16.2: 10^9 bytes reads back as 1000000512).
         if quota and size != -(-quota // 1024) * 1024:
-            r.do("quota", "set", "--quota-scope=user", f"--uid={uid}", f"--max-size={quota}")
+            r.do("quota", "set", "--quota-scope=user", *who, f"--max-size={quota}")
         if bool(quota) != enabled:
-            r.do("quota", "enable" if quota else "disable", "--quota-scope=user", f"--uid={uid}")
+            r.do("quota", "enable" if quota else "disable", "--quota-scope=user", *who)
     return restart
 
 
@@ -175,7 +180,8 @@ def main() -> None:
             if not t.get("s3_user"):
                 continue
             gb = integer(t.get("s3_gb"), 0, 10**9, f"user {t.get('s3_user')!r}: s3_gb")
-            users.append((matching(t["s3_user"], NAME, "user", "a name"), gb * 10**9))
+            uid = matching(t["s3_user"], NAME, "user", "a name")
+            users.append((matching(t.get("s3_tenant"), TENANT, "RGW tenant", "a tenant name"), uid, gb * 10**9))
     except PlanError as e:
         module.fail_json(msg=str(e))
     r = JsonCli(module, "radosgw-admin", p["cluster"], ["--format", "json"])

@@ -25,7 +25,10 @@ module: ceph_s3_buckets
 short_description: Converge the tenants' S3 buckets and the site's lifecycle rules on them (aisite.plan.ceph)
 description:
   - Each tenant with an S3 bucket in the plan gets it, created through RGW's S3 API with that tenant's own user's
-    keys (read from C(radosgw-admin user info), never returned), so the tenant owns the bucket.
+    keys (read from C(radosgw-admin user info), never returned), so the tenant owns the bucket; it lives in the
+    tenant's RGW tenant, a bucket namespace no other tenant's user reaches.
+  - A bucket that exists is used only when its owner is the tenant's user (C(radosgw-admin bucket stats)); one
+    owned by anyone else fails the module, naming both, and nothing is done to it.
   - Each bucket's lifecycle configuration is the plan's rules, one per rule (ID C(aisite-N)); the site owns the
     lifecycle of the buckets it makes, so a configuration that differs is replaced and one the plan has no rules for
     is removed.
@@ -56,7 +59,7 @@ EXAMPLES = r"""
 - name: Ceph | The tenants' buckets and their lifecycle
   aisite.site.ceph_s3_buckets:
     endpoint: http://10.250.2.11:7480
-    tenants: [{s3_user: tenant-team-a, s3_bucket: tenant-team-a}]
+    tenants: [{s3_user: tenant-team-a, s3_tenant: tenant_team_a, s3_bucket: tenant-team-a}]
     lifecycle: [[datasets/, 30, STANDARD_IA]]
 """
 
@@ -69,6 +72,7 @@ actions:
 
 CLASS = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 USER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+TENANT = re.compile(r"^[A-Za-z0-9_]{1,63}$")  # RGW's tenant names (aisite.plan.ceph.rgw_tenant)
 # S3's bucket naming rules (AWS, Bucket naming rules; RGW with rgw_relaxed_s3_bucket_names off): 3-63 characters of
 # lowercase letters, digits, dots and hyphens, a letter or digit at each end.
 BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -138,13 +142,30 @@ def _code(e: ClientError) -> str:
     return str(e.response.get("Error", {}).get("Code", ""))
 
 
-def converge(module: AnsibleModule, r: JsonCli, buckets: list[tuple[str, str]], want: list[dict[str, Any]]) -> None:
-    session = botocore.session.get_session()
-    for bucket, uid in buckets:
-        info = r.read("user", "info", f"--uid={uid}", missing_rc=22)
+def bucket_owner(stats: Any, name: str) -> str:
+    """`radosgw-admin bucket stats`: the bucket's owner (TENANT$USER for a user of a tenant)."""
+    owner = stats.get("owner") if isinstance(stats, dict) else None
+    if not isinstance(owner, str) or not owner:
+        raise ValueError(f"radosgw-admin bucket stats {name}: no owner")
+    return owner
+
+
+def converge(
+    module: AnsibleModule, r: JsonCli, buckets: list[tuple[str, str, str]], want: list[dict[str, Any]]
+) -> None:
+    session = None
+    for bucket, tenant, uid in buckets:
+        who = (f"--tenant={tenant}", f"--uid={uid}")
+        info = r.read("user", "info", *who, missing_rc=22)
         if info is None:
-            raise ValueError(f"bucket {bucket}: its user {uid} does not exist (made by aisite.site.ceph_rgw)")
+            raise ValueError(f"bucket {bucket}: its user {tenant}${uid} does not exist (made by aisite.site.ceph_rgw)")
+        # Before the bucket is used: whoever made it owns it, and only the tenant's own user may.
+        # RGW's ERR_NO_SUCH_BUCKET (2002) is radosgw-admin's exit status modulo 256: 210.
+        stats = r.read("bucket", "stats", f"--bucket={tenant}/{bucket}", missing_rc=210)
+        if stats is not None and (owner := bucket_owner(stats, bucket)) != f"{tenant}${uid}":
+            raise ValueError(f"bucket {tenant}/{bucket} is owned by {owner}, not the tenant's user {tenant}${uid}")
         access, secret = user_keys(info, uid)
+        session = session or botocore.session.get_session()
         s3 = session.create_client(
             "s3",
             region_name="default",  # RGW's default zone group; with path-style addressing any name signs
@@ -196,7 +217,11 @@ def main() -> None:
         matching(p["endpoint"], ENDPOINT, "endpoint")
         want = rules(p["lifecycle"])
         buckets = [
-            (matching(t["s3_bucket"], BUCKET, "bucket"), matching(t.get("s3_user"), USER, "user"))
+            (
+                matching(t["s3_bucket"], BUCKET, "bucket"),
+                matching(t.get("s3_tenant"), TENANT, "RGW tenant"),
+                matching(t.get("s3_user"), USER, "user"),
+            )
             for t in p["tenants"]
             if t.get("s3_bucket")
         ]

@@ -77,14 +77,19 @@ def test_the_file_system_is_laid_out_as_planned_and_left_unmounted(host):
     host.run_expect([0], "mkdir -p /mnt/verify && ceph-fuse --client_fs=cephfs /mnt/verify")
     try:
         layout = host.check_output("getfattr --only-values -n ceph.dir.layout.pool /mnt/verify/datasets")
+        namespace = host.check_output("getfattr --only-values -n ceph.dir.layout.pool_namespace /mnt/verify/datasets")
         quota = host.check_output("getfattr --only-values -n ceph.quota.max_bytes /mnt/verify/tenants/team-a")
-        # A file written below the layout's directory lands in the EC pool (its object is there, not in the first).
+        tenant_ns = host.check_output(
+            "getfattr --only-values -n ceph.dir.layout.pool_namespace /mnt/verify/tenants/team-a"
+        )
+        # A file written below the layout's directory lands in the EC pool, on the data sets' RADOS namespace.
         host.run_expect([0], "dd if=/dev/urandom of=/mnt/verify/datasets/probe bs=1M count=4 status=none && sync")
         ino = int(host.check_output("stat -c %i /mnt/verify/datasets/probe"))
-        objects = host.check_output("rados -p datasets-ec ls")
+        objects = host.check_output("rados -p datasets-ec -N datasets ls")
     finally:
         host.run("umount /mnt/verify")
-    assert layout == "datasets-ec" and quota == "5000000000"
+    assert layout == "datasets-ec" and namespace == "datasets" and quota == "5000000000"
+    assert tenant_ns == "tenant-team-a"
     assert f"{ino:x}.00000000" in objects.split()
 
 
@@ -113,12 +118,54 @@ def test_the_data_sets_are_mounted_read_only_as_the_gpu_nodes_client(host):
     assert caps == {
         "mds": "allow r fsname=cephfs path=/datasets",
         "mon": "allow r fsname=cephfs",
-        "osd": "allow r tag cephfs data=cephfs",
+        "osd": "allow r pool=datasets-ec namespace=datasets",
     }
-    # The tenant's client too, with the capabilities `ceph fs authorize` would give it.
-    assert _ceph(host, "auth", "get", "client.tenant-team-a")[0]["caps"]["mds"] == (
-        "allow rw fsname=cephfs path=/tenants/team-a"
+    # The tenant's client too: its directory for the MDS, its RADOS namespace alone for the OSDs.
+    assert _ceph(host, "auth", "get", "client.tenant-team-a")[0]["caps"] == {
+        "mds": "allow rw fsname=cephfs path=/tenants/team-a",
+        "mon": "allow r fsname=cephfs",
+        "osd": "allow rw pool=cephfs-data namespace=tenant-team-a",
+    }
+
+
+def _as(host, client, command):
+    """A rados command as one of the plan's clients, with its own key (read from the monitor into a root-only
+    file for the command's length)."""
+    return host.run(
+        f"k=$(mktemp) && ceph auth get {client} -o $k 2>/dev/null && "
+        f"timeout 60 rados --id {client.removeprefix('client.')} --keyring $k {command}; rc=$?; rm -f $k; exit $rc"
     )
+
+
+def test_a_tenants_key_reaches_its_own_rados_namespace_and_no_other(host):
+    # Issue 64: each tenant key carried `allow rw tag cephfs data=cephfs` (every data pool whole): team-a read and
+    # overwrote team-b's files with rados. team-b's file is written through the file system, as team-b would.
+    host.run_expect([0], "mkdir -p /mnt/verify && ceph-fuse --client_fs=cephfs /mnt/verify")
+    try:
+        host.run_expect([0], "echo team-b-secret > /mnt/verify/tenants/team-b/secret && sync")
+        host.run_expect([0], "echo team-a-own > /mnt/verify/tenants/team-a/own && sync")
+        ino_b = int(host.check_output("stat -c %i /mnt/verify/tenants/team-b/secret"))
+        ino_a = int(host.check_output("stat -c %i /mnt/verify/tenants/team-a/own"))
+    finally:
+        host.run("umount /mnt/verify")
+    obj_b, obj_a = f"{ino_b:x}.00000000", f"{ino_a:x}.00000000"
+    assert obj_b in host.check_output("rados -p cephfs-data -N tenant-team-b ls").split()
+    own = _as(host, "client.tenant-team-a", "-p cephfs-data -N tenant-team-a ls")
+    assert own.rc == 0 and obj_a in own.stdout.split(), own.stderr
+    for command in (
+        "-p cephfs-data -N tenant-team-b ls",
+        f"-p cephfs-data -N tenant-team-b get {obj_b} /dev/stdout",
+        f"-p cephfs-data -N tenant-team-b put {obj_b} /etc/hostname",
+        "-p cephfs-data --all ls",
+        "-p cephfs-data ls",
+    ):
+        r = _as(host, "client.tenant-team-a", command)
+        assert r.rc != 0 and "Operation not permitted" in r.stderr, (command, r.rc, r.stdout, r.stderr)
+    # The GPU nodes' key reads the data sets' namespace alone: no tenant's objects.
+    r = _as(host, "client.gpu-nodes", "-p cephfs-data -N tenant-team-b ls")
+    assert r.rc != 0 and "Operation not permitted" in r.stderr, r.stderr
+    assert _as(host, "client.gpu-nodes", "-p datasets-ec -N datasets ls").rc == 0
+    assert host.check_output("rados -p cephfs-data -N tenant-team-b get " + obj_b + " /dev/stdout") == "team-b-secret"
 
 
 def test_rgw_keeps_each_storage_class_in_its_pool_and_the_tenant_has_its_user_and_quota(host):
@@ -126,7 +173,7 @@ def test_rgw_keeps_each_storage_class_in_its_pool_and_the_tenant_has_its_user_an
     (placement,) = [p for p in zone["placement_pools"] if p["key"] == "default-placement"]
     classes = {k: v["data_pool"] for k, v in placement["val"]["storage_classes"].items()}
     assert classes == {"STANDARD": "rgw-hot", "STANDARD_IA": "rgw-ec"}
-    user = json.loads(host.check_output("radosgw-admin user info --uid=tenant-team-a"))
+    user = json.loads(host.check_output("radosgw-admin user info --tenant=tenant_team_a --uid=tenant-team-a"))
     assert user["user_quota"]["enabled"] is True and user["user_quota"]["max_size"] == 1000000512  # 10^9 in whole KiB
     assert user["keys"], "RGW made the user's keys"
 
@@ -136,12 +183,15 @@ S3_PROBE = r"""
 import hashlib, json, os, subprocess, sys, time
 import botocore.session
 from botocore.config import Config
-user = json.loads(subprocess.check_output(["radosgw-admin", "user", "info", "--uid=tenant-team-a"]))
-key = user["keys"][0]
-s3 = botocore.session.get_session().create_client(
-    "s3", region_name="default", endpoint_url="http://127.0.0.1:7480",
-    aws_access_key_id=key["access_key"], aws_secret_access_key=key["secret_key"],
-    config=Config(s3={"addressing_style": "path"}))
+def client(tenant, uid):
+    user = json.loads(subprocess.check_output(["radosgw-admin", "user", "info", "--tenant=" + tenant, "--uid=" + uid]))
+    key = user["keys"][0]
+    return botocore.session.get_session().create_client(
+        "s3", region_name="default", endpoint_url="http://127.0.0.1:7480",
+        aws_access_key_id=key["access_key"], aws_secret_access_key=key["secret_key"],
+        config=Config(s3={"addressing_style": "path"}))
+s3 = client("tenant_team_a", "tenant-team-a")
+other = client("tenant_team_b", "tenant-team-b")
 body = os.urandom(1 << 20)
 out = {"owner": s3.list_buckets()["Owner"]["ID"], "buckets": [b["Name"] for b in s3.list_buckets()["Buckets"]],
        "rules": s3.get_bucket_lifecycle_configuration(Bucket="tenant-team-a")["Rules"]}
@@ -157,6 +207,13 @@ while time.monotonic() - start < 240:
 out["classes"], out["seconds"] = classes, round(time.monotonic() - start)
 got = s3.get_object(Bucket="tenant-team-a", Key="cold/probe")["Body"].read()
 out["same"] = hashlib.sha256(got).digest() == hashlib.sha256(body).digest()
+# team-b makes a bucket of team-a's bucket's name: it lands in team-b's RGW tenant, team-a's is untouched.
+other.create_bucket(Bucket="tenant-team-a")
+out["b_sees"] = [o["Key"] for o in other.list_objects_v2(Bucket="tenant-team-a").get("Contents", [])]
+out["a_owner"] = json.loads(subprocess.check_output(
+    ["radosgw-admin", "bucket", "stats", "--bucket=tenant_team_a/tenant-team-a"]))["owner"]
+out["b_owner"] = json.loads(subprocess.check_output(
+    ["radosgw-admin", "bucket", "stats", "--bucket=tenant_team_b/tenant-team-a"]))["owner"]
 print(json.dumps(out))
 """
 
@@ -168,11 +225,14 @@ def test_the_tenants_bucket_moves_objects_to_the_ec_class_by_its_lifecycle_rule(
     r = host.run(f"echo {script} | base64 -d > /tmp/s3_probe.py && python3 /tmp/s3_probe.py")
     assert r.rc == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)
-    assert out["owner"] == "tenant-team-a" and out["buckets"] == ["tenant-team-a"], out
+    assert out["owner"] == "tenant_team_a$tenant-team-a" and out["buckets"] == ["tenant-team-a"], out
     assert [(x["ID"], x["Filter"]["Prefix"], x["Transitions"]) for x in out["rules"]] == [
         ("aisite-0", "cold/", [{"Days": 1, "StorageClass": "STANDARD_IA"}])
     ], out["rules"]
     assert out["classes"] == {"cold/probe": "STANDARD_IA", "hot/probe": "STANDARD"}, out
     assert out["same"], "the moved object reads back as written"
+    # Issue 64: bucket names were one global namespace, so a tenant could pre-create another's bucket.
+    assert out["b_sees"] == [] and out["a_owner"] == "tenant_team_a$tenant-team-a", out
+    assert out["b_owner"] == "tenant_team_b$tenant-team-b", out
     print(f"lifecycle moved cold/probe to STANDARD_IA in {out['seconds']} s")
     assert "rgw-ec" in host.check_output("ceph df -f json") and host.check_output("rados -p rgw-ec ls").strip()
