@@ -398,3 +398,37 @@ def test_a_rollouts_verify_fails_the_member_its_quick_acceptance_fails(monkeypat
     unasked = AnsibleSteps(plan, runner, no_accept="no Kubernetes API server")
     assert unasked("verify", [good], RolloutState(plan.site, "c", "t", [[good]], {good: MemberState([], False)})) == {}
     assert unasked.skipped == [f"{good} (maintenance): quick acceptance: no Kubernetes API server"]
+
+
+class Painter(FakeCluster):
+    """Every node's check names checks that are rich markup (issue 64: `[/x]` killed the table: MarkupError)."""
+
+    def run(self, objects, result_pod, timeout):  # type: ignore[no-untyped-def]
+        text = super().run(objects, result_pod, timeout)
+        if objects[-1]["metadata"]["name"].startswith("accept-node-"):
+            status, mark, diag = text.partition("\n=====aisite-accept=====\n")
+            doc = json.loads(status) | {"checked": ["[/x]", "[bold red]xid", "ecc"]}
+            return json.dumps(doc) + mark + diag
+        return text
+
+
+def test_a_nodes_check_names_are_shown_as_written_never_as_markup() -> None:
+    from rich.console import Console
+
+    from aisite.accept.site import SiteRunner
+    from aisite.cli import accept as cli_accept
+
+    plan = build_plan(load_site("h100pod"))
+    report = Acceptance(
+        plan, Options(), SiteRunner(plan, Options(), Painter("nobody", 3, "mlx5_5")), lambda _: None
+    ).run()
+    assert any(c.metric == "[/x]" for c in report.checks)
+    console = Console(record=True, width=300, color_system=None)
+    original = cli_accept.out
+    cli_accept.out = console
+    try:
+        cli_accept._print(report)  # raised rich.errors.MarkupError before
+    finally:
+        cli_accept.out = original
+    text = console.export_text()
+    assert "[/x]" in text and "[bold red]xid" in text

@@ -269,7 +269,7 @@ def test_the_kubernetes_client_lists_the_nodes_pods_and_merge_patches_the_worklo
     ]
 
 
-def test_without_kueue_the_drain_says_so_and_a_hostile_workload_name_is_refused(
+def test_without_kueue_the_drain_says_so_and_a_hostile_workload_name_is_that_pods_problem(
     api: tuple[dict[str, Any], Path],
 ) -> None:
     state, kubeconfig = api
@@ -277,10 +277,16 @@ def test_without_kueue_the_drain_says_so_and_a_hostile_workload_name_is_refused(
     d = drain_jobs(KubeCluster(kubeconfig, timeout=5), ["gpu01"], 60, sleep=lambda _s: None)
     assert d.errors == {} and "serves no kueue.x-k8s.io/v1beta2 Workload API" in d.said[0]
     state["kueue"] = True
-    state["pods"] = [_pod("team-a", "x", "../../api/v1/secrets")]
-    d = drain_jobs(KubeCluster(kubeconfig, timeout=5), ["gpu01"], 60, sleep=lambda _s: None)
-    assert "names a workload Kubernetes would not allow" in d.errors["gpu01"]
-    assert not [r for r in state["requests"] if r.startswith("PATCH")]  # nothing patched on its word
+    # Issue 64: one pod's malformed annotation failed the whole wave. It is that pod's problem now, said; the other
+    # pods' workloads are still waited for and preempted, and nothing is patched on the bad pod's word.
+    state["pods"] = [_pod("team-a", "x", "../../api/v1/secrets"), _pod("team-a", "train-a-0", "train-a")]
+    d = drain_jobs(KubeCluster(kubeconfig, timeout=5), ["gpu01"], 0, sleep=lambda _s: None)
+    assert d.errors == {}, d.errors
+    (said,) = [s for s in d.said if "would not allow" in s]
+    assert said.startswith("pod team-a/x on gpu01 names a workload Kubernetes would not allow ('../../api/v1/secrets')")
+    assert d.preempted == ["team-a/train-a (still running after 0 s)"]
+    patched = [r for r in state["requests"] if r.startswith("PATCH")]
+    assert patched and all("/workloads/train-a " in r for r in patched)
 
 
 def test_the_controllers_kubernetes_modules_reach_for_the_api_server(tmp_path: Path) -> None:

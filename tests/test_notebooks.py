@@ -103,17 +103,32 @@ def _user(name: str, groups: list[str]) -> Any:
 
 
 def spawn(config: Any, groups: list[str], options: dict[str, str]) -> tuple[Any, dict[str, Any]]:
-    """The pod KubeSpawner makes for a user of these groups choosing these options, past the hub's pod hook."""
+    """The pod KubeSpawner makes for a user of these groups choosing these options, past the hub's hooks."""
+    spawner, (pod,) = spawns(config, groups, [options])
+    return spawner, pod
+
+
+def spawns(
+    config: Any, groups: list[str], choices: list[dict[str, str]], hook: bool = True
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The pods one server's spawner makes started once per choice, in turn (JupyterHub keeps a server's spawner
+    across its starts), each past the hub's hooks: the pre-spawn hook first, as JupyterHub runs it before
+    KubeSpawner's start, unless `hook` is off."""
     from jupyterhub.objects import Hub
     from kubernetes_asyncio.client import ApiClient
 
-    async def run() -> tuple[Any, dict[str, Any]]:
+    async def run() -> tuple[Any, list[dict[str, Any]]]:
         spawner = kubespawner.KubeSpawner(hub=Hub(), config=config, user=_user("ada", groups), _mock=True)
-        spawner.user_options = options
-        await spawner.load_user_options()
-        pod = await spawner.get_pod_manifest()
-        pod = config.KubeSpawner.modify_pod_hook(spawner, pod)
-        return spawner, ApiClient().sanitize_for_serialization(pod)
+        pods = []
+        for options in choices:
+            if hook:
+                config.KubeSpawner.pre_spawn_hook(spawner)
+            spawner.user_options = options
+            await spawner.load_user_options()
+            pod = await spawner.get_pod_manifest()
+            pod = config.KubeSpawner.modify_pod_hook(spawner, pod)
+            pods.append(ApiClient().sanitize_for_serialization(pod))
+        return spawner, pods
 
     # Its own loop, left unset: asyncio.run would leave the thread without one, which later tests of the same worker
     # (Pulumi's mocks) ask for.
@@ -167,6 +182,32 @@ def test_a_cpu_notebook_and_a_baseline_tenant(hub_config: Any) -> None:
     assert "nvidia.com/gpu" not in c["resources"].get("limits", {})
     assert c["image"] == _plan().kubernetes.notebooks.image
     assert violations(pod["spec"], "restricted") == []
+
+
+@pytest.mark.parametrize("hook", [True, False], ids=["with the reset", "control: without it"])
+def test_a_server_started_again_takes_only_its_new_profile(hub_config: Any, hook: bool) -> None:
+    """Issue 64: KubeSpawner sets a chosen profile on the spawner JupyterHub keeps for the server, so after an
+    8-GPU profile another tenant's CPU profile started a pod asking those GPUs with the GPU image and node selector.
+    The hub's pre-spawn hook puts the configured settings back first. The control (no hook) shows the leak, so the
+    test can fail."""
+    plan = _plan()
+    vision = next(t for t in plan.tenants if t.name == "vision")
+    groups = [*vision.groups, "llm-team"]
+    spawner, (first, pod) = spawns(
+        hub_config, groups, [{"profile": "vision-h100", "gpus": "2"}, {"profile": "llm-cpu"}], hook
+    )
+    assert first["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    (c,) = pod["spec"]["containers"]
+    leaked = {
+        "gpu": "nvidia.com/gpu" in c["resources"].get("limits", {}),
+        "image": c["image"] != plan.kubernetes.notebooks.image,
+        "node selector": "aisite.io/gpu-type" in (pod["spec"].get("nodeSelector") or {}),
+    }
+    assert spawner.namespace == "tenant-llm"
+    if hook:
+        assert not any(leaked.values()), leaked
+    else:
+        assert all(leaked.values()), leaked
 
 
 def test_a_user_sees_only_their_tenants_profiles_and_no_server_starts_outside_them(hub_config: Any) -> None:
@@ -247,3 +288,13 @@ def test_the_addon_needs_a_login_provider_and_tenants(tmp_path: Path) -> None:
     assert r.returncode == 2, r.stdout + r.stderr
     assert "site.kubernetes.notebooks.login: the jupyterhub addon needs the site's login provider" in r.stderr
     assert "site.kubernetes.addons: jupyterhub: notebooks run in tenants' namespaces" in r.stderr
+
+
+def test_a_users_groups_are_asked_again_before_each_server_starts(hub_config: Any) -> None:
+    """Issue 64: the hub read a user's groups at login only, so someone removed from a tenant's group kept starting
+    servers there until the cookie expired. The hub's configuration (as the chart's jupyterhub_config.py loads our
+    values) has the authenticator refresh the user, groups included (manage_groups), before every spawn and at
+    most every 5 minutes otherwise, with the tokens that takes kept in auth state."""
+    auth = hub_config.Authenticator
+    assert (auth.enable_auth_state, auth.refresh_pre_spawn, auth.auth_refresh_age) == (True, True, 300)
+    assert hub_config.GenericOAuthenticator.manage_groups is True

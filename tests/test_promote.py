@@ -453,3 +453,32 @@ def test_validate_names_the_promotions_the_reconciler_runs(tmp_path: Path) -> No
         r = run_cli("validate", str(stack), "--json")
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["summary"]["automatic_promotions"] == names
+
+
+def test_only_steps_the_policy_trusts_say_what_was_judged(site_repo: Path, tmp_path: Path) -> None:
+    """Issue 64: `decided` read `Aisite-Version:` trailers from any commit in HEAD's history, so an unsigned commit
+    merged under a signed tip could mark a checkpoint judged (never tried) with a trailer. Where the site verifies
+    its commits, only steps signed by a key the policy trusts count."""
+    stack = site_repo / "stacks" / "Pulumi.lab.yaml"
+    admin_key, admin_line = ssh_signer(tmp_path, "labadmin@aisite-lab")
+    admin = Signing(admin_key, (admin_line,), ("labadmin@aisite-lab",))
+    text = edit_serving(
+        stack.read_text(), "classifier", "canary", {"version": "v2", "artifact": "models/classifier/v2.pt", "share": 25}
+    )
+    commit_step(site_repo, stack, text, "serving classifier: canary v2", admin, about=("classifier", "v2"))
+    # A side branch with an unsigned commit carrying a step's trailers, merged under a signed merge commit.
+    git(site_repo, "checkout", "--quiet", "-b", "side", "HEAD~1")
+    (site_repo / "notes.txt").write_text("x\n")
+    git(site_repo, "add", "notes.txt")
+    rel = "stacks/Pulumi.lab.yaml"
+    forged = f"notes\n\nAisite-Stack: {rel}\nAisite-Serving: classifier\nAisite-Version: v9\n"
+    git(site_repo, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "--quiet", "-m", forged)
+    git(site_repo, "checkout", "--quiet", "main")
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={admin_key}", "-c", "user.name=a", "-c", "user.email=a@a"]
+    git(site_repo, *sign, "merge", "--quiet", "-S", "--no-edit", "side")
+    trust = ((admin_line,), ("labadmin@aisite-lab",))
+    assert decided(site_repo, stack, "classifier") == {"v2", "v9"}, "without trust every trailer counts (the bug)"
+    assert decided(site_repo, stack, "classifier", trust) == {"v2"}
+    # A key the site allows but the policy does not name: its steps are not the policy's either.
+    ops_key, ops_line = ssh_signer(tmp_path, "ops@aisite-lab")
+    assert decided(site_repo, stack, "classifier", ((admin_line, ops_line), ("ops@aisite-lab",))) == set()

@@ -393,6 +393,35 @@ def test_the_service_bounds_what_a_client_can_make_it_hold(boot: Boot) -> None:
             conn.close()
 
 
+def test_under_pressure_the_longest_idle_connection_makes_room(boot: Boot) -> None:
+    """Issue 64: the 64 connection slots could be held by clients that connect and send nothing, for 30 s at a
+    time (Handler.timeout), so a node's install waited or failed. Every slot taken by silent clients, a node's
+    request is still served at once: the connection idle longest is shed for it, and only that one."""
+    server = boot.server
+    assert server.RequestHandlerClass.timeout == 30  # type: ignore[attr-defined]
+    held = []
+    try:
+        for _ in range(server.MAX_CONNECTIONS):  # type: ignore[attr-defined]
+            held.append(socket.create_connection(server.server_address[:2], timeout=5))
+            time.sleep(0.005)  # each idle a little longer than the next
+        deadline = time.monotonic() + 5
+        while len([s for s in server.waiting.values() if s is not None]) < len(held):  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline, "the server did not take every connection"
+            time.sleep(0.05)
+        start = time.monotonic()
+        assert boot.get("boot.ipxe")[0] in (200, 404)
+        assert time.monotonic() - start < 3, "served at once, not after an idle client's 30 s"
+        held[0].settimeout(5)
+        assert held[0].recv(10) == b"", "the longest idle was shed"
+        held[-1].settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            held[-1].recv(10)  # the newest silent client is still connected
+        assert server.shed >= 1  # type: ignore[attr-defined]
+    finally:
+        for conn in held:
+            conn.close()
+
+
 def test_reports_and_versions_answer_the_controller_only(boot: Boot) -> None:
     """They name nodes, their versions and the MAC of a node being installed: a machine on the provisioning network
     that asks without the controller's token (or with another) learns nothing, not even whether a node exists."""

@@ -102,10 +102,11 @@ def _print(report: Report) -> None:
         if c.verdict == "skipped":
             continue
         value = f"{c.value:.3g}" if isinstance(c.value, float) else str(c.value)
+        # Every cell a node's word may reach is escaped: a check a node names `[/x]` is shown, not parsed as markup.
         t.add_row(
-            c.stage,
+            escape(c.stage),
             escape(c.subject),
-            c.metric,
+            escape(c.metric),
             escape(value),
             escape(c.expected),
             f"[{COLOUR[c.verdict]}]{c.verdict}[/]",
@@ -132,8 +133,8 @@ def _print(report: Report) -> None:
     for f in report.findings:
         f_table.add_row(
             escape(f.node),
-            f.interface or ("-" if f.rail is None else str(f.rail)),
-            f.peer or "-",
+            escape(f.interface or ("-" if f.rail is None else str(f.rail))),
+            escape(f.peer or "-"),
             f"[{COLOUR[f.verdict]}]{f.verdict}[/]",
             escape(f.what),
             escape(", ".join(f.evidence)),

@@ -109,6 +109,7 @@ def drain_jobs(
     out = Drained()
     try:
         _drain(cluster, nodes, wait_s, out, clock=clock, sleep=sleep, note=note, evict_wait_s=evict_wait_s)
+        out.said += [s for s in getattr(cluster, "said", {}) if s not in out.said]
     except NoKueueError as exc:
         out.said.append(f"{', '.join(nodes)}: no Kueue workloads to wait for ({exc}); the drain evicts what runs")
     except Exception as exc:  # the API failed (refused, timed out, an odd answer): said, the nodes not drained
@@ -203,6 +204,9 @@ class KubeCluster:
         self._timeout = timeout
         self._api_exception = client.ApiException
         self._served = False
+        # Pods whose word could not be taken (a workload name Kubernetes would not allow), said once each: each is
+        # that pod's problem, not waited for through Kueue (the drain evicts it), never the wave's.
+        self.said: dict[str, None] = {}
 
     def workloads_on(self, node: str) -> set[Workload]:
         if not self._served:
@@ -220,7 +224,12 @@ class KubeCluster:
                 continue
             w = workload_of(meta.namespace, name)
             if w is None:
-                raise ValueError(f"a pod on {node} names a workload Kubernetes would not allow: {name!r:.80}")
+                who = f"{str(meta.namespace)[:63]}/{str(meta.name)[:253]}"
+                self.said[
+                    f"pod {who} on {node} names a workload Kubernetes would not allow ({name!r:.80}): not waited "
+                    "for through Kueue; the drain evicts it"
+                ] = None
+                continue
             found.add(w)
         return found
 

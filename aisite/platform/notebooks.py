@@ -165,6 +165,11 @@ def jupyterhub_values(plan: Plan) -> dict[str, Any]:
         "hub": {
             "config": {
                 "JupyterHub": {"authenticator_class": "generic-oauth"},
+                # A user's groups are asked of the login provider again before every server starts (and at most
+                # every 5 minutes otherwise), not only at login: someone removed from a tenant's group starts
+                # nothing there once the provider says so (OAuthenticator's refresh_user, which needs the tokens
+                # kept in auth state; the chart generates the key that encrypts them).
+                "Authenticator": {"enable_auth_state": True, "refresh_pre_spawn": True, "auth_refresh_age": 300},
                 "GenericOAuthenticator": {
                     "client_id": login.client_id,
                     "authorize_url": login.authorize_url,

@@ -54,11 +54,15 @@ def promote_pending(
         raise PromoteError(f"site.serving: no served model {', '.join(missing)} with a promotion policy ({known})")
     outcomes = []
     for s in chosen:
+        assert s.promotion is not None  # chosen for its policy
         if len(s.versions) > 1:
             outcomes.append(_idle(s, s.versions[1].version, "its canary is running"))
             continue
         found = ctx.runtime.checkpoints(plan, s)
-        version = pending(found, decided(ctx.repo, stack_file, s.name), s.versions[0].version)
+        # Where the site verifies its commits, only steps signed as the policy trusts say what was judged.
+        signers = tuple(plan.gitops.allowed_signers) if plan.gitops else ()
+        trust = (signers, s.promotion.signers) if signers else None
+        version = pending(found, decided(ctx.repo, stack_file, s.name, trust), s.versions[0].version)
         if version is None:
             ctx.say(f"{s.name}: no new checkpoint ({len(found)} in models/{s.name}/, each judged or the champion)")
             outcomes.append(_idle(s, None, "no checkpoint newer than those judged"))

@@ -45,16 +45,28 @@ def subject(name: str, version: str, step: str, detail: str = "") -> str:
 TRAILERS = ("Aisite-Stack", "Aisite-Serving", "Aisite-Version")
 
 
-def decided(repo: Path, stack_file: Path, name: str) -> set[str]:
+def decided(
+    repo: Path, stack_file: Path, name: str, trust: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+) -> set[str]:
     """The versions of serving `name` of this stack file that a promotion step was committed for in HEAD's history:
-    each checkpoint is judged once, so the reconciler does not try a refused one again."""
+    each checkpoint is judged once, so the reconciler does not try a refused one again. With `trust` (the site's
+    allowed-signers lines and the policy's signers, where the site verifies its commits), only steps whose own
+    signature the policy trusts count: a commit merged under a signed tip is no step, whatever its trailers say."""
     rel = stack_file.resolve().relative_to(repo.resolve()).as_posix()
     fields = "%x00".join(f"%(trailers:key={key},valueonly,separator=%x20)" for key in TRAILERS)
-    log = git(repo, "log", f"--format={fields}%x01", "--fixed-strings", f"--grep={TRAILERS[1]}: {name}", "HEAD")
+    log = git(repo, "log", f"--format=%H%x00{fields}%x01", "--fixed-strings", f"--grep={TRAILERS[1]}: {name}", "HEAD")
     out: set[str] = set()
-    for record in log.stdout.split("\x01"):
-        values = [v.strip() for v in record.split("\x00")]
-        if len(values) == len(TRAILERS) and values[:2] == [rel, name] and values[2]:
+    with tempfile.TemporaryDirectory(prefix="aisite-decided-") as scratch:
+        signers = _signers_file(*trust, Path(scratch) / "allowed_signers") if trust else None
+        for record in log.stdout.split("\x01"):
+            commit, *values = [v.strip() for v in record.split("\x00")]
+            if len(values) != len(TRAILERS) or values[:2] != [rel, name] or not values[2]:
+                continue
+            if signers is not None:
+                try:
+                    verify_commit(repo, commit, signers)
+                except GitError:
+                    continue
             out.add(values[2])
     return out
 
@@ -196,16 +208,22 @@ def push(repo: Path, branch: str, commit: str) -> None:
         ) from None
 
 
-def _verify(repo: Path, commit: str, signing: Signing, path: Path) -> None:
-    """The commit's signature by a key the policy trusts (a reconciler would refuse it otherwise)."""
-    wanted = set(signing.signers)
-    lines = [line for line in signing.allowed_signers if not wanted or principals(line) & wanted]
+def _signers_file(allowed_signers: tuple[str, ...], signers: tuple[str, ...], path: Path) -> Path:
+    """The allowed-signers lines of the principals the policy lets sign promotions (all, where it names none),
+    written to `path` for git's verifier."""
+    wanted = set(signers)
+    lines = [line for line in allowed_signers if not wanted or principals(line) & wanted]
     if not lines:
         raise PromotionCommitError("no allowed signer is among the policy's signers: nobody can sign a promotion")
     path.write_text("\n".join(lines) + "\n")
     os.chmod(path, 0o600)
+    return path
+
+
+def _verify(repo: Path, commit: str, signing: Signing, path: Path) -> None:
+    """The commit's signature by a key the policy trusts (a reconciler would refuse it otherwise)."""
     try:
-        verify_commit(repo, commit, path)
+        verify_commit(repo, commit, _signers_file(signing.allowed_signers, signing.signers, path))
     except GitError as exc:
-        who = ", ".join(sorted(wanted)) or "any of site.gitops.allowed_signers"
+        who = ", ".join(sorted(signing.signers)) or "any of site.gitops.allowed_signers"
         raise PromotionCommitError(f"the step's signature is not one the policy trusts ({who}): {exc}") from None

@@ -23,6 +23,7 @@ names are matched against fixed patterns and sets before they touch the file sys
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import io
@@ -31,6 +32,7 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import sys
 import tarfile
 import threading
@@ -304,8 +306,32 @@ def node_tar(files: dict[str, tuple[int, str]]) -> bytes:
 class Handler(BaseHTTPRequestHandler):
     server_version = "aisite-boot"
     state: State
+    server: Server
     # A client that sends nothing (or trickles) is dropped after this many seconds, whatever it holds.
     timeout = 30
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.idle(self.connection, True)
+
+    def parse_request(self) -> bool:
+        # A whole request arrived: this connection is no longer idle (it is served, then idle again).
+        ok = super().parse_request()
+        if ok:
+            self.server.idle(self.connection, False)
+        return ok
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.idle(self.connection, True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.gone(self.connection)
 
     def log_message(self, format: str, *args: Any) -> None:
         # The path holds tokens: log the route, never the token; a request too long or garbled to parse has no
@@ -450,18 +476,47 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class Server(ThreadingHTTPServer):
-    """At most MAX_CONNECTIONS requests at once: one more is closed at once, so idle clients cannot hold every
-    thread (each is dropped after Handler.timeout in any case)."""
+    """At most MAX_CONNECTIONS connections at once. When all are taken, the one idle longest (connected, or between
+    requests, with no whole request yet) is shed to make room: clients that connect and send nothing cannot hold
+    the slots a node's install needs (each is dropped after Handler.timeout in any case). Only when none is idle
+    is a new connection closed at once."""
 
     daemon_threads = True
     MAX_CONNECTIONS = 64
+    SHED_WAIT_S = 2.0  # how long a new connection waits for the slot a shed one leaves
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.slots = threading.BoundedSemaphore(self.MAX_CONNECTIONS)
+        self.lock = threading.Lock()
+        self.waiting: dict[Any, float | None] = {}  # connection -> idle since (monotonic), None while served
+        self.shed = 0
+
+    def idle(self, conn: Any, idle: bool) -> None:
+        with self.lock:
+            self.waiting[conn] = time.monotonic() if idle else None
+
+    def gone(self, conn: Any) -> None:
+        with self.lock:
+            self.waiting.pop(conn, None)
+
+    def _shed_one(self) -> bool:
+        """Shut the longest-idle connection down (its handler sees the end of the stream and returns its slot)."""
+        with self.lock:
+            idle = [(since, id(c), c) for c, since in self.waiting.items() if since is not None]
+            if not idle:
+                return False
+            _, _, conn = min(idle)
+            self.waiting.pop(conn, None)
+            self.shed += 1
+        with contextlib.suppress(OSError):  # it closed meanwhile
+            conn.shutdown(socket.SHUT_RDWR)
+        return True
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
+        if not self.slots.acquire(blocking=False) and not (
+            self._shed_one() and self.slots.acquire(timeout=self.SHED_WAIT_S)
+        ):
             self.shutdown_request(request)
             return
         try:
