@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from aisite import foreign
 from aisite.fields import secret_env
 from aisite.foreign import clean
 from aisite.plan import Node, Plan
@@ -61,23 +62,50 @@ def redfish_root(t: Target) -> Any:
     """A Redfish BMC's service root (a sushy Sushy), or the BMC's error."""
     import sushy  # imported here: slow, and only BMC commands need it
     import urllib3
+    from sushy.connector import Connector
 
     if not t.tls_verify:
         # The site chose not to verify this BMC's certificate (oob.tls_verify: false); say so once, not per call.
         warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+    url = f"https://{t.address}:{t.port}/redfish/v1"
+    connector = Connector(
+        url,
+        verify=t.tls_verify,
+        # Every answer is read by the one bounded reader before sushy parses it (json's recursion would not be).
+        response_callback=lambda response: _bounded_answer(t, response),
+        # A BMC that refuses the credentials or an action says so once; no retries that lock the account.
+        server_side_retries=0,
+        default_request_timeout=int(t.timeout),
+        connect_timeout=int(t.timeout),
+    )
     return _redfish_call(
         t,
         lambda: sushy.Sushy(
-            f"https://{t.address}:{t.port}/redfish/v1",
+            url,
             username=t.username,
             password=t.password,
             verify=t.tls_verify,
-            read_timeout=int(t.timeout),
-            connect_timeout=int(t.timeout),
-            # A BMC that refuses the credentials or an action says so once; no retries that lock the account.
+            connector=connector,
             server_side_retries=0,
         ),
     )
+
+
+# The most of one Redfish answer read (a system, its BIOS attributes or a collection: tens of KiB).
+REDFISH_LIMIT = 4 << 20
+
+
+def _bounded_answer(t: Target, response: Any) -> None:
+    """A BMC's answer with a body, read by aisite.foreign.loads (within REDFISH_LIMIT and its depth) before sushy
+    parses it; one refused is that BMC's error."""
+    import sushy
+
+    body = response.content
+    if body and "json" in str(response.headers.get("Content-Type", "")).lower():
+        try:
+            foreign.loads(body, REDFISH_LIMIT)
+        except foreign.ForeignJSONError as exc:
+            raise sushy.exceptions.SushyError(f"its answer to {response.request.method} is refused: {exc}") from None
 
 
 def _redfish_call(t: Target, fn: Callable[[], Any]) -> Any:

@@ -9,6 +9,7 @@ import importlib.util
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,3 +160,40 @@ def test_a_bmc_answer_nothing_expects_is_that_bmcs_error(monkeypatch: pytest.Mon
     found = oob.probe("127.0.0.1", "gpu01", lambda a, p: oob.Target(p, a, 443, "u", "p"), [("redfish", 443)], 0.1)
     assert found.protocol == "redfish" and found.facts is None and found.error
     assert "\x1b" not in found.error and len(found.error) <= 300 and found.error.startswith("ValueError: ")
+
+
+def test_a_bmc_answering_json_nested_deep_is_that_bmcs_error(tmp_path: Path) -> None:
+    """Issue 64: sushy parses a BMC's answer with json, whose recursion a document nested 5,000 levels overflows
+    (RecursionError, past every handler of a BMC's errors). Every answer is now read by the bounded reader first:
+    a loopback 'BMC' (https, self-signed) answering its service root that way is that BMC's BmcError."""
+    import ssl
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from aisite.lab.firmware import self_signed
+
+    deep = ('{"a":' * 5000 + "1" + "}" * 5000).encode()
+
+    class Bmc(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(deep)))
+            self.end_headers()
+            self.wfile.write(deep)
+
+    crt, key = self_signed(tmp_path, "127.0.0.1")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(crt, key)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Bmc)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        t = oob.Target("redfish", "127.0.0.1", server.server_address[1], "u", "p", tls_verify=False, timeout=5)
+        with pytest.raises(oob.BmcError, match="nested 5000 levels, deeper than 64"):
+            oob.redfish_system(t)
+    finally:
+        server.shutdown()
+        server.server_close()

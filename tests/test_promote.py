@@ -480,5 +480,5 @@ def test_only_steps_the_policy_trusts_say_what_was_judged(site_repo: Path, tmp_p
     assert decided(site_repo, stack, "classifier") == {"v2", "v9"}, "without trust every trailer counts (the bug)"
     assert decided(site_repo, stack, "classifier", trust) == {"v2"}
     # A key the site allows but the policy does not name: its steps are not the policy's either.
-    ops_key, ops_line = ssh_signer(tmp_path, "ops@aisite-lab")
+    _, ops_line = ssh_signer(tmp_path, "ops@aisite-lab")
     assert decided(site_repo, stack, "classifier", ((admin_line, ops_line), ("ops@aisite-lab",))) == set()

@@ -34,7 +34,7 @@ def url(plan: Plan) -> str:
     return f"https://{plan.networks.gateway('management')}:{PORT}/firmware/{NAME}"
 
 
-def _certificate(folder: Path, address: str) -> tuple[Path, Path]:
+def self_signed(folder: Path, address: str) -> tuple[Path, Path]:
     """A self-signed certificate for `address`, valid for a day (a new one each time the mirror starts)."""
     import ipaddress
 
@@ -85,7 +85,7 @@ def serving(plan: Plan) -> Iterator[str]:
     """Serve the lab's image at `url(plan)` while the block runs; its URL."""
     address = str(plan.networks.gateway("management"))
     with tempfile.TemporaryDirectory(prefix="aisite-lab-firmware-") as folder:
-        crt, pem = _certificate(Path(folder), address)
+        crt, pem = self_signed(Path(folder), address)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(crt, pem)
         server = ThreadingHTTPServer((address, PORT), _Handler)
