@@ -122,6 +122,7 @@ def test_render_writes_inventory_plan_and_manifests(tmp_path: Path) -> None:
         "manifests/rails.yaml",
         "manifests/storage.yaml",
         "manifests/tenant-team-a.yaml",
+        "manifests/tenant-team-b.yaml",
         "manifests/workloads/iperf3.yaml",
         "manifests/workloads/nccl-allreduce.yaml",
         "manifests/workloads/resnet50-train.yaml",

@@ -510,7 +510,15 @@ def test_jobs_are_sized_from_the_plan_with_the_fabric_settings(plan: Plan) -> No
         assert vols["dshm"]["emptyDir"]["sizeLimit"] == f"{max(1, w.gpus_per_node) * 8}Gi"
     for t in {w.tenant for w in plan.workloads}:
         cm = next(o for o in rendered[f"workloads/{t}.yaml"] if o["kind"] == "ConfigMap")
-        assert set(cm["data"]) == {"result.py", "resnet.py", "tools.py", "serve.py", "evaluate.py", "checkpoints.py"}
+        assert set(cm["data"]) == {
+            "result.py",
+            "resnet.py",
+            "tools.py",
+            "serve.py",
+            "evaluate.py",
+            "checkpoints.py",
+            "foreign_json.py",
+        }
         assert "aisite.bench/v1" in cm["data"]["result.py"]
 
 

@@ -18,7 +18,7 @@ description:
   - Each storage class of the plan is added to the zone group's placement target and given its data pool in the
     zone (C(radosgw-admin zonegroup placement add), C(zone placement add) or C(modify)); RGW reads its zone when it
     starts, so RV(restart) says when its daemons must restart.
-  - Each user is created when missing, inside its RGW tenant (C(--tenant): RGW multitenancy, a bucket namespace
+  - Each user is created when missing, inside its RGW tenant (C(--tenant), RGW multitenancy, a bucket namespace
     per tenant, so no other tenant can create or reach its buckets), its keys made by RGW, kept in Ceph, never read
     or returned here; its user quota is set and enabled. Users the plan does not name are never touched.
   - In check mode nothing is changed; what would be is reported.
