@@ -59,8 +59,11 @@ def promote_pending(
             outcomes.append(_idle(s, s.versions[1].version, "its canary is running"))
             continue
         found = ctx.runtime.checkpoints(plan, s)
-        # Where the site verifies its commits, only steps signed as the policy trusts say what was judged.
-        signers = tuple(plan.gitops.allowed_signers) if plan.gitops else ()
+        # Where the site verifies its commits, only steps signed as the policy trusts say what was judged: the
+        # allowed signers the steps themselves are verified against (the CLI's are the stack's).
+        signers = (
+            ctx.signing.allowed_signers if ctx.signing else tuple(plan.gitops.allowed_signers if plan.gitops else ())
+        )
         trust = (signers, s.promotion.signers) if signers else None
         version = pending(found, decided(ctx.repo, stack_file, s.name, trust), s.versions[0].version)
         if version is None:
