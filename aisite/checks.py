@@ -48,6 +48,7 @@ from aisite.plan.kubernetes import (
     tenant_flavors,
     version_tuple,
 )
+from aisite.plan.pools import is_own_address, named_addresses
 from aisite.serving.checks import serving_problems
 
 PRIVATE_ASN_RANGES = ((64512, 65534), (4200000000, 4294967294))
@@ -476,6 +477,28 @@ def _check_addresses(site: Site, groups: list[tuple[str, NodeGroup]], out: list[
             out.append(Problem(path, f"{addr} is already used by {used[addr]}"))
         else:
             used[addr] = owner
+    _check_named_addresses(site, {addr: path for path, _, addr in entries if is_own_address(path)}, out)
+
+
+def _check_named_addresses(site: Site, given: dict[IPv4Address, str], out: list[Problem]) -> None:
+    """A server the site names (DNS, NTP, a registry) must not be an address given to a node by hand, nor sit in
+    a rail or point-to-point network, whose addresses are laid out by position and cannot skip it."""
+    positional = {f"site.networks.rails[{i}]": n for i, n in enumerate(site.networks.rails)}
+    positional["site.networks.p2p"] = site.networks.p2p
+    for path, addr in named_addresses(site):
+        if is_own_address(path):
+            continue
+        if addr in given:
+            out.append(Problem(given[addr], f"{addr} is named by {path}: a node given it would answer for that server"))
+        for key, net in positional.items():
+            if addr in net:
+                out.append(
+                    Problem(
+                        path,
+                        f"{addr} is inside {key} ({net}), whose addresses go to switches and nodes by "
+                        "position: name a server outside it",
+                    )
+                )
 
 
 def _check_macs(groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:

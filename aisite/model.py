@@ -433,6 +433,12 @@ class Switches(Strict):
 
 
 class Networks(Strict):
+    """The site's networks. In the pooled ones (oob, management, storage, loopbacks) the first host address is the
+    gateway and is never handed out; nodes, BMCs and switches get the next free addresses in the file's order,
+    skipping every address the stack names anywhere (DNS and NTP servers, the VIP, the boot server, registries,
+    addresses given by hand): `aisite plan` lists what each network keeps back. Rails and p2p are laid out by
+    position and may hold no named server."""
+
     oob: IPv4Network
     management: IPv4Network
     loopbacks: IPv4Network

@@ -516,3 +516,24 @@ def test_a_known_switch_model_holds_its_tier_to_its_front_panel() -> None:
     plan = build_plan(parse_site(site, "test"))
     spine = next(s for s in plan.switches if s.role == "spine")
     assert (spine.breakout, spine.cages) == (2, 32) and spine.neighbors[0].interface == "swp1s0"
+
+
+def test_the_planner_never_hands_out_the_sites_own_servers(lab: dict[str, Any]) -> None:
+    # A new team's site: DNS and NTP servers inside the management subnet, where the first nodes' addresses go.
+    lab["dns_servers"] = ["10.250.1.2"]
+    lab["ntp_servers"] = ["10.250.1.3"]
+    plan = build_plan(parse_site(lab))
+    given = {n.management.address for n in plan.nodes}
+    assert not given & {"10.250.1.2", "10.250.1.3"}
+    assert "10.250.1.2" not in plan.kubernetes.cert_sans
+    reserved = {r.address: r.by for r in plan.reserved if r.network == "management"}
+    assert reserved["10.250.1.1"].startswith("gateway")
+    assert (reserved["10.250.1.2"], reserved["10.250.1.3"]) == ("site.dns_servers[0]", "site.ntp_servers[0]")
+
+
+def test_a_node_given_a_named_servers_address_or_a_server_in_a_rail_network(lab: dict[str, Any]) -> None:
+    lab["dns_servers"] = ["10.250.1.20", lab["networks"]["rails"][0].split("/")[0].rsplit(".", 1)[0] + ".9"]
+    lab["control_plane"]["nodes"] = [{"management": {"address": "10.250.1.20"}}]
+    found = problems(lab)
+    assert has(found, "site.control_plane.nodes[0].management.address", "named by site.dns_servers[0]")
+    assert has(found, "site.dns_servers[1]", "inside site.networks.rails[0]")

@@ -322,3 +322,21 @@ def test_rails_carry_the_models_nics_and_a_port_permutation_only_reorders_them(d
         for r in b.rails:
             if r.port:
                 assert (r.rdma, r.pci) == (by_label[r.port].rdma, by_label[r.port].pci)
+
+
+@PROPS
+@given(sites(), st.data())
+def test_no_planned_address_is_one_the_site_reserves(data: dict[str, Any], draw: st.DataObject) -> None:
+    # Servers the site names inside the pooled networks, where the pools would otherwise hand out next.
+    low = st.integers(2, 19)
+    data["dns_servers"] = [f"10.0.4.{draw.draw(low)}", f"10.0.8.{draw.draw(low)}"]
+    data["ntp_servers"] = [f"10.0.0.{draw.draw(low)}", f"10.0.24.{draw.draw(low)}"]
+    plan = build_plan(parse_site(data))
+    reserved = {IPv4Address(r.address): r.by for r in plan.reserved}
+    for server in (*data["dns_servers"], *data["ntp_servers"]):
+        assert IPv4Address(server) in reserved
+    for net in ("management", "oob", "storage", "loopbacks"):
+        assert reserved[IPv4Network(getattr(plan.networks, net)).network_address + 1].startswith("gateway")
+    for owner, addr in addresses(plan):
+        if owner != "vip" and ".gw" not in owner:
+            assert addr not in reserved, f"{owner} was handed {addr}, reserved by {reserved[addr]}"

@@ -115,6 +115,7 @@ def plan(stack: StackArg, as_json: JsonOpt = False) -> None:
         f"{q.ecn_min_bytes}-{q.ecn_max_bytes} B, ETS {q.ets_roce_percent}/{q.ets_default_percent}, MTU "
         f"{q.switch_mtu}/{q.host_mtu}"
     )
+    _print_reserved(p)
     capacity = fabric_capacity(site, fabric_layout(site))
     if capacity:
         out.print(_fabric_line(capacity))
@@ -122,6 +123,16 @@ def plan(stack: StackArg, as_json: JsonOpt = False) -> None:
         _print_racks(p.racks)
     if p.ceph:
         _print_ceph(p.ceph)
+
+
+def _print_reserved(p: Plan) -> None:
+    """What each pooled network keeps back: a reviewer sees that the DNS server's address went to no node."""
+    by_network: dict[str, list[str]] = {}
+    for r in p.reserved:
+        by_network.setdefault(r.network, []).append(f"{r.address} ({r.by})")
+    for network, entries in by_network.items():
+        net = getattr(p.networks, network)
+        out.print(f"Reserved in {network} {net} (never handed out): " + escape(", ".join(entries)))
 
 
 def _print_racks(racks: tuple[RackPlan, ...]) -> None:

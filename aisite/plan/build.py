@@ -36,7 +36,7 @@ from aisite.plan.fabric import (
     switch_port,
 )
 from aisite.plan.kubernetes import kubernetes_plan, tenant_plans, workload_plans
-from aisite.plan.pools import Pool, explicit_addresses
+from aisite.plan.pools import Pool, explicit_addresses, reserved_addresses
 from aisite.plan.provisioning import provisioning_plan
 from aisite.plan.serving import serving_plans
 from aisite.plan.types import (
@@ -64,6 +64,7 @@ from aisite.plan.types import (
     Plan,
     RackPlan,
     Rail,
+    ReservedAddress,
     Switch,
 )
 
@@ -580,6 +581,13 @@ def build_plan(site: Site) -> Plan:
         maintenance=maintenance_plan(site, nodes),
         ceph=ceph_plan(site, nodes, b.cables, tenants),
         racks=rack_plans(site, nodes),
+        reserved=tuple(
+            ReservedAddress(key, str(address), why)
+            for key, address, why in reserved_addresses(
+                site,
+                {"management": nets.management, "oob": nets.oob, "storage": nets.storage, "loopbacks": nets.loopbacks},
+            )
+        ),
         secrets={
             name: {
                 "username": s.username,

@@ -462,6 +462,16 @@ class ExportPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class ReservedAddress:
+    """An address of a pooled network that no node, BMC or switch is handed: its gateway, or one the stack file
+    names for something else (a DNS or NTP server, the VIP, the boot server, a registry)."""
+
+    network: str  # management | oob | storage | loopbacks
+    address: str
+    by: str  # "gateway", or the key path that names it
+
+
+@dataclass(frozen=True, slots=True)
 class NetworksPlan:
     oob: str
     management: str
@@ -627,6 +637,7 @@ class Plan:
     maintenance: MaintenancePlan | None = None
     ceph: CephPlan | None = None  # the storage nodes' Ceph cluster, where the site has one
     racks: tuple[RackPlan, ...] = ()  # rack-scale systems' racks (NVL72), in the groups' order
+    reserved: tuple[ReservedAddress, ...] = ()  # what the pools never hand out, per network
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
