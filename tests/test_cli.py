@@ -434,3 +434,29 @@ def test_help_names_each_values_kind_as_a_terminal_does_on_every_command() -> No
         assert not re.search(r"<(bool|str|int|float|path|datetime|list\[\w+\])>", r.output), (path, r.output)
     r = runner.invoke(app, ["reconcile", "-h"], terminal_width=120)
     assert re.search(r"--interval +FLOAT ", r.output) and re.search(r"--once +One pass", r.output), r.output
+
+
+def test_every_commands_help_says_first_whether_it_reaches_a_host_or_changes_anything() -> None:
+    """aisite.cli.effects leads each help with one sentence from its table; one that acts names its dry run."""
+    import typer.main
+
+    from aisite.cli import app
+    from aisite.cli.effects import ACTS, EFFECTS
+
+    seen: list[str] = []
+
+    def walk(command: Any, path: str) -> None:
+        if hasattr(command, "list_commands"):
+            for name in command.list_commands(None):
+                walk(command.get_command(None, name), f"{path} {name}".strip())
+            return
+        seen.append(path)
+        assert (command.help or "").startswith(EFFECTS[path] + "\n"), path
+
+    walk(typer.main.get_command(app), "")
+    assert sorted(seen) == sorted(EFFECTS)
+    for name in ("health", "provision", "maintenance start"):
+        assert "--dry-run" in EFFECTS[name] and "--dry-run" in run_cli(*name.split(), "--help").stdout
+    assert EFFECTS["deploy"].startswith(ACTS) and "--check" in EFFECTS["deploy"]
+    shown = " ".join(run_cli("status", "--help").stdout.split())
+    assert "reaches no host, changes nothing" in shown and "--health" in shown

@@ -674,3 +674,52 @@ def test_renewal_due_after_the_health_checks_limit_is_warned(lab: dict[str, obje
     lab["kubernetes"] = dict(lab["kubernetes"]) | {"certificate_renew_days": 90}  # type: ignore[arg-type]
     site = parse_site(lab)
     assert not any("certificate_renew_days" in str(w) for w in site_warnings(site, build_plan(site)))
+
+
+def test_looking_never_acts_a_dry_run_writes_nothing_and_status_reads_the_last_pass(tmp_path: Path) -> None:
+    """`aisite health --dry-run` decides as a pass would and leaves no record; `aisite status --health` shows the
+    last recorded pass from the controller's files alone (the stack's nodes are never reached: the lab's are not
+    up in this test), and exits 1 as health would when a node was unhealthy then."""
+    import os
+    import shutil
+
+    from aisite.health.site import run_pass
+    from aisite.loader import load_site
+    from aisite.paths import health_dir, members_file
+    from aisite.plan import build_plan
+    from tests.conftest import ROOT, run_cli
+
+    site = f"looktest-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+    stack = tmp_path / f"Pulumi.{site}.yaml"
+    stack.write_text((ROOT / "stacks" / "Pulumi.lab.yaml").read_text().replace("name: lab\n", f"name: {site}\n"))
+    plan = build_plan(load_site(stack))
+    down = {"node": "gpu02", "problems": [{"check": "rail", "subject": "rail1", "message": "down (operstate DOWN)"}]}
+    ok = {n.name: {"node": n.name, "problems": [], "checked": ["rail"], "skipped": []} for n in plan.nodes}
+    folder, members = health_dir(site), members_file(site)
+    try:
+        dry = run_pass(plan, ok | {"gpu02": down}, folder, members, dry_run=True)
+        assert [(a.node, a.kind) for a in dry.actions] == [("gpu02", "quarantine")]
+        assert not folder.exists() and not members.exists() and dry.to_apply == []
+        assert " ".join(run_cli("status", str(stack), "--health").stdout.split()).startswith("no health pass")
+        run_pass(plan, ok | {"gpu02": down, "stor01": None}, folder, members)
+        shown = run_cli("status", str(stack), "--health", "--json")
+        assert shown.returncode == 1, shown.stderr
+        doc = json.loads(shown.stdout)
+        assert doc["quarantined"] == ["gpu02"] and doc["missing"] == ["stor01"]
+        assert doc["nodes"]["gpu02"]["problems"][0]["message"] == "down (operstate DOWN)"
+        assert doc["nodes"]["cp01"]["healthy"] is True and doc["checked_at"]
+        table = run_cli("status", str(stack), "--health")
+        assert "unhealthy" in table.stdout and "rail rail1: down" in " ".join(table.stdout.split())
+        (folder / "checks.json").write_text('{"version": 1, "nodes": [')
+        bad = run_cli("status", str(stack), "--health")
+        assert bad.returncode == 1 and "checks.json" in bad.stderr and "Traceback" not in bad.stderr
+    finally:
+        shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+def test_health_says_first_that_it_reaches_every_node_and_may_quarantine() -> None:
+    from tests.conftest import run_cli
+
+    shown = " ".join(run_cli("health", "--help").stdout.split())
+    assert "Reaches every node over SSH and may quarantine" in shown and "--dry-run" in shown
+    assert "aisite status STACK --health" in shown

@@ -604,7 +604,7 @@ def test_the_maintenance_commands_say_what_they_cannot_do(tmp_path: Path) -> Non
     import shutil
 
     from aisite.maintenance.state import MemberState, RolloutState, load, save
-    from aisite.paths import maintenance_dir
+    from aisite.paths import maintenance_dir, members_file
     from tests.conftest import ROOT, make_site_repo, run_cli
 
     site = f"mainttest-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-cli"
@@ -615,6 +615,17 @@ def test_the_maintenance_commands_say_what_they_cannot_do(tmp_path: Path) -> Non
     try:
         r = run_cli("maintenance", "start", stack)
         assert r.returncode == 2 and "cannot start: nothing in this change needs a member out of service" in r.stderr
+        # --dry-run: a Kubernetes upgrade's waves and reasons, and nothing recorded or cordoned.
+        Path(stack).write_text(text.replace("      version: 1.35.6\n", "      version: 1.35.7\n", 1))
+        dry = run_cli("maintenance", "start", stack, "--dry-run", "--json")
+        assert dry.returncode == 0, dry.stderr
+        intent = json.loads(dry.stdout)
+        assert intent["dry_run"] and intent["waves"][0] == ["cp01"]
+        assert "kubernetes" in " ".join(intent["members"]["cp01"]["reasons"]).lower()
+        assert not (folder / "rollout.json").exists() and not members_file(site).exists()
+        shown = run_cli("maintenance", "start", stack, "--dry-run").stdout
+        assert "wave 1: cp01:" in shown and "dry run: nothing recorded" in shown
+        Path(stack).write_text(text)
         assert json.loads(run_cli("maintenance", "status", stack, "--json").stdout)["rollout"] is None
         assert run_cli("maintenance", "resume", stack).returncode == 2
         assert "no rollout recorded" in run_cli("maintenance", "skip", stack, "gpu01").stderr

@@ -861,3 +861,33 @@ def test_a_build_tool_missing_is_an_image_error_naming_it_not_a_traceback(
     with pytest.raises(image.ImageError, match=r"debootstrap not found \(it runs debootstrap, chroot, tar and zstd"):
         image.ensure_image("debian-12", "http://deb.debian.org/debian", tmp_path / "images", print)
     assert [p.name for p in (tmp_path / "images").iterdir()] == []  # its work folder removed
+
+
+def test_a_dry_run_says_what_provision_would_do_and_touches_nothing(fast: None) -> None:
+    """`aisite provision --dry-run`'s decisions, as provision takes them: the node at the plan's version left
+    alone, the rest in waves within wave_size and the budget, a node no wave can take refused with why; nothing
+    armed, booted or power-cycled."""
+    from aisite.maintenance.budget import Budget, Member
+
+    prov, targets = _plan(5, wave_size=2)
+    world = ScriptedWorld({t.node: ["ok"] for t in targets})
+    (first,) = _provision(world, prov, targets[:1])
+    records = {"n1": run.record(None, first, "t1")}
+    world.armed.clear()
+    world.booted.clear()
+    intent = run.would_provision(world, prov, targets, records, reinstall=False)  # type: ignore[arg-type]
+    assert (intent.unchanged, intent.waves, intent.refused) == (["n1"], [["n2", "n3"], ["n4", "n5"]], {})
+    again = run.would_provision(world, prov, targets, records, reinstall=True)  # type: ignore[arg-type]
+    assert again.unchanged == [] and again.waves == [["n1", "n2"], ["n3", "n4"], ["n5"]]
+    # n1 serves (installed); a quarantine elsewhere holds the whole budget: n1 fits no wave and is refused.
+    site = Budget(8, False, {n: Member(n, "gpu", 8, None) for n in ("n1", "n9")})
+    held = run.would_provision(
+        world,  # type: ignore[arg-type]
+        prov,
+        targets[:2],
+        records,
+        reinstall=True,
+        budget=lambda nodes: site.problem(["n9", *nodes]),
+    )
+    assert held.waves == [["n2"]] and held.refused == {"n1": "16 GPUs out of service, over the site's budget of 8"}
+    assert world.armed == [] and world.booted == [] and world.cycles == []

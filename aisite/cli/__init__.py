@@ -24,6 +24,7 @@ from aisite.cli import (
     site,
 )
 from aisite.cli.common import EXIT_FAILED, app
+from aisite.cli.effects import state_effects
 from aisite.errors import RecordError
 
 __all__ = ["app", "main"]
@@ -50,6 +51,7 @@ app.command("accept")(accept.accept_command)
 app.command("health")(health.health_command)
 app.command("status")(maintenance.status_all_command)
 app.command(hidden=True)(deploy.play)
+state_effects(app)
 
 
 def main() -> None:

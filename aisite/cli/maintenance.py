@@ -31,6 +31,7 @@ from aisite.cli.common import (
     out,
     timestamp,
 )
+from aisite.cli.health import show_recorded
 from aisite.cli.progress import progress_runner
 from aisite.deploy import RunResult
 from aisite.errors import SiteError
@@ -183,6 +184,12 @@ def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:
 def start_command(
     stack: StackArg,
     against: Annotated[str, typer.Option("--against", help="The revision the site runs (default HEAD).")] = "HEAD",
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Print the waves and each member's reasons (BMCs read); record and change nothing."
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Roll what the working tree's stack changes against the revision the site runs, with the nodes whose
@@ -206,8 +213,28 @@ def start_command(
             for w in why:
                 print(f"cannot start: {w}", file=sys.stderr)
             raise typer.Exit(EXIT_INVALID)
+        if dry_run:
+            _print_intent(state, as_json)
+            return
         begin(new.site, state, current)
         _roll(new, state, as_json)
+
+
+def _print_intent(state: RolloutState, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"dry_run": True, "change": state.change, "waves": state.waves} | _reasons(state), indent=2))
+        return
+    out.print(f"would roll {state.change} in {len(state.waves)} wave(s):", markup=False)
+    for i, wave in enumerate(state.waves, 1):
+        for name in wave:
+            m = state.members[name]
+            reboot = ", reboot" if m.reboot else ""
+            out.print(f"  wave {i}: {name}: {'; '.join(m.reasons)}{reboot}", markup=False, highlight=False)
+    out.print("dry run: nothing recorded, no member cordoned", highlight=False)
+
+
+def _reasons(state: RolloutState) -> dict[str, Any]:
+    return {"members": {n: {"reasons": m.reasons, "reboot": m.reboot} for n, m in state.members.items()}}
 
 
 @maintenance_app.command("resume")
@@ -257,11 +284,22 @@ def skip_command(stack: StackArg, member: Annotated[str, typer.Argument(help="Th
         out.print(f"{member} skipped")
 
 
-def status_all_command(stack: StackArg, as_json: JsonOpt = False) -> None:
+def status_all_command(
+    stack: StackArg,
+    health: Annotated[
+        bool,
+        typer.Option("--health", help="Each node's health as the last `aisite health` pass recorded it, instead."),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Every node's and switch's one state, as provisioning, health and maintenance left it on this machine: in
-    service, or what holds it out (provisioning, quarantined, a rollout's step) and the action it waits on. The
-    site's disruption budget counts exactly these."""
+    service, or what holds it out (provisioning,
+    quarantined, a rollout's step) and the action it waits on. The site's disruption budget counts exactly these.
+    With --health, each node's last recorded check and quarantine."""
     p = load_plan(stack, as_json)
+    if health:
+        show_recorded(p, as_json)
+        return
     roles = {n.name: n.role for n in p.nodes} | {s.name: s.role for s in p.switches}
     members = lifecycle.load(members_file(p.site))
     rows = lifecycle.rows(roles, members)

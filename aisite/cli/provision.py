@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import asdict
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -31,6 +34,7 @@ from aisite.provision.run import (
     members_not_started,
     provision,
     record,
+    would_provision,
 )
 from aisite.provision.world import CONTROLLER_TOKEN_ENV, ArmError, SiteWorld, controller_token
 from aisite.render.inventory import inventory, inventory_text
@@ -56,6 +60,37 @@ def _targets(p: Plan, limit: str | None, source: str, as_json: bool) -> list[Pro
     return [t for t in targets if t.node in names or t.profile in names]
 
 
+def _dry_run(
+    p: Plan,
+    targets: list[ProvisionTarget],
+    secrets: dict[str, str],
+    identity: Path | None,
+    *,
+    reinstall: bool,
+    as_json: bool,
+) -> None:
+    assert p.provisioning is not None
+    world = SiteWorld(p, inventory_text(inventory(p)), secrets, identity=identity)
+    site = site_budget(p)
+    intent = would_provision(
+        world,
+        p.provisioning,
+        targets,
+        load_records(provision_dir(p.site)),
+        reinstall=reinstall,
+        budget=lambda nodes: site.problem([*lifecycle.site_held_out(p.site), *nodes]),
+    )
+    if as_json:
+        print(json.dumps({"site": p.site, "dry_run": True} | asdict(intent), indent=2))
+        return
+    out.print(f"unchanged (at the plan's version): {', '.join(intent.unchanged) or '-'}", highlight=False)
+    for i, wave in enumerate(intent.waves, 1):
+        out.print(f"wave {i}: would install {', '.join(wave)}", highlight=False)
+    for node, why in intent.refused.items():
+        out.print(escape(f"refused: {node}: {why}"), highlight=False)
+    out.print("dry run: nothing booted, armed or recorded", highlight=False)
+
+
 def provision_command(
     stack: StackArg,
     limit: Annotated[
@@ -63,6 +98,14 @@ def provision_command(
     ] = None,
     reinstall: Annotated[
         bool, typer.Option("--reinstall", help="Install again nodes already installed at the plan's version.")
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Say which nodes stand at the plan's version (asked over SSH) and the waves the rest would go in; "
+            "boot, arm and record nothing.",
+        ),
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -87,6 +130,9 @@ def provision_command(
     if identity and not identity.exists():
         print(f"{identity} is missing: bring the lab up first (aisite lab up {p.site})", file=sys.stderr)
         raise typer.Exit(EXIT_FAILED)
+    if dry_run:
+        _dry_run(p, targets, secrets, identity, reinstall=reinstall, as_json=as_json)
+        return
     start = time.monotonic()
 
     def say_build(msg: str) -> None:

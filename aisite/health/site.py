@@ -140,6 +140,46 @@ def load_state(path: Path) -> dict[str, NodeRecord]:
         raise RecordError(f"{path}: {exc}") from exc
 
 
+CHECKS_FILE = "checks.json"
+CHECKS_VERSION = 1
+
+
+def save_checks(folder: Path, at: str, results: dict[str, NodeHealth], missing: list[str]) -> None:
+    """Each node's verdict as this pass read it: what `aisite status --health` shows without reaching a node."""
+    doc = {
+        "version": CHECKS_VERSION,
+        "at": at,
+        "nodes": {n: asdict(h) | {"healthy": h.healthy} for n, h in sorted(results.items())},
+        "missing": missing,
+    }
+    (folder / CHECKS_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+
+
+@dataclass(frozen=True, slots=True)
+class LastChecks:
+    at: str  # "" when no pass was recorded on this machine
+    results: dict[str, NodeHealth]
+    missing: list[str]
+
+
+def load_checks(folder: Path) -> LastChecks:
+    """The last pass's verdicts as save_checks wrote them; anything else is a RecordError naming the file."""
+    path = folder / CHECKS_FILE
+    if not path.is_file():
+        return LastChecks("", {}, [])
+    try:
+        doc = foreign.loads(path.read_bytes(), foreign.RECORD_LIMIT)
+        if not isinstance(doc, dict) or doc.get("version") != CHECKS_VERSION:
+            raise ValueError(f"not a health checks record of version {CHECKS_VERSION}")
+        results = {}
+        for name, rec in dict(doc["nodes"]).items():
+            problems = [Problem(str(p["check"]), str(p["subject"]), str(p["message"])) for p in rec["problems"]]
+            results[str(name)] = NodeHealth(str(name), problems, skipped=[str(x) for x in rec.get("skipped", [])])
+        return LastChecks(str(doc["at"]), results, [str(m) for m in doc["missing"]])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RecordError(f"{path}: {exc}") from exc
+
+
 def _save_state(path: Path, state: dict[str, NodeRecord]) -> None:
     path.write_text(json.dumps({k: asdict(v) for k, v in sorted(state.items())}, indent=2) + "\n")
 
@@ -181,9 +221,12 @@ def run_pass(
     folder: Path,
     members: Path,
     now: datetime | None = None,
+    *,
+    dry_run: bool = False,
 ) -> HealthPass:
     """One pass. Members held out of service by others in `members` (aisite.lifecycle: a rollout, provisioning)
-    take their place in the site's budget; the pass's outcome is written there too (sync_members)."""
+    take their place in the site's budget; the pass's outcome is written there too (sync_members). A dry run
+    decides the same and writes nothing: no record, no member, no Node object to apply."""
     assert plan.health is not None
     at = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     nodes = [n.name for n in plan.nodes]
@@ -204,7 +247,10 @@ def run_pass(
         racks=faults,
         rack_limit=h.max_quarantined_racks,
     )
+    if dry_run:
+        return HealthPass(results, missing, state, actions, limit)
     folder.mkdir(parents=True, exist_ok=True)
+    save_checks(folder, at, results, missing)
     _save_state(folder / "state.json", state)
     sync_members(members, state, at)
     with (folder / "actions.jsonl").open("a") as fh:
@@ -223,6 +269,7 @@ def run_pass(
         node = item["node"]
         (objects / f"{node}.yaml").write_text(yaml.safe_dump(node_object(node, state.get(node))))
     files = {
+        "checks": str(folder / CHECKS_FILE),
         "state": str(folder / "state.json"),
         "actions": str(folder / "actions.jsonl"),
         "metrics": str(folder / "aisite_health_quarantine.prom"),

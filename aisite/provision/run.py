@@ -352,6 +352,43 @@ def provision(
     return [outcomes[t.node] for t in targets]
 
 
+@dataclass(slots=True)
+class Intent:
+    """What a provision run would do, found without touching a node's install: the nodes already at the plan's
+    version (read over SSH), the waves of the rest, and those no wave can take (the budget), with why."""
+
+    unchanged: list[str]
+    waves: list[list[str]]
+    refused: dict[str, str]
+
+
+def would_provision(
+    world: World,
+    plan: ProvisioningPlan,
+    targets: Sequence[ProvisionTarget],
+    records: dict[str, dict[str, Any]],
+    *,
+    reinstall: bool,
+    budget: Callable[[list[str]], str | None] = lambda _nodes: None,
+) -> Intent:
+    """provision's decisions, in its order, for `--dry-run`: nothing armed, booted or recorded."""
+    intent = Intent([], [], {})
+    pending = []
+    for t in targets:
+        if not reinstall and unchanged(world, t, records.get(t.node)):
+            intent.unchanged.append(t.node)
+        else:
+            pending.append(t)
+    serving = {t.node for t in pending if (records.get(t.node) or {}).get("installed")}
+    while pending:
+        wave, pending = _next_wave(pending, plan.wave_size, serving, budget)
+        if not wave:
+            intent.refused = {t.node: budget([t.node]) or "the site's disruption budget" for t in pending}
+            break
+        intent.waves.append([t.node for t in wave])
+    return intent
+
+
 def _next_wave(
     pending: list[ProvisionTarget], size: int, serving: set[str], budget: Callable[[list[str]], str | None]
 ) -> tuple[list[ProvisionTarget], list[ProvisionTarget]]:
