@@ -69,11 +69,14 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
                     "interface; declare the ports (label, rdma, pci) to pin them",
                 )
             )
-        if g.model in SERVER_MODELS and SERVER_MODELS[g.model].compute_ports:
+        # A group that declares its install's OS has chosen it knowingly: said once, where it is chosen.
+        declared = g.install is not None and "os" in g.install.model_fields_set
+        if g.model in SERVER_MODELS and SERVER_MODELS[g.model].compute_ports and not declared:
             out.append(
                 Problem(
                     f"site.gpu_nodes[{i}].model",
-                    f"{g.model} runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only",
+                    f"{g.model} runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only "
+                    "(declare install: {os: debian-12} on the group to accept it)",
                 )
             )
     for key in ("management", "oob"):

@@ -43,8 +43,10 @@ def site_files(site: str) -> dict[str, str]:
         "README.md": src / "README.md",
     }
     out = {rel: Template(path.read_text()).substitute(values) for rel, path in files.items()}
+    # The CI files are shell and workflow syntax full of `$`: only their one placeholder is replaced (the site's
+    # name, a DNS label, is safe in YAML and shell as it is).
     for ci in sorted((TEMPLATES / "ci").glob("*.yml")):
-        out[f"ci/{ci.name}"] = ci.read_text()
+        out[f"ci/{ci.name}"] = ci.read_text().replace("${site}", site)
     return out
 
 

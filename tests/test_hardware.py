@@ -143,8 +143,9 @@ def test_warnings_are_printed_in_json_and_fail_only_when_strict() -> None:
     assert r.returncode == 0, r.stderr
     warnings = json.loads(r.stdout)["warnings"]
     assert [w["path"] for w in warnings] == ["site.gpu_nodes[0].model"]
-    assert (
-        warnings[0]["message"] == "dgx-h100 runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only"
+    assert warnings[0]["message"] == (
+        "dgx-h100 runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only (declare install: "
+        "{os: debian-12} on the group to accept it)"
     )
     strict = run_cli("validate", "h100pod", "--strict")
     assert strict.returncode == 1 and "warning: site.gpu_nodes[0].model" in strict.stdout

@@ -110,9 +110,10 @@ def test_a_new_site_repository_validates_plans_and_renders_outside_the_checkout(
     installed: Path, site_repo: Path
 ) -> None:
     aisite = str(installed / "bin" / "aisite")
-    r = _run([aisite, "validate", SITE, "--json"], site_repo)
-    assert r.returncode == 0, r.stderr
+    r = _run([aisite, "validate", SITE, "--json", "--strict"], site_repo)
+    assert r.returncode == 0, r.stderr + r.stdout  # the template as written: no warning either
     doc = json.loads(r.stdout)
+    assert doc["warnings"] == []
     assert doc["source"] == str(site_repo.resolve() / "stacks" / f"Pulumi.{SITE}.yaml"), doc
     r = _run([aisite, "plan", SITE, "--json"], site_repo)
     assert r.returncode == 0, r.stderr
@@ -165,6 +166,20 @@ def test_init_keeps_what_is_there_and_refuses_a_bad_name(installed: Path, site_r
     )
     assert r.returncode == 2 and r.stderr.startswith("--site: ") and not (installed.parent / "other").exists()
     assert check_name("bad_name") and check_name("ok-name") is None
+
+
+def test_init_names_the_site_everywhere_and_ignores_every_render_folder_the_docs_use() -> None:
+    import re
+
+    files = site_files("acme")
+    assert not [rel for rel, text in files.items() if "dc1" in text], "a template still names dc1"
+    for rel in ("ci/github-actions.yml", "ci/gitlab-ci.yml"):
+        assert "  STACK: acme\n" in files[rel] and '"$STACK"' in files[rel], rel
+    ignored = {line.strip().rstrip("/") for line in files[".gitignore"].splitlines() if not line.startswith("#")}
+    texts = [p.read_text() for p in (ROOT / "docs").rglob("*.md")] + [(ROOT / "README.md").read_text()]
+    outs = {m.group(1) for t in [*texts, *files.values()] for m in re.finditer(r"aisite render \S+ --out (\S+)", t)}
+    outs = {o.strip("`\"'").split("/")[0] for o in outs} - {"DIR", "$OUT", "${OUT}"}
+    assert {"build", "rendered"} <= outs and outs <= ignored, outs - ignored
 
 
 def test_site_dir_is_read_from_the_options_before_the_command() -> None:
