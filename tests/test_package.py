@@ -179,7 +179,7 @@ def test_init_names_the_site_everywhere_and_ignores_every_render_folder_the_docs
     texts = [p.read_text() for p in (ROOT / "docs").rglob("*.md")] + [(ROOT / "README.md").read_text()]
     outs = {m.group(1) for t in [*texts, *files.values()] for m in re.finditer(r"aisite render \S+ --out (\S+)", t)}
     outs = {o.strip("`\"'").split("/")[0] for o in outs} - {"DIR", "$OUT", "${OUT}"}
-    assert {"build", "rendered"} <= outs and outs <= ignored, outs - ignored
+    assert {"build", "rendered"} <= outs <= ignored, outs - ignored
 
 
 def test_site_dir_is_read_from_the_options_before_the_command() -> None:
