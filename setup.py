@@ -11,7 +11,8 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-CONTENT = ("ansible.cfg", "collections", "templates")
+# The lock goes along as the site repositories' constraints, the shipped stacks as `aisite init --from`'s examples.
+CONTENT = ("ansible.cfg", "collections", "templates", "requirements.lock", "stacks")
 # A role's molecule scenarios (and their testinfra conftest) test it here; an installed site never runs them (and
 # change scopes skip them).
 SKIP = shutil.ignore_patterns("molecule", "conftest.py", "__pycache__", "*.pyc", ".pytest_cache")

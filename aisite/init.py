@@ -6,18 +6,26 @@ template), so init never overwrites a team's work; running it again adds what is
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import io
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
+from ruamel.yaml import YAML
+
 from aisite.fields import dns_label
 from aisite.render.bundle import write_bundle
 from aisite.roots import CONTENT
+from aisite.schema import SITE_KEY
 
 TEMPLATES = CONTENT / "templates"
+# The lock of every package aisite was tested with (the checkout's, and a copy in the wheel's content).
+LOCK = "requirements.lock"
 
 
 @dataclass
@@ -29,10 +37,64 @@ class Initialised:
     git: str = ""  # what was done about a git repository
 
 
-def site_files(site: str) -> dict[str, str]:
+@dataclass(frozen=True)
+class Wheel:
+    """The aisite wheel a site repository installs, by its digest: pip takes that file and asks no index for a
+    package named aisite."""
+
+    url: str  # https://... on the team's server, or file:///... on this machine
+    sha256: str
+
+    @property
+    def requirement(self) -> str:
+        return f"aisite @ {self.url}#sha256={self.sha256}"
+
+
+def wheel_of(path: Path, url: str | None) -> Wheel:
+    """The wheel at `path` (read for its digest), served at `url` (default: its file URL here)."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return Wheel(url or path.resolve().as_uri(), digest)
+
+
+def wheel_problems(path: Path | None, url: str | None) -> list[str]:
+    out = []
+    if path is not None and (not path.is_file() or not path.name.startswith("aisite-") or path.suffix != ".whl"):
+        out.append(f"--wheel: {path} is not an aisite wheel file (aisite-*.whl)")
+    if url is not None and (path is None or not url.startswith("https://") or not url.endswith(f"/{path.name}")):
+        out.append("--wheel-url: an https URL ending in the --wheel file's name (where your team serves it)")
+    if url is not None and any(c in url for c in " #\"'`$"):
+        out.append("--wheel-url: no spaces, '#', quotes or '$'")
+    return out
+
+
+def project_name(root: Path) -> str:
+    """The Pulumi project: the site repository's own name (its directory), as Pulumi spells a project."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", root.resolve().name).strip("-.") or "site"
+    return name[:100]
+
+
+def example_stacks() -> list[str]:
+    """The stacks the package ships (`aisite init --from NAME`)."""
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (CONTENT / "stacks").glob("Pulumi.*.yaml"))
+
+
+def _from_example(example: str, site: str) -> str:
+    """A shipped stack as the new site's: its text, comments and layout kept, with the site's name."""
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 120
+    doc = yaml.load((CONTENT / "stacks" / f"Pulumi.{example}.yaml").read_text())
+    doc["config"][SITE_KEY]["name"] = site
+    buf = io.StringIO()
+    yaml.dump(doc, buf)
+    return buf.getvalue()
+
+
+def site_files(site: str, project: str | None = None, wheel: Wheel | None = None, example: str = "") -> dict[str, str]:
     """Path in the site repository -> text, for a site named `site` (a DNS label: checked by the caller)."""
     version = importlib.metadata.version("aisite")
-    values = {"site": site, "project": f"aisite-{site}", "version": version}
+    requirement = wheel.requirement if wheel else f"aisite=={version}"
+    values = {"site": site, "project": project or f"aisite-{site}", "version": version, "requirement": requirement}
     src = TEMPLATES / "site"
     files = {
         f"stacks/Pulumi.{site}.yaml": src / "stacks" / "Pulumi.example.yaml",
@@ -43,6 +105,10 @@ def site_files(site: str) -> dict[str, str]:
         "README.md": src / "README.md",
     }
     out = {rel: Template(path.read_text()).substitute(values) for rel, path in files.items()}
+    if example:
+        out[f"stacks/Pulumi.{site}.yaml"] = _from_example(example, site)
+    # The versions aisite was tested with: every install of the site repository resolves to them.
+    out["constraints.txt"] = (CONTENT / LOCK).read_text()
     # The CI files are shell and workflow syntax full of `$`: only their one placeholder is replaced (the site's
     # name, a DNS label, is safe in YAML and shell as it is).
     for ci in sorted((TEMPLATES / "ci").glob("*.yml")):
@@ -74,9 +140,9 @@ def _git_init(root: Path) -> str:
     return "git repository made (branch main)" if r.returncode == 0 else f"git init failed: {r.stderr.strip()}"
 
 
-def init_site(root: Path, site: str) -> Initialised:
+def init_site(root: Path, site: str, wheel: Wheel | None = None, example: str = "") -> Initialised:
     """Write the site repository's files under `root` (made if missing); what was written, found, kept."""
-    files = site_files(site)  # every template read before anything is written
+    files = site_files(site, project_name(root), wheel, example)  # every template read before anything is written
     root.mkdir(parents=True, exist_ok=True)
     done = Initialised(root.resolve())
     missing = {}

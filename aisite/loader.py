@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
+import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +18,9 @@ from aisite.checks import check_site
 from aisite.errors import Problem, SiteError, join_path
 from aisite.fields import CONTROL
 from aisite.roots import SITE
+from aisite.schema import SITE_KEY
 
-CONFIG_KEY = "aisite:site"
+CONFIG_KEY = SITE_KEY
 # The site repository's stacks (aisite.roots: the current one, or the tool's checkout for the lab).
 STACKS_DIR = SITE / "stacks"
 _SECRET_WORDS = ("password", "passwd", "secret", "token")
@@ -45,6 +50,17 @@ class _StackLoader(_Loader):  # type: ignore[misc]
                 seen.add(key)
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return mapping
+
+
+# YAML 1.2's booleans, as Pulumi's reader and the JSON Schema's validators read a stack: `true` and `false` only. YAML
+# 1.1's yes/no/on/off stay text (`power: on` is the string "on" there, and so it is here).
+_StackLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in _Loader.yaml_implicit_resolvers.items()
+}
+_StackLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 def resolve_stack(stack: str) -> Path:
@@ -139,6 +155,8 @@ def raw_problems(data: Any) -> list[Problem]:
                 stack.append((item, (*loc, key)))
         elif isinstance(value, list):
             stack.extend((item, (*loc, i)) for i, item in reversed(list(enumerate(value))))
+        elif isinstance(value, float) and not math.isfinite(value):
+            problems.append(Problem(join_path("site", *loc), f"{value!r} is not a finite number"))
         elif isinstance(value, str):
             text = value.replace("\n", "") if loc and loc[-1] in _MULTILINE_KEYS else value
             if CONTROL.search(text):
@@ -200,7 +218,17 @@ def _message(err: Any) -> str:
     value = err.get("input")
     if not isinstance(value, (dict, list)):
         msg += f" (got {value!r})"
+    if isinstance(value, bool) and kind in _TEXT_ERRORS:
+        msg += ": YAML reads an unquoted true or false as a boolean; quote it"
+    elif isinstance(value, str) and kind in _NUMBER_ERRORS:
+        msg += ": a number or boolean is written without quotes"
     return msg
+
+
+# Where a boolean came in for text, and text for a number or boolean: the stack is read as JSON is (strictly), so a
+# quoted "64" is not 64 (the JSON Schema says the same).
+_TEXT_ERRORS = frozenset({"string_type", "literal_error", "enum", "ip_v4_address", "ip_v4_network"})
+_NUMBER_ERRORS = frozenset({"int_type", "float_type", "bool_type", "int_parsing", "float_parsing", "bool_parsing"})
 
 
 def parse_site(data: dict[str, Any], source: str = "<site>") -> model.Site:
@@ -209,14 +237,74 @@ def parse_site(data: dict[str, Any], source: str = "<site>") -> model.Site:
     if raw:
         raise SiteError(source, raw)
     try:
-        site = model.Site.model_validate(data)
+        site = _validate(data)
     except ValidationError as exc:
         problems = [Problem(join_path("site", *err["loc"]), _message(err)) for err in exc.errors()]
-        raise SiteError(source, problems) from None
+        raise SiteError(source, problems + _checks_without(data, exc)) from None
     problems = check_site(site)
     if problems:
         raise SiteError(source, problems)
     return site
+
+
+def _validate(data: dict[str, Any]) -> model.Site:
+    # Strictly, as JSON: the coercions the JSON Schema describes and no others (no "64" for 64, no "yes" for true),
+    # so the schema and the validator agree (tests/test_schema.py).
+    return model.Site.model_validate_json(json.dumps(data), strict=True)
+
+
+def _checks_without(data: dict[str, Any], exc: ValidationError) -> list[Problem]:
+    """The cross-key checks, run on what parsed, so one bad value does not hide the rest: each key that did not
+    parse is left out where the model can do without it (an optional key, a map's entry), the checks run on the
+    rest and say what they left out; where a key it cannot do without failed, they say they did not run."""
+    left_out: set[tuple[str | int, ...]] = set()
+    for err in exc.errors():
+        at = _optional_prefix(tuple(err["loc"]))
+        if at is None:
+            return [Problem("site", f"cross-key checks not run: {join_path('site', *err['loc'])} is required")]
+        left_out.add(at)
+    trimmed = copy.deepcopy(data)
+    for at in sorted(left_out, key=len, reverse=True):
+        parent: Any = trimmed
+        for part in at[:-1]:
+            if isinstance(parent, dict):
+                parent = parent.get(part)
+            elif isinstance(parent, list) and isinstance(part, int) and 0 <= part < len(parent):
+                parent = parent[part]
+            else:
+                parent = None
+        if isinstance(parent, dict):
+            parent.pop(at[-1], None)
+    paths = sorted(join_path("site", *at) for at in left_out)
+    try:
+        site = _validate(trimmed)
+    except ValidationError:
+        return [Problem("site", f"cross-key checks not run: the site does not parse without {', '.join(paths)}")]
+    found = [p for p in check_site(site) if not any(p.path.startswith(x) or x in p.message for x in paths)]
+    if not found:
+        return []
+    return [*found, Problem("site", f"cross-key checks ran without {', '.join(paths)}: they did not parse")]
+
+
+def _optional_prefix(loc: tuple[Any, ...]) -> tuple[str | int, ...] | None:
+    """`loc` itself when the model can do without it (an optional key, whose default then stands, or a key it does
+    not know); None otherwise. Nothing above it is left out: a section or map entry gone would make the checks
+    report what refers to it (a secret used but not declared), which is not the site's problem."""
+    models: list[type[BaseModel]] = [model.Site]
+    for i, part in enumerate(loc):
+        if not isinstance(part, str):
+            continue  # a list index or map key: the same models hold the item
+        owner = next((m for m in models if part in m.model_fields), None)
+        if owner is None:
+            known = {f for m in models for f in m.model_fields}
+            # A key no model here knows at the end of the path: an unknown key, removable. Else a map's key.
+            if i == len(loc) - 1 and known:
+                return loc
+            continue
+        if i == len(loc) - 1:
+            return loc if not owner.model_fields[part].is_required() else None
+        models = _model_args(owner.model_fields[part].annotation)
+    return None
 
 
 def load_site(stack: str | Path) -> model.Site:

@@ -247,7 +247,7 @@ class Rack(Strict):
 
 class GpuGroup(NodeGroup):
     name: Name
-    model: Annotated[str, AfterValidator(_model)]
+    model: Annotated[str, AfterValidator(_model), Field(json_schema_extra={"enum": list(KNOWN_MODELS)})]
     ports: list[PortSpec] | None = None
     # Only for the generic model: the catalog knows these for named models.
     gpu_type: Annotated[str, AfterValidator(_gpu_type)] | None = None

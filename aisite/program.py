@@ -36,9 +36,15 @@ def run() -> SiteDeployment:
     except SiteError as exc:
         raise pulumi.RunError(str(exc)) from None
     plan = build_plan(site)
-    secrets, problems = resolve(plan, pulumi_lookup=_pulumi_secret)
+    # A preview changes nothing and needs no credential: a secret not set is an unknown value there (each use shows
+    # as computed), said once; `pulumi up` resolves it or fails naming it.
+    missing: list[str] | None = [] if pulumi.runtime.is_dry_run() else None
+    secrets, problems = resolve(plan, pulumi_lookup=_pulumi_secret, missing=missing)
     if problems:
         raise pulumi.RunError(str(SiteError(source, problems)))
+    for name in missing or []:
+        pulumi.log.warn(f"secret {name!r} is not set: the preview shows its uses as unknown; `pulumi up` needs it")
+        secrets[env_name(name)] = pulumi.Output.secret(pulumi.output.UNKNOWN)
     # Values from the environment become Pulumi secrets too, so they are encrypted in state and masked in logs.
     secret_env: dict[str, pulumi.Input[str]] = {
         k: v if isinstance(v, pulumi.Output) else pulumi.Output.secret(str(v)) for k, v in secrets.items()

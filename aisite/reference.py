@@ -4,68 +4,16 @@ files with. Both are generated (`python -m aisite.reference --write`) into docs/
 
 from __future__ import annotations
 
-import ast
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from aisite import model
-from aisite.model import Site
+from aisite.schema import SITE_KEY, schema
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 KEYS = DOCS / "reference" / "stack-keys.md"
 SCHEMA = DOCS / "reference" / "stack.schema.json"
-# Where the site lives in a Pulumi stack file (stacks/Pulumi.<stack>.yaml).
-SITE_KEY = "aisite:site"
-
-
-def field_comments() -> dict[str, dict[str, str]]:
-    """Class -> field -> the comment lines right above the field in aisite/model.py (its meaning, said once)."""
-    source = Path(model.__file__).read_text()
-    lines = source.splitlines()
-    out: dict[str, dict[str, str]] = {}
-    for node in ast.parse(source).body:
-        if not isinstance(node, ast.ClassDef):
-            continue
-        fields: dict[str, str] = {}
-        for item in node.body:
-            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
-                said: list[str] = []
-                at = item.lineno - 2
-                while at >= 0 and lines[at].strip().startswith("#"):
-                    said.insert(0, lines[at].strip().lstrip("#").strip())
-                    at -= 1
-                if said:
-                    fields[item.target.id] = " ".join(said)
-        out[node.name] = fields
-    return out
-
-
-def schema() -> dict[str, Any]:
-    """The JSON Schema of a stack file: Pulumi's `config:` with the site under `aisite:site`, each key described."""
-    site = Site.model_json_schema()
-    comments = field_comments()
-    for name, definition in [("Site", site), *site.get("$defs", {}).items()]:
-        said = comments.get(name, {})
-        for key, prop in definition.get("properties", {}).items():
-            if key in said and "description" not in prop:
-                prop["description"] = said[key]
-    defs = site.pop("$defs", {})
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "aisite stack file (stacks/Pulumi.<stack>.yaml)",
-        "type": "object",
-        "properties": {
-            "config": {
-                "type": "object",
-                "properties": {SITE_KEY: site},
-                "required": [SITE_KEY],
-            }
-        },
-        "required": ["config"],
-        "$defs": defs,
-    }
 
 
 def _type(node: dict[str, Any], defs: dict[str, Any]) -> str:

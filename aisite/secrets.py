@@ -119,12 +119,14 @@ def resolve(
     plan: Plan,
     environ: Mapping[str, str] | None = None,
     pulumi_lookup: Callable[[str], object | None] | None = None,
+    missing: list[str] | None = None,
 ) -> tuple[dict[str, object], list[Problem]]:
     """env variable for Ansible -> secret value, and a problem for every secret that cannot be found.
 
     Sources are tried in order: Pulumi secret config (under `pulumi up`), the environment, an ansible-vault file.
     A value found is checked against what the BMCs using it accept (`limit_problems`); a Pulumi output, whose
-    value is not known yet, is left to the caller to check.
+    value is not known yet, is left to the caller to check. With `missing`, a secret found nowhere is named there
+    instead of being a problem.
     """
     env = os.environ if environ is None else environ
     values: dict[str, object] = {}
@@ -156,7 +158,9 @@ def resolve(
             except Exception as exc:  # ansible raises AnsibleError subclasses and ValueError alike
                 problems.append(Problem(path, f"cannot decrypt {vault_file}: {exc}"))
                 continue
-        if value is None:
+        if value is None and missing is not None:
+            missing.append(name)  # the caller can do without it (a preview): told, not a problem
+        elif value is None:
             problems.append(Problem(path, f"secret {name!r} was not found (tried {', '.join(tried) or 'nothing'})"))
         else:
             if isinstance(value, str):

@@ -537,3 +537,18 @@ def test_a_node_given_a_named_servers_address_or_a_server_in_a_rail_network(lab:
     found = problems(lab)
     assert has(found, "site.control_plane.nodes[0].management.address", "named by site.dns_servers[0]")
     assert has(found, "site.dns_servers[1]", "inside site.networks.rails[0]")
+
+
+def test_a_field_error_does_not_hide_the_cross_key_checks(lab: dict[str, Any]) -> None:
+    """One bad address (an optional key) and a duplicate name (a cross-key check) come back together, and the
+    checks say what they ran without; a required key that did not parse says the checks did not run."""
+    lab["gpu_nodes"][0]["nodes"][0]["management"] = {"address": "10.250.1.999"}
+    lab["gpu_nodes"][0]["nodes"][1]["name"] = "gpu01"
+    found = problems(lab)
+    assert has(found, "site.gpu_nodes[0].nodes[0].management.address", "Octet 999")
+    assert has(found, "site.gpu_nodes[0].nodes[1].name", "'gpu01' is already used by site.gpu_nodes[0].nodes[0]")
+    assert has(found, "site", "cross-key checks ran without site.gpu_nodes[0].nodes[0].management.address")
+    lab["control_plane"]["vip"] = "10.250.1"
+    found = problems(lab)
+    assert has(found, "site.control_plane.vip")
+    assert has(found, "site", "cross-key checks not run: site.control_plane.vip is required")

@@ -168,6 +168,48 @@ def test_init_keeps_what_is_there_and_refuses_a_bad_name(installed: Path, site_r
     assert check_name("bad_name") and check_name("ok-name") is None
 
 
+def test_the_wheel_carries_its_schema_examples_and_lock_and_init_pins_it_by_digest(
+    installed: Path, site_repo: Path
+) -> None:
+    """What a team needs from the wheel alone: the JSON Schema (`aisite schema`), the shipped stacks (`init
+    --from`), the lock (the site repository's constraints.txt); and `init --wheel` names that wheel by its sha256,
+    so pip installs exactly it (a wheel with another digest is refused) and asks no index for "aisite"."""
+    aisite = str(installed / "bin" / "aisite")
+    r = _run([aisite, "schema"], site_repo)
+    assert r.returncode == 0 and json.loads(r.stdout) == json.loads(
+        (ROOT / "docs" / "reference" / "stack.schema.json").read_text()
+    )
+    (wheel,) = (installed.parent / "wheels").glob("aisite-*.whl")
+    repo = installed.parent / "gb-site"
+    r = _run(
+        [aisite, "init", str(repo), "--site", "gb", "--from", "gb200", "--wheel", str(wheel), "--json"], repo.parent
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["pinned_by_digest"] is True
+    r = _run([aisite, "validate", "gb", "--json"], repo)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["summary"]["gpus"] == 288
+    assert (repo / "constraints.txt").read_text() == (ROOT / "requirements.lock").read_text()
+    assert "name: gb-site\n" in (repo / "Pulumi.yaml").read_text()  # the repository's name, not its first site's
+    import hashlib
+
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    lines = [ln for ln in (repo / "requirements.txt").read_text().splitlines() if not ln.startswith("#")]
+    assert lines == ["-c constraints.txt", f"aisite @ {wheel.resolve().as_uri()}#sha256={digest}"]
+    venv = installed.parent / "pinned-venv"
+    assert _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], repo).returncode == 0
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps"]
+    tampered = repo / "tampered.txt"
+    tampered.write_text(lines[1].replace(digest, "0" * 64) + "\n")
+    r = _run([*pip, "--no-index", "-r", str(tampered)], repo)
+    assert r.returncode != 0 and "THESE PACKAGES DO NOT MATCH THE HASHES" in r.stderr.upper() + r.stdout.upper()
+    r = _run([*pip, "--no-index", "-r", "requirements.txt"], repo)
+    assert r.returncode == 0, r.stderr
+    bad = _run([aisite, "init", str(installed.parent / "x"), "--from", "nosuch", "--wheel", str(repo)], repo)
+    assert bad.returncode == 2 and "--from: 'nosuch' is not a shipped stack" in bad.stderr
+    assert "--wheel: " in bad.stderr and not (installed.parent / "x").exists()
+
+
 def test_init_names_the_site_everywhere_and_ignores_every_render_folder_the_docs_use() -> None:
     import re
 

@@ -87,6 +87,7 @@ def run_program(
     *,
     applied: dict[str, dict[str, str]] | None = None,
     kubeconfig: str | None = None,
+    preview: bool = False,
 ) -> tuple[Mocks, RecordingMonitor]:
     """The program under mocks; `applied` is what the site repository records as applied (none by default: the
     machine's own record, a lab's, is not read), `kubeconfig` the stack's secret config aisite:kubeconfig."""
@@ -94,7 +95,7 @@ def run_program(
     monitor = RecordingMonitor(mocks)
     # A fresh root Stack per program: set_mocks keeps an existing one, which would name the previous stack.
     pulumi.runtime.settings.ROOT.set(None)
-    pulumi.runtime.set_mocks(mocks, project="aisite", stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project="aisite", stack=stack, preview=preview, monitor=monitor)
     config = {"aisite:site": json.dumps(data), "aisite:bmcPassword": password}
     secret_keys = ["aisite:bmcPassword"]
     if kubeconfig is not None:
@@ -245,6 +246,21 @@ def test_missing_secret_fails_the_program(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("AISITE_LAB_BMC_PASSWORD", raising=False)
     with pytest.raises(Exception, match=r"site\.secrets\.lab-bmc\.password_from.*AISITE_LAB_BMC_PASSWORD"):
         run_program("lab", stack_data("lab"))
+
+
+def test_a_preview_needs_no_secret_and_up_names_the_one_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pulumi preview` changes nothing: without the BMC password it registers every resource, the password an
+    unknown secret; `pulumi up` without it fails naming where it looked."""
+    monkeypatch.delenv("AISITE_LAB_BMC_PASSWORD", raising=False)
+    mocks, monitor = run_program("lab", stack_data("lab"), preview=True)
+    assert any(r.type == "aisite:site:Site" for r in monitor.registered)
+    bmcs = [name for name in mocks.inputs if name.endswith("-bmc")]
+    # Each BMC's password: a secret whose value is not known (Pulumi's sentinel), never a made-up one.
+    assert bmcs and all(isinstance(mocks.inputs[b]["password"]["value"], pulumi.output.Unknown) for b in bmcs)
+    ansible = mocks.inputs["lab-oob-ansible"]["environment"]["value"]
+    assert isinstance(ansible["AISITE_SECRET_LAB_BMC"], pulumi.output.Unknown)
+    with pytest.raises(Exception, match=r"site\.secrets\.lab-bmc\.password_from.*AISITE_LAB_BMC_PASSWORD"):
+        run_program("lab", stack_data("lab"), preview=False)
 
 
 def test_a_pulumi_secret_the_ipmi_bmcs_would_refuse_fails_the_program() -> None:

@@ -115,7 +115,8 @@ def test_an_account_secret_is_held_to_redfish_rules_only() -> None:
     with pytest.raises(SiteError) as exc:
         parse_site(data, "test")
     assert [str(q) for q in exc.value.problems] == [
-        "site.secrets.ops.username: 'ops:team' is not an account name (letters, digits, '.', '_', '@', '-')"
+        "site.secrets.ops.username: 'ops:team' is not an account name (letters, digits, '.', '_', '@', '-')",
+        "site: cross-key checks not run: site.secrets.ops.username is required",
     ]
 
 

@@ -33,6 +33,7 @@ __all__ = ["app", "main"]
 # network and the lab.
 app.command("init")(init.init_command)
 app.command()(site.validate)
+app.command("schema")(site.schema_command)
 app.command()(site.plan)
 app.command()(site.render)
 app.command()(site.images)

@@ -17,6 +17,7 @@ LAB = "Acts on this machine's lab only (its containers, networks and VM); reache
 EFFECTS: dict[str, str] = {
     "init": WRITES,
     "validate": LOOKS,
+    "schema": "Prints the JSON Schema; reads no site, reaches no host.",
     "plan": LOOKS,
     "render": WRITES,
     "images": LOOKS,

@@ -21,6 +21,7 @@ from aisite.plan.ceph import MAX_PG_PER_OSD, CephPlan
 from aisite.platform.images import site_images
 from aisite.render.bundle import OutputError, bundle, check_output, render_into
 from aisite.render.inventory import inventory_yaml
+from aisite.schema import schema
 
 
 def _summary(plan: Plan) -> dict[str, Any]:
@@ -71,6 +72,12 @@ def validate(
             out.print(f"[yellow]warning[/]: {escape(str(w))}")
     if strict and warnings:
         raise typer.Exit(EXIT_FAILED)
+
+
+def schema_command() -> None:
+    """Print the stack file's JSON Schema (draft 2020-12), generated from the model `validate` uses: for editors
+    (the YAML language server) and other validators. What it refuses, validate refuses."""
+    print(json.dumps(schema(), indent=2))
 
 
 def plan(stack: StackArg, as_json: JsonOpt = False) -> None:
