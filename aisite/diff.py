@@ -8,7 +8,6 @@ whose key is gone removed, one whose value differs changed. The layers and hosts
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -154,20 +153,33 @@ def _bgp(p: Plan) -> Facts:
     }
 
 
-def _kubernetes(p: Plan) -> Facts:
-    facts: Facts = {}
+def _kubernetes_objects(p: Plan) -> dict[str, Any]:
+    """Every object the site applies and every Helm release (its chart, version and values), by kind and name."""
+    found: dict[str, Any] = {}
     for objs in (objects(p) | jobs(p)).values():
         for o in objs:
             meta = o.get("metadata") or {}
-            key = f"{o.get('kind')} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")
-            body = json.dumps(o, sort_keys=True, default=str)
-            facts[key] = hashlib.sha256(body.encode()).hexdigest()[:12]
+            found[f"{o.get('kind')} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")] = o
     for c in charts(p):
-        body = json.dumps(asdict(c), sort_keys=True, default=str)
-        facts[f"HelmRelease {c.namespace}/{c.release}"] = (
-            f"{c.chart} {c.version} " + (hashlib.sha256(body.encode()).hexdigest()[:12])
-        )
-    return facts
+        found[f"HelmRelease {c.namespace}/{c.release}"] = asdict(c)
+    return found
+
+
+def _kubernetes(old: Plan, new: Plan) -> list[Change]:
+    """Objects added or removed whole (their JSON), and those on both sides field by field as `kubectl diff` would
+    show them: `ClusterQueue research .spec.resourceGroups[0]...nominalQuota: 8 -> 16`; a Helm release's values
+    per key."""
+    before, after = _kubernetes_objects(old), _kubernetes_objects(new)
+    out: list[Change] = []
+    for key in dict.fromkeys([*before, *after]):
+        if key not in before:
+            out.append(Change(key, None, json.dumps(after[key], sort_keys=True, default=str)))
+        elif key not in after:
+            out.append(Change(key, json.dumps(before[key], sort_keys=True, default=str), None))
+        else:
+            fields = compare(dict(_flat("", before[key])), dict(_flat("", after[key])))
+            out += [Change(f"{key} {c.key}", c.old, c.new) for c in fields]
+    return out
 
 
 # The plan's fields that the sections above show as objects: every other value is a setting.
@@ -189,7 +201,6 @@ SECTIONS = {
     "switch_ports": _switch_ports,
     "cables": _cables,
     "bgp_sessions": _bgp,
-    "kubernetes": _kubernetes,
     "settings": _settings,
 }
 
@@ -205,9 +216,12 @@ def site_diff(
     """The plan `new` against `old`, per layer the hosts whose state (`aisite.changes`) differs, and the waves
     of what must go out of service, beside the members `out` already (quarantined); with `firmware` (read from
     the BMCs), the nodes whose firmware is not their baseline go out too."""
+    sections = {name: compare(facts(old), facts(new)) for name, facts in SECTIONS.items()}
+    sections["kubernetes"] = _kubernetes(old, new)
+    sections["settings"] = sections.pop("settings")  # the objects first, as a reviewer reads them
     diff = SiteDiff(
         new.site,
-        {name: compare(facts(old), facts(new)) for name, facts in SECTIONS.items()},
+        sections,
         rollout=rollout(old, new, out, firmware.drifted if firmware else None),
         baselined=len(baselined(new)),
         firmware=firmware,
@@ -241,13 +255,19 @@ def markdown(diff: SiteDiff, title: str, limit: int = 50) -> str:
         lines += [f"**{name.replace('_', ' ')}** ({summary})", ""]
         for c in changes[:limit]:
             if c.kind == "changed":
-                lines.append(f"- `{c.key}`: {c.old} -> {c.new}")
+                lines.append(f"- `{c.key}`: {_short(c.old)} -> {_short(c.new)}")
             else:
-                lines.append(f"- {'+' if c.kind == 'added' else '-'} `{c.key}`: {c.new or c.old}")
+                lines.append(f"- {'+' if c.kind == 'added' else '-'} `{c.key}`: {_short(c.new or c.old)}")
         if len(changes) > limit:
             lines.append(f"- ... and {len(changes) - limit} more (`--json` lists every one)")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _short(value: str | None, width: int = 160) -> str:
+    """A value on one line of the comment: a whole object added is cut (`--json` has it whole)."""
+    text = str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _out_of_service(r: Rollout, limit: int) -> list[str]:
