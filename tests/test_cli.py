@@ -460,3 +460,27 @@ def test_every_commands_help_says_first_whether_it_reaches_a_host_or_changes_any
     assert EFFECTS["deploy"].startswith(ACTS) and "--check" in EFFECTS["deploy"]
     shown = " ".join(run_cli("status", "--help").stdout.split())
     assert "reaches no host, changes nothing" in shown and "--health" in shown
+
+
+def test_completion_offers_the_site_repositorys_stacks_and_the_layers() -> None:
+    """Shell completion as bash asks it (the `_AISITE_COMPLETE` protocol click and typer use)."""
+
+    def complete(words: str) -> list[str]:
+        at = len(words.split()) - (0 if words.endswith(" ") else 1)
+        r = run_cli(env={"_AISITE_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(at)})
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    assert complete("aisite validate l") == ["lab", "lab3"]
+    assert complete("aisite reconcile status h") == ["h100pod"]
+    assert complete("aisite deploy lab --layer p") == ["platform", "pull"]
+    assert complete("aisite deploy lab --layer ") == [
+        "oob",
+        "fabric",
+        "hosts",
+        "cluster",
+        "platform",
+        "workloads",
+        "reconciler",
+        "pull",
+    ]

@@ -15,7 +15,7 @@ from rich.console import Console
 from typer import core as typer_core
 
 from aisite.errors import SiteError
-from aisite.loader import load_site, resolve_stack
+from aisite.loader import load_site, resolve_stack, stack_names
 from aisite.model import Site
 from aisite.plan import Plan, build_plan
 from aisite.repo import GitError, file_at
@@ -78,7 +78,23 @@ def _options(
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
-StackArg = Annotated[str, typer.Argument(help="A stack name under stacks/ (e.g. lab) or a path to a stack file.")]
+
+def complete_stack(incomplete: str) -> list[str]:
+    """Shell completion of a STACK: the site repository's stack names."""
+    return [name for name in stack_names() if name.startswith(incomplete)]
+
+
+def complete_layer(incomplete: str) -> list[str]:
+    """Shell completion of --layer: every layer a deploy runs, then those it runs only when asked."""
+    return [name for name in (*LAYERS, *OPTIONAL_LAYERS) if name.startswith(incomplete)]
+
+
+StackArg = Annotated[
+    str,
+    typer.Argument(
+        help="A stack name under stacks/ (e.g. lab) or a path to a stack file.", autocompletion=complete_stack
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of tables.")]
 
 

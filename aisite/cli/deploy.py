@@ -25,6 +25,7 @@ from aisite.cli.common import (
     OPTIONAL_LAYERS,
     JsonOpt,
     StackArg,
+    complete_layer,
     err,
     group_sizes,
     invalid,
@@ -141,7 +142,10 @@ def _recap_table(result: RunResult) -> Table:
 def deploy(  # noqa: PLR0917 (typer: one parameter per option)
     stack: StackArg,
     layer: Annotated[
-        str | None, typer.Option(help=f"Run one layer only: {', '.join((*LAYERS, *OPTIONAL_LAYERS))}.")
+        str | None,
+        typer.Option(
+            help=f"Run one layer only: {', '.join((*LAYERS, *OPTIONAL_LAYERS))}.", autocompletion=complete_layer
+        ),
     ] = None,
     limit: Annotated[str | None, typer.Option(help="Ansible host pattern to limit the run to.")] = None,
     check: Annotated[bool, typer.Option("--check", help="Ansible check mode: report, change nothing.")] = False,

@@ -22,6 +22,8 @@ from aisite.cli.common import (
     OPTIONAL_LAYERS,
     JsonOpt,
     StackArg,
+    complete_layer,
+    complete_stack,
     err,
     group_sizes,
     load_plan,
@@ -145,6 +147,10 @@ def _print_pass(rec: PassRecord, as_json: bool) -> None:
 
 
 # The form before the stack was positional, kept for scripts and units that still say --stack.
+def _stack_arg(text: str) -> Any:
+    return typer.Argument(metavar="STACK", help=text, autocompletion=complete_stack)
+
+
 StackOpt = Annotated[str | None, typer.Option("--stack", hidden=True, help="The stack (give it first instead).")]
 
 
@@ -180,7 +186,12 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
         typer.Option("--check", help="Report drift (Ansible check mode) per host and task; change nothing."),
     ] = False,
     layer: Annotated[
-        str | None, typer.Option("--layer", help="With --check: check this layer only (as aisite deploy --layer).")
+        str | None,
+        typer.Option(
+            "--layer",
+            help="With --check: check this layer only (as aisite deploy --layer).",
+            autocompletion=complete_layer,
+        ),
     ] = None,
     limit: Annotated[
         str | None,
@@ -279,7 +290,10 @@ def reconcile(  # noqa: PLR0917 (typer: one parameter per option)
 
 @reconcile_app.command("status")
 def status(
-    stack_arg: Annotated[str | None, typer.Argument(metavar="STACK", help="The stack the reconciler applies.")] = None,
+    stack_arg: Annotated[
+        str | None,
+        _stack_arg("The stack the reconciler applies."),
+    ] = None,
     stack_opt: StackOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -301,7 +315,8 @@ def status(
 @reconcile_app.command("nodes")
 def nodes(
     stack_arg: Annotated[
-        str | None, typer.Argument(metavar="STACK", help="The stack whose nodes pull their layers.")
+        str | None,
+        _stack_arg("The stack whose nodes pull their layers."),
     ] = None,
     stack_opt: StackOpt = None,
     tip: Annotated[
@@ -354,7 +369,10 @@ def nodes(
 
 @reconcile_app.command("hook")
 def hook(
-    stack_arg: Annotated[str | None, typer.Argument(metavar="STACK", help="The stack the hook reconciles.")] = None,
+    stack_arg: Annotated[
+        str | None,
+        _stack_arg("The stack the hook reconciles."),
+    ] = None,
     stack_opt: StackOpt = None,
     branch: Annotated[str, typer.Option("--branch", help="The branch whose pushes trigger a pass.")] = "main",
     allowed_signers: Annotated[
