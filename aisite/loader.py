@@ -90,6 +90,11 @@ def read_site_config(path: Path) -> dict[str, Any]:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SiteError(src, [Problem(src, f"not UTF-8 text (byte {exc.start})")]) from None
+    return site_config_of(text, src)
+
+
+def site_config_of(text: str, src: str) -> dict[str, Any]:
+    """The site mapping of a stack file's text, read as every command reads it (YAML 1.2, keys given once)."""
     try:
         _check_depth(text, src)
         loader = _StackLoader(text)  # a safe loader: plain data only

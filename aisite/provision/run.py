@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -303,23 +303,14 @@ def provision(
     may). One that does not fit waits for a later wave; one that fits no wave (others out hold the budget) is
     refused, untouched. A node not yet installed serves nothing and waits for nothing."""
     outcomes: dict[str, Outcome] = {}
-    pending: list[ProvisionTarget] = []
-    for t in targets:
-        same = None if reinstall else unchanged(world, t, records.get(t.node))
-        if same:
-            outcomes[t.node] = same
-            done(same)
-        else:
-            pending.append(t)
-    serving = {t.node for t in pending if (records.get(t.node) or {}).get("installed")}
-    while pending:
-        wave, pending = _next_wave(pending, plan.wave_size, serving, budget)
-        if not wave:
-            for t in pending:
-                why = budget([t.node]) or "the site's disruption budget"
-                outcomes[t.node] = Outcome(t.node, "refused", step="budget", error=f"in service; {why}")
-                done(outcomes[t.node])
-            break
+    for step in _decisions(world, plan, targets, records, reinstall=reinstall, budget=budget):
+        if step.unchanged:
+            outcomes[step.unchanged.node] = step.unchanged
+            done(step.unchanged)
+        for node, why in step.refused.items():
+            outcomes[node] = Outcome(node, "refused", step="budget", error=f"in service; {why}")
+            done(outcomes[node])
+        wave = step.wave
         for t in wave:
             begin(t.node)
         attempts: dict[str, int] = {}
@@ -353,6 +344,40 @@ def provision(
 
 
 @dataclass(slots=True)
+class _Step:
+    unchanged: Outcome | None = None  # a node left alone: at the plan's version
+    wave: list[ProvisionTarget] = field(default_factory=list)  # the next nodes to install together
+    refused: dict[str, str] = field(default_factory=dict)  # node -> why no wave can take it (the budget)
+
+
+def _decisions(
+    world: World,
+    plan: ProvisioningPlan,
+    targets: Sequence[ProvisionTarget],
+    records: dict[str, dict[str, Any]],
+    *,
+    reinstall: bool,
+    budget: Callable[[list[str]], str | None],
+) -> Iterator[_Step]:
+    """What provision does, one decision at a time: the nodes at the plan's version, then each wave, asked of the
+    budget only once the one before is done (lazily: the caller installs a wave before taking the next)."""
+    pending: list[ProvisionTarget] = []
+    for t in targets:
+        same = None if reinstall else unchanged(world, t, records.get(t.node))
+        if same:
+            yield _Step(unchanged=same)
+        else:
+            pending.append(t)
+    serving = {t.node for t in pending if (records.get(t.node) or {}).get("installed")}
+    while pending:
+        wave, pending = _next_wave(pending, plan.wave_size, serving, budget)
+        if not wave:
+            yield _Step(refused={t.node: budget([t.node]) or "the site's disruption budget" for t in pending})
+            return
+        yield _Step(wave=wave)
+
+
+@dataclass(slots=True)
 class Intent:
     """What a provision run would do, found without touching a node's install: the nodes already at the plan's
     version (read over SSH), the waves of the rest, and those no wave can take (the budget), with why."""
@@ -373,19 +398,10 @@ def would_provision(
 ) -> Intent:
     """provision's decisions, in its order, for `--dry-run`: nothing armed, booted or recorded."""
     intent = Intent([], [], {})
-    pending = []
-    for t in targets:
-        if not reinstall and unchanged(world, t, records.get(t.node)):
-            intent.unchanged.append(t.node)
-        else:
-            pending.append(t)
-    serving = {t.node for t in pending if (records.get(t.node) or {}).get("installed")}
-    while pending:
-        wave, pending = _next_wave(pending, plan.wave_size, serving, budget)
-        if not wave:
-            intent.refused = {t.node: budget([t.node]) or "the site's disruption budget" for t in pending}
-            break
-        intent.waves.append([t.node for t in wave])
+    for step in _decisions(world, plan, targets, records, reinstall=reinstall, budget=budget):
+        intent.unchanged += [step.unchanged.node] if step.unchanged else []
+        intent.refused |= step.refused
+        intent.waves += [[t.node for t in step.wave]] if step.wave else []
     return intent
 
 

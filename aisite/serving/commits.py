@@ -20,7 +20,7 @@ import yaml
 from ruamel.yaml import YAML
 
 from aisite.errors import SiteError
-from aisite.loader import CONFIG_KEY, parse_site
+from aisite.loader import CONFIG_KEY, parse_site, site_config_of
 from aisite.repo import GitError, git, verify_commit
 from aisite.serving.checks import principals
 
@@ -146,7 +146,7 @@ def _same_but(before: str, after: str, name: str) -> None:
 def _checked(text: str, source: str) -> None:
     """The new stack as `aisite validate` reads it: a step that would break the site is never committed."""
     try:
-        parse_site(yaml.safe_load(text)["config"][CONFIG_KEY], source)
+        parse_site(site_config_of(text, source), source)
     except SiteError as exc:
         shown = "; ".join(str(p) for p in exc.problems[:5])
         raise PromotionCommitError(f"the changed stack would not validate: {shown}") from None
