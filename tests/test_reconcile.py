@@ -74,7 +74,8 @@ SCOPES = {
         lambda d: d["kubernetes"].update(mig_strategy="mixed"),
         {"platform": ["localhost"]},
     ),
-    "an NTP server": (lambda d: d.update(ntp_servers=["10.250.1.2"]), {"oob": BMCS, "hosts": NODES}),
+    # An address of the management network no node holds: reserved from now on, it moves nobody.
+    "an NTP server": (lambda d: d.update(ntp_servers=["10.250.1.254"]), {"oob": BMCS, "hosts": NODES}),
     # hosts: the LLDP check hands the whole node to its filter.
     "one node's label": (
         lambda d: d["gpu_nodes"][0]["nodes"][0].update(labels={"example.com/pool": "a"}),
