@@ -71,8 +71,8 @@ def accept_dir(site: str) -> Path:
 
 
 def health_dir(site: str) -> Path:
-    """`aisite health`'s quarantine state (state.json), every action it took (actions.jsonl), its metrics and the
-    Node objects it applies (nodes/)."""
+    """`aisite health`'s last verdict per node (checks.json, what `aisite status --health` shows), its quarantine
+    state (state.json), every action it took (actions.jsonl), its metrics and the Node objects it applies (nodes/)."""
     return site_dir(site) / "health"
 
 
