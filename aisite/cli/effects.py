@@ -36,7 +36,7 @@ EFFECTS: dict[str, str] = {
     "reconcile nodes": PROBES,
     "reconcile hook": "Prints a file; reaches no host, changes nothing.",
     "maintenance start": ACTS + " --dry-run prints the waves it would run and changes nothing.",
-    "maintenance resume": ACTS,
+    "maintenance resume": ACTS + " `aisite maintenance status` shows first what it would go on with.",
     "maintenance status": LOOKS,
     "maintenance pause": WRITES,
     "maintenance skip": WRITES,
