@@ -52,15 +52,39 @@ class _StackLoader(_Loader):  # type: ignore[misc]
         return mapping
 
 
-# YAML 1.2's booleans, as Pulumi's reader and the JSON Schema's validators read a stack: `true` and `false` only. YAML
-# 1.1's yes/no/on/off stay text (`power: on` is the string "on" there, and so it is here).
+# YAML 1.2's core schema, as Pulumi's reader and the JSON Schema's validators read a stack. Booleans are `true` and
+# `false` only: YAML 1.1's yes/no/on/off stay text (`power: on` is "on"). Integers are decimal, 0o octal or 0x hex:
+# 1.1's sexagesimal made a MAC such as 10:20:30:40:50:55 the number 3,906,645,055 and `0755` octal. A date is text.
+_YAML11 = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:timestamp")
 _StackLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML11]
     for first, resolvers in _Loader.yaml_implicit_resolvers.items()
 }
 _StackLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
+_StackLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789")
+)
+_StackLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+.0123456789"),
+)
+
+
+def _yaml12_int(loader: Any, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    if text.startswith("0o"):
+        return int(text[2:], 8)
+    if text.startswith("0x"):
+        return int(text[2:], 16)
+    return int(text, 10)
+
+
+_StackLoader.add_constructor("tag:yaml.org,2002:int", _yaml12_int)
 
 
 def resolve_stack(stack: str) -> Path:
@@ -160,6 +184,9 @@ def raw_problems(data: Any) -> list[Problem]:
                 stack.append((item, (*loc, key)))
         elif isinstance(value, list):
             stack.extend((item, (*loc, i)) for i, item in reversed(list(enumerate(value))))
+        elif value is not None and not isinstance(value, (str, int, float)):
+            # An explicit YAML tag (!!binary, !!set, !!timestamp): not something JSON, Pulumi or the schema holds.
+            problems.append(Problem(join_path("site", *loc), f"a {type(value).__name__} is not a stack value"))
         elif isinstance(value, float) and not math.isfinite(value):
             problems.append(Problem(join_path("site", *loc), f"{value!r} is not a finite number"))
         elif isinstance(value, str):

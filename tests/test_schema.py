@@ -118,3 +118,26 @@ def test_aisite_schema_prints_the_documented_schema_with_a_stable_id() -> None:
     assert printed["$id"] == SCHEMA_ID
     models = printed["$defs"]["GpuGroup"]["properties"]["model"]
     assert {"dgx-h100", "generic"} <= set(models["enum"])
+
+
+def test_yaml_1_2_numbers_dates_and_tags(tmp_path: Path) -> None:
+    """YAML 1.1 read a MAC of digits as a sexagesimal number and a date as a date; 1.2 (Pulumi's reader) reads both
+    as text. A value JSON cannot hold (an explicit !!binary) is a problem with its path, not a traceback."""
+    from aisite.loader import read_site_config
+
+    text = (ROOT / "stacks" / "Pulumi.lab.yaml").read_text()
+    stack = tmp_path / "Pulumi.lab.yaml"
+    stack.write_text(
+        text.replace(
+            "    oob:\n",
+            "    oob:\n      asn_probe: 0x10\n      mac: 10:20:30:40:50:55\n      when: 2026-12-07\n      mode: 0755\n",
+            1,
+        )
+    )
+    oob = read_site_config(stack)["oob"]
+    assert (oob["mac"], oob["when"], oob["mode"], oob["asn_probe"]) == ("10:20:30:40:50:55", "2026-12-07", 755, 16)
+    bad = tmp_path / "Pulumi.bad.yaml"
+    bad.write_text(text.replace("    oob:\n", "    oob:\n      power: !!binary aGVsbG8=\n", 1))
+    r = run_cli("validate", str(bad))
+    assert r.returncode == 2 and "site.oob.power: a bytes is not a stack value" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
