@@ -168,7 +168,11 @@ def test_diff_shows_a_moved_rail_subnet_as_addresses_routes_and_ports(lab: dict)
     assert routes["gpu01 table 101"].startswith("10.250.18.0/27 dev rail1 src 10.250.18.27")
     ports = {c["key"]: c["new"] for c in d["switch_ports"]}
     assert ports == {p: "rail 1 10.250.18.0/27 gateway 10.250.18.1" for p in ("leaf02 swp1", "leaf02 swp2")}
-    assert [c["key"] for c in d["kubernetes"]] == ["IPPool nvidia-network-operator/rail1-su0"]
+    # The rail's pool, field by field (as `kubectl diff` shows it), and nothing else of the cluster's objects.
+    pool = {c["key"]: (c["old"], c["new"]) for c in d["kubernetes"]}
+    assert {k.split(" .", 1)[0] for k in pool} == {"IPPool nvidia-network-operator/rail1-su0"}
+    assert pool["IPPool nvidia-network-operator/rail1-su0 .spec.subnet"] == ("10.250.17.0/27", "10.250.18.0/27")
+    assert pool["IPPool nvidia-network-operator/rail1-su0 .spec.gateway"] == ("10.250.17.1", "10.250.18.1")
     assert not d["cables"] and not d["bgp_sessions"]  # nothing was recabled, no session moved
 
 
