@@ -16,7 +16,7 @@ from aisite.cli.progress import progress_runner
 from aisite.health.ceph import read_status, summary
 from aisite.health.judge import NodeHealth
 from aisite.health.quarantine import Action, NodeRecord
-from aisite.health.site import apply_vars, confirm_applied, load_checks, load_state, run_pass
+from aisite.health.site import apply_vars, confirm_applied, load_checks, load_state, run_pass, verdicts
 from aisite.paths import health_dir, members_file
 from aisite.plan import Plan
 from aisite.render.inventory import inventory, inventory_text
@@ -86,10 +86,7 @@ def health_command(
         doc = {
             "site": plan.site,
             "cap": hp.limit,
-            "nodes": {
-                n: {"healthy": h.healthy, "problems": [asdict(p) for p in h.problems], "skipped": h.skipped}
-                for n, h in sorted(hp.results.items())
-            },
+            "nodes": verdicts(hp.results),
             "missing": hp.missing,
             "quarantined": sorted(n for n, r in hp.state.items() if r.quarantined),
             "actions": [asdict(a) for a in hp.actions],
@@ -158,10 +155,7 @@ def show_recorded(plan: Plan, as_json: bool) -> None:
         doc = {
             "site": plan.site,
             "checked_at": last.at or None,
-            "nodes": {
-                n: {"healthy": h.healthy, "problems": [asdict(p) for p in h.problems], "skipped": h.skipped}
-                for n, h in sorted(last.results.items())
-            },
+            "nodes": verdicts(last.results),
             "missing": last.missing,
             "quarantined": sorted(n for n, r in state.items() if r.quarantined),
             "records": str(folder),

@@ -144,6 +144,14 @@ CHECKS_FILE = "checks.json"
 CHECKS_VERSION = 1
 
 
+def verdicts(results: dict[str, NodeHealth]) -> dict[str, dict[str, Any]]:
+    """Each node's verdict as `aisite health --json` and `aisite status --health --json` print it."""
+    return {
+        n: {"healthy": h.healthy, "problems": [asdict(p) for p in h.problems], "skipped": h.skipped}
+        for n, h in sorted(results.items())
+    }
+
+
 def save_checks(folder: Path, at: str, results: dict[str, NodeHealth], missing: list[str]) -> None:
     """Each node's verdict as this pass read it: what `aisite status --health` shows without reaching a node."""
     doc = {
