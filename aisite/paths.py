@@ -88,7 +88,7 @@ def maintenance_dir(site: str) -> Path:
 
 
 def members_file(site: str) -> Path:
-    """Every node's and switch's one state (aisite.lifecycle): what holds it out of service, written by
+    """Every node's and switch's one state (aisite.members.store): what holds it out of service, written by
     provisioning, health and maintenance alike."""
     return site_dir(site) / "members.json"
 

@@ -45,7 +45,7 @@ from aisite.lab.topology import vm_nodes  # noqa: E402
 from aisite.loader import load_site, resolve_stack  # noqa: E402
 from aisite.paths import lab_ssh_dir, provision_dir  # noqa: E402
 from aisite.plan import Plan, build_plan  # noqa: E402
-from aisite.plan.ceph import CephPlan  # noqa: E402
+from aisite.plan.ceph_types import CephPlan  # noqa: E402
 
 SITE = "lab"
 ADMIN_MOUNT = "/mnt/aisite-bench-admin"

@@ -10,9 +10,8 @@ import celpy
 import kubernetes_validate
 import pytest
 
-from aisite.health.quarantine import TAINT_KEY
 from aisite.loader import load_site
-from aisite.plan import build_plan
+from aisite.plan import UNHEALTHY_TAINT, build_plan
 from aisite.platform import objects
 from aisite.platform.admission import POLICY, VALIDATIONS, admission_objects
 from aisite.platform.charts import charts
@@ -50,7 +49,7 @@ MUST_PASS = {
 MUST_FAIL = {
     "tolerates every taint": pod(tolerations=[GPU, {"operator": "Exists"}]),
     "empty key": pod(tolerations=[{"key": "", "operator": "Exists"}]),
-    "the quarantine's taint": pod(tolerations=[{"key": TAINT_KEY, "operator": "Exists"}]),
+    "the quarantine's taint": pod(tolerations=[{"key": UNHEALTHY_TAINT, "operator": "Exists"}]),
     "the cordon": pod(tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]),
     "names its node": pod(nodeName="gpu07"),
 }

@@ -17,10 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aisite.cautions import site_warnings
+from aisite.checks.ceph import ceph_problems
 from aisite.errors import SiteError
 from aisite.loader import parse_site
 from aisite.plan import build_plan
-from aisite.plan.ceph import MAX_PG_PER_OSD, MIN_PG, RGW_POOLS, ceph_problems
+from aisite.plan.ceph import MAX_PG_PER_OSD, MIN_PG, RGW_POOLS
 from aisite.plan.types import plain
 from tests.adhoc import load_module
 from tests.ceph_local import LocalCeph, ceph_cluster

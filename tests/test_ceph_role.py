@@ -17,7 +17,7 @@ import yaml
 from aisite.changes import host_digests, layer_reads, layer_targets
 from aisite.loader import parse_site
 from aisite.plan import build_plan
-from aisite.plan.ceph import CephClientPlan, CephIdentity, CephPlan, CephTenantPlan, Osd, PoolPlan
+from aisite.plan.ceph_types import CephClientPlan, CephIdentity, CephPlan, CephTenantPlan, Osd, PoolPlan
 from aisite.plan.types import plain
 from aisite.playbooks import ROLES
 from aisite.render.inventory import inventory

@@ -13,7 +13,7 @@ import yaml
 from aisite.loader import load_site, parse_site
 from aisite.plan import Plan, build_plan
 from aisite.platform import charts, jobs, objects
-from aisite.platform.charts import DRA_DRIVER
+from aisite.platform.dra import DRA_DRIVER
 from aisite.platform.kueue import CLIQUE_LEVEL, REQUIRED_TOPOLOGY, UNIT_LEVEL
 from tests.conftest import assert_reported, site_problems, stack_data
 

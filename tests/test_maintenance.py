@@ -13,14 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from aisite import lifecycle
 from aisite.cli.common import LAYERS
 from aisite.diff import markdown, site_diff
 from aisite.health.judge import NodeHealth, Problem
 from aisite.health.quarantine import decide
 from aisite.loader import parse_site
-from aisite.maintenance.budget import Budget, Member, site_budget
 from aisite.maintenance.rollout import PHASES, kubernetes_refusals, rollout, waves
+from aisite.members import store
+from aisite.members.budget import Budget, Member, site_budget
 from aisite.plan import Plan, build_plan
 from tests.conftest import stack_data
 
@@ -282,7 +282,7 @@ def test_a_quarantine_not_applied_on_the_cluster_is_applied_again(lab: dict[str,
     assert [(i["node"], i["kind"]) for i in first.to_apply] == [("gpu02", "quarantine")]
 
     def held() -> tuple[str, str]:  # gpu02's one state: what and what it waits on
-        h = lifecycle.load(members)["gpu02"].holds.get("health")
+        h = store.load(members)["gpu02"].holds.get("health")
         return (h.state, h.pending) if h else ("in-service", "")
 
     assert held() == ("quarantined", "taint")
@@ -298,9 +298,9 @@ def test_a_quarantine_not_applied_on_the_cluster_is_applied_again(lab: dict[str,
     assert [(i["node"], i["kind"]) for i in last.to_apply] == [("gpu02", "release")]
     assert [(i["node"], i["kind"]) for i in run_pass(plan, ok, tmp_path, members).to_apply] == [("gpu02", "release")]
     # Released on the record, but still tainted on the cluster until the release is applied: still out.
-    assert held() == ("quarantined", "release") and lifecycle.held_out(members) == ["gpu02"]
+    assert held() == ("quarantined", "release") and store.held_out(members) == ["gpu02"]
     confirm_applied(tmp_path, ["gpu02"], members, "t")
-    assert held() == ("in-service", "") and lifecycle.held_out(members) == []
+    assert held() == ("in-service", "") and store.held_out(members) == []
 
 
 def test_health_holds_a_quarantine_the_sites_budget_cannot_take(lab: dict[str, Any], tmp_path: Path) -> None:
@@ -337,8 +337,8 @@ def test_the_diff_command_prints_the_waves_and_counts_quarantined_nodes(tmp_path
     stack.write_text(text.replace("      version: 1.35.6\n", "      version: 1.35.7\n", 1))
     path = members_file(site)
     try:
-        with lifecycle.editing(path) as members:  # as `aisite health` leaves a quarantine the cluster took
-            lifecycle.hold(members, "gpu02", "health", state="quarantined", pending="", at="t0", message="rail")
+        with store.editing(path) as members:  # as `aisite health` leaves a quarantine the cluster took
+            store.hold(members, "gpu02", "health", state="quarantined", pending="", at="t0", message="rail")
         doc = json.loads(run_cli("diff", str(stack), "--json").stdout)["maintenance"]
         assert doc["out_of_service"] == ["gpu02"] and doc["changed_while_out"] == ["gpu02"]
         assert doc["waves"] == [["cp01"], ["stor01"], ["stor02"], ["stor03"]]
@@ -586,14 +586,14 @@ def test_a_node_out_for_maintenance_takes_the_place_a_quarantine_would(lab: dict
     ok = {n.name: {"node": n.name, "problems": []} for n in plan.nodes}
     bad = ok | {"gpu02": {"node": "gpu02", "problems": [{"check": "rail", "subject": "rail0", "message": "down"}]}}
     members = tmp_path / "members.json"
-    with lifecycle.editing(members) as m:  # gpu01 is out in a rollout
-        lifecycle.hold(m, "gpu01", "maintenance", state="maintenance", pending="drain", at="t")
+    with store.editing(members) as m:  # gpu01 is out in a rollout
+        store.hold(m, "gpu01", "maintenance", state="maintenance", pending="drain", at="t")
     held = run_pass(plan, bad, tmp_path / "a", members)
     assert [(a.node, a.kind) for a in held.actions] == [("gpu02", "held")]
     assert "site's disruption budget: 2 GPUs out of service" in held.actions[0].reason
-    assert lifecycle.held_out(members) == ["gpu01"]  # gpu02, held in service by the budget, is not out
-    with lifecycle.editing(members) as m:
-        lifecycle.release(m, "gpu01", "maintenance", at="t")
+    assert store.held_out(members) == ["gpu01"]  # gpu02, held in service by the budget, is not out
+    with store.editing(members) as m:
+        store.release(m, "gpu01", "maintenance", at="t")
     taken = run_pass(plan, bad, tmp_path / "b", members)
     assert [(a.node, a.kind) for a in taken.actions] == [("gpu02", "quarantine")]
 

@@ -695,19 +695,19 @@ def test_a_report_that_parses_keeps_its_keys_and_times() -> None:
 
 
 def test_a_node_is_held_out_of_service_from_its_first_attempt_until_its_outcome(fast: None) -> None:
-    """Provisioning's part of the one state per member (aisite.lifecycle): held `provisioning` before its wave is
+    """Provisioning's part of the one state per member (aisite.members.store): held `provisioning` before its wave is
     armed, given back once installed, held `provision-failed` (pending a new provision) when it failed; a node
     already installed is never held."""
-    from aisite import lifecycle
+    from aisite.members import store
 
     prov, targets = _plan(3, wave_size=2, retries=0, install_timeout_s=1)
     world = ScriptedWorld({"n1": ["ok"], "n2": ["no-dhcp"], "n3": ["ok"]})
-    members: dict[str, lifecycle.Member] = {}
+    members: dict[str, store.Member] = {}
     seen: list[tuple[str, list[str]]] = []  # (what, members held out then)
     arm = world.arm
 
     def arming(ts: Sequence[ProvisionTarget], keys: Mapping[str, run.HostKey]) -> None:
-        seen.append((f"arm {','.join(t.node for t in ts)}", lifecycle.out_of_service(members)))
+        seen.append((f"arm {','.join(t.node for t in ts)}", store.out_of_service(members)))
         arm(ts, keys)
 
     world.arm = arming  # type: ignore[method-assign]
@@ -724,7 +724,7 @@ def test_a_node_is_held_out_of_service_from_its_first_attempt_until_its_outcome(
     assert [o.status for o in outcomes] == ["installed", "failed", "installed"]
     # Each wave's nodes are held before it is armed; the first wave's outcomes came before the second's arming.
     assert seen == [("arm n1,n2", ["n1", "n2"]), ("arm n3", ["n2", "n3"])]
-    assert lifecycle.out_of_service(members) == ["n2"]
+    assert store.out_of_service(members) == ["n2"]
     h = members["n2"].holds["provision"]
     assert (h.state, h.pending) == ("provision-failed", "provision") and "failed at dhcp" in h.message
     assert members["n1"].history == [
@@ -734,11 +734,11 @@ def test_a_node_is_held_out_of_service_from_its_first_attempt_until_its_outcome(
 
 
 def test_a_wave_that_cannot_be_armed_leaves_its_nodes_held_failed_not_installing() -> None:
-    from aisite import lifecycle
+    from aisite.members import store
 
-    members: dict[str, lifecycle.Member] = {}
+    members: dict[str, store.Member] = {}
     run.member_installing(members, "n1", "t0")
-    lifecycle.hold(members, "n2", "health", state="quarantined", pending="", at="t0")
+    store.hold(members, "n2", "health", state="quarantined", pending="", at="t0")
     run.members_not_started(members, "the boot server is down", "t1")
     h = members["n1"].holds["provision"]
     assert (h.state, h.pending, h.message) == ("provision-failed", "provision", "not started: the boot server is down")
@@ -747,18 +747,18 @@ def test_a_wave_that_cannot_be_armed_leaves_its_nodes_held_failed_not_installing
 
 def test_nodes_in_service_go_out_only_as_the_sites_budget_allows(fast: None) -> None:
     """Reinstalling installed nodes asks the one disruption budget before each wave, beside what is already out
-    (aisite.lifecycle): one 8-GPU node at a time here, so three installed nodes take three waves while a node not
+    (aisite.members.store): one 8-GPU node at a time here, so three installed nodes take three waves while a node not
     yet installed (serving nothing) joins the first; a node that fits no wave (a quarantine holds the budget) is
     refused untouched, its install and its state as they were."""
-    from aisite import lifecycle
-    from aisite.maintenance.budget import Budget, Member
+    from aisite.members import store
+    from aisite.members.budget import Budget, Member
 
     prov, targets = _plan(4, wave_size=3, retries=0)
     world = ScriptedWorld({t.node: ["ok", "ok"] for t in targets})
     installed = {"installed": {"version": V1, "host_keys": [KEY], "at": "t0"}}
     records = {n: installed for n in ("n1", "n2", "n3")}
     site = Budget(8, False, {n: Member(n, "gpu", 8, None) for n in ("n1", "n2", "n3", "n4", "n9")})
-    members: dict[str, lifecycle.Member] = {}
+    members: dict[str, store.Member] = {}
 
     def provision(targets: list[ProvisionTarget]) -> list[Any]:
         return run.provision(
@@ -770,21 +770,21 @@ def test_nodes_in_service_go_out_only_as_the_sites_budget_allows(fast: None) -> 
             say=lambda node, what: None,
             done=lambda o: run.member_outcome(members, o, "t1"),
             begin=lambda node: run.member_installing(members, node, "t0"),
-            budget=lambda nodes: site.problem([*lifecycle.out_of_service(members), *nodes]),
+            budget=lambda nodes: site.problem([*store.out_of_service(members), *nodes]),
         )
 
     outcomes = provision(targets)
     assert [o.status for o in outcomes] == ["installed"] * 4
     assert world.armed == [["n1", "n4"], ["n2"], ["n3"]]
-    assert lifecycle.out_of_service(members) == []
+    assert store.out_of_service(members) == []
     # n9 quarantined: no installed node fits beside it; the one not installed still goes.
-    lifecycle.hold(members, "n9", "health", state="quarantined", pending="", at="t2")
+    store.hold(members, "n9", "health", state="quarantined", pending="", at="t2")
     world.armed.clear()
     n1, n4 = provision([targets[0], targets[3]])
     assert (n4.status, world.armed) == ("installed", [["n4"]])
     assert (n1.status, n1.step, n1.attempts) == ("refused", "budget", 0)
     assert n1.error == "in service; 16 GPUs out of service, over the site's budget of 8"
-    assert lifecycle.out_of_service(members) == ["n9"]  # n1 was never taken out
+    assert store.out_of_service(members) == ["n9"]  # n1 was never taken out
     assert run.record(records["n1"], n1, "t3")["installed"] == installed["installed"]
 
 
@@ -867,7 +867,7 @@ def test_a_dry_run_says_what_provision_would_do_and_touches_nothing(fast: None) 
     """`aisite provision --dry-run`'s decisions, as provision takes them: the node at the plan's version left
     alone, the rest in waves within wave_size and the budget, a node no wave can take refused with why; nothing
     armed, booted or power-cycled."""
-    from aisite.maintenance.budget import Budget, Member
+    from aisite.members.budget import Budget, Member
 
     prov, targets = _plan(5, wave_size=2)
     world = ScriptedWorld({t.node: ["ok"] for t in targets})

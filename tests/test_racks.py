@@ -271,7 +271,7 @@ def test_lying_trays_short_of_a_majority_never_take_their_rack_out(
     never more than the node cap, always within the site's budget."""
     from aisite.health.quarantine import cap, decide
     from aisite.health.site import from_status, rack_domains
-    from aisite.maintenance.budget import site_budget
+    from aisite.members.budget import site_budget
 
     plan = _GB200
     rack = plan.racks[rack_index]

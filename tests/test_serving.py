@@ -25,8 +25,7 @@ from hypothesis import strategies as st
 from aisite.loader import load_site
 from aisite.plan import Plan, build_plan
 from aisite.plan.serving import candidate_replicas
-from aisite.platform import objects
-from aisite.platform.jobs import jobs
+from aisite.platform import jobs, objects
 from aisite.platform.serving import proxy_config, uses_kserve
 from tests.conftest import ROOT, assert_reported, site_problems, stack_data
 
@@ -174,7 +173,7 @@ def test_serving_needs_storage_for_its_checkpoints() -> None:
 
 def test_the_command_imports_without_pytorch() -> None:
     """PyTorch is the bench extra: a reconciler's virtualenv has none, and every command must still load."""
-    code = "import sys; sys.modules['torch'] = None; import aisite.cli; import aisite.serving.lab"
+    code = "import sys; sys.modules['torch'] = None; import aisite.cli; import aisite.lab.serving"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-1500:]
 

@@ -22,7 +22,8 @@ from kubernetes_validate import validate
 from aisite.loader import load_site, parse_site
 from aisite.payloads.serve import Metrics
 from aisite.plan import LABEL_PREFIX, build_plan
-from aisite.platform.jobs import PAYLOAD_FILES, jobs
+from aisite.platform import jobs
+from aisite.platform.jobs import PAYLOAD_FILES
 from aisite.platform.serving import evaluation_job, listing_job, serving_objects
 from aisite.serving.auto import promote_pending
 from aisite.serving.cluster import ClusterError, KubeRuntime, parse_listing

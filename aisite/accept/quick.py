@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aisite import lifecycle
 from aisite.accept.lab import LabRunner
 from aisite.accept.site import AnsibleCluster, SiteRunner
 from aisite.accept.stages import Acceptance, Options, Runner
 from aisite.lab.podman import LabError
+from aisite.members import store
 from aisite.paths import kubeconfig_path
 from aisite.plan import Plan
 
@@ -37,7 +37,7 @@ def for_rollout(plan: Plan) -> tuple[Accept | None, str]:
     def accept(members: list[str]) -> tuple[dict[str, str], list[str], list[str]]:
         try:
             # Peers only among nodes in service: not quarantined, provisioning or out for maintenance.
-            out = lifecycle.site_held_out(plan.site)
+            out = store.site_held_out(plan.site)
             report = Acceptance(plan, OPTIONS, runner, lambda _: None).of_members(members, out)
         except LabError as exc:
             return dict.fromkeys(members, f"quick acceptance: {exc}"), [], []

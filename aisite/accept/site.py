@@ -28,7 +28,7 @@ from aisite.health import parse
 from aisite.health.judge import Expected, Facts, judge
 from aisite.health.site import from_status
 from aisite.payloads import tools
-from aisite.plan import GPU_TAINT, Node, Plan, Rail
+from aisite.plan import GPU_TAINT, UNHEALTHY_TAINT, Node, Plan, Rail
 from aisite.platform.common import labels, obj
 from aisite.platform.gpus import GpuRequest, gpu_request
 from aisite.platform.jobs import pinned_image
@@ -83,7 +83,7 @@ class SiteRunner:
             "metadata": {"labels": labels(self.plan, role="acceptance")},
             "spec": {
                 "nodeSelector": {"kubernetes.io/hostname": node},
-                "tolerations": [toleration, {"key": "aisite.io/unhealthy", "operator": "Exists"}],
+                "tolerations": [toleration, {"key": UNHEALTHY_TAINT, "operator": "Exists"}],
                 "restartPolicy": "Never",
                 # The measurements read the host and the fabric, never the API: no token to steal from them.
                 "automountServiceAccountToken": False,

@@ -16,7 +16,6 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from aisite import lifecycle
 from aisite.changes import LayerState, contents_text, layer_states, resolve_pattern, run_limit
 from aisite.cli.common import (
     EXIT_FAILED,
@@ -50,6 +49,7 @@ from aisite.maintenance.hold import HoldBack, applied_plan, hold_back, record_ap
 from aisite.maintenance.run import start
 from aisite.maintenance.state import load as load_rollout
 from aisite.maintenance.steps import MEMBER_LAYERS
+from aisite.members import store
 from aisite.paths import maintenance_dir
 from aisite.plan import Plan
 from aisite.platform.serving import retired_ids
@@ -213,7 +213,7 @@ def deploy(  # noqa: PLR0917 (typer: one parameter per option)
         # A member with nothing applied from here (new, reinstalled, a lab container made afresh) is not in
         # service: it takes the change at once.
         in_service = {h for name, hosts in applied_before.items() if name in MEMBER_LAYERS for h in hosts}
-        out_ = lifecycle.site_held_out(p.site, but="maintenance")
+        out_ = store.site_held_out(p.site, but="maintenance")
         hold = hold_back(old, p, current, out_, in_service=in_service)
         if hold.rollout is not None and (layer or limit):
             # Rolling is the whole change's business: a run narrowed to a layer or some hosts leaves it waiting.

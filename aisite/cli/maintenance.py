@@ -16,7 +16,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from aisite import lifecycle
 from aisite.accept import quick
 from aisite.cli.common import (
     EXIT_FAILED,
@@ -37,11 +36,12 @@ from aisite.deploy import RunResult
 from aisite.errors import SiteError
 from aisite.firmware import read_site
 from aisite.maintenance import jobs
-from aisite.maintenance.budget import site_budget
 from aisite.maintenance.rollout import rollout
 from aisite.maintenance.run import run, start
 from aisite.maintenance.state import RolloutState, load, save, skip, sync_members
 from aisite.maintenance.steps import AnsibleSteps
+from aisite.members import store
+from aisite.members.budget import site_budget
 from aisite.paths import maintenance_dir, members_file
 from aisite.plan import Plan
 from aisite.render.inventory import inventory, inventory_text
@@ -124,7 +124,7 @@ def show_rollout(state: RolloutState | None, as_json: bool, rolled: Rolled | Non
 
 
 def _save(site: str, state: RolloutState) -> None:
-    """The rollout after a step, and what it makes of its members' state (aisite.lifecycle)."""
+    """The rollout after a step, and what it makes of its members' state (aisite.members.store)."""
     save(maintenance_dir(site) / "rollout.json", state)
     sync_members(members_file(site), state, timestamp())
 
@@ -162,7 +162,7 @@ def roll(p: Plan, state: RolloutState) -> Rolled:
         state,
         steps,
         budget=site_budget(p),
-        elsewhere=lambda: lifecycle.site_held_out(p.site, but="maintenance"),
+        elsewhere=lambda: store.site_held_out(p.site, but="maintenance"),
         paused=(folder / "paused").exists,
         save=lambda s: _save(p.site, s),
         now=timestamp,
@@ -207,7 +207,7 @@ def start_command(
         for name, reason in (fw.unread | fw.unsupported).items():
             print(f"firmware not read: {name}: {reason}", file=sys.stderr)
         change = f"{against} -> working tree" + (", firmware baseline" if fw.drifted else "")
-        out = lifecycle.site_held_out(new.site, but="maintenance")
+        out = store.site_held_out(new.site, but="maintenance")
         state, why = start(rollout(old, new, out, fw.drifted), new.site, change, timestamp())
         if state is None:
             for w in why:
@@ -301,8 +301,8 @@ def status_all_command(
         show_recorded(p, as_json)
         return
     roles = {n.name: n.role for n in p.nodes} | {s.name: s.role for s in p.switches}
-    members = lifecycle.load(members_file(p.site))
-    rows = lifecycle.rows(roles, members)
+    members = store.load(members_file(p.site))
+    rows = store.rows(roles, members)
     held = [r for r in rows if r["holds"]]
     # A name the site no longer has (removed from the stack while held) takes nothing from the budget: said.
     gone = sorted(n for n, m in members.items() if m.holds and n not in roles)

@@ -14,13 +14,13 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from aisite import lifecycle
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out, timestamp
 from aisite.cli.progress import progress_runner
 from aisite.deploy import write_json
 from aisite.errors import Problem, SiteError
 from aisite.loader import resolve_stack
-from aisite.maintenance.budget import site_budget
+from aisite.members import store
+from aisite.members.budget import site_budget
 from aisite.paths import IMAGES, lab_ssh_dir, members_file, provision_dir
 from aisite.plan import Plan, ProvisionTarget
 from aisite.plan.provisioning import missing_boot_macs
@@ -78,7 +78,7 @@ def _dry_run(
         targets,
         load_records(provision_dir(p.site)),
         reinstall=reinstall,
-        budget=lambda nodes: site.problem([*lifecycle.site_held_out(p.site), *nodes]),
+        budget=lambda nodes: site.problem([*store.site_held_out(p.site), *nodes]),
     )
     if as_json:
         print(json.dumps({"site": p.site, "dry_run": True} | asdict(intent), indent=2))
@@ -167,7 +167,7 @@ def provision_command(
 
     def budget(nodes: list[str]) -> str | None:
         # Asked before each wave, with what is out of service then (quarantined, in a rollout, failed installs).
-        return site.problem([*lifecycle.site_held_out(p.site), *nodes])
+        return site.problem([*store.site_held_out(p.site), *nodes])
 
     addresses = {t.node: t.address for t in prov.targets}
 
@@ -180,7 +180,7 @@ def provision_command(
             progress.update(bars[node], description=f"{node}: {what}")
 
         def begin(node: str) -> None:
-            with lifecycle.editing(members) as held:
+            with store.editing(members) as held:
                 member_installing(held, node, timestamp())
 
         def done(o: Outcome) -> None:
@@ -189,7 +189,7 @@ def provision_command(
                 {"failed": f"failed at {o.step}: {o.error}", "refused": f"refused: {o.error}"}.get(o.status, o.status),
             )
             at = timestamp()
-            with lifecycle.editing(members) as held:
+            with store.editing(members) as held:
                 member_outcome(held, o, at)
             records[o.node] = record(records.get(o.node), o, at)
             write_json(folder / f"{o.node}.json", records[o.node])
@@ -205,7 +205,7 @@ def provision_command(
         except ArmError as exc:
             # No node of the wave can boot: what finished before is recorded; the rest is not started. The wave's
             # nodes, held as installing, are held as failed with why (never left installing).
-            with lifecycle.editing(members) as held:
+            with store.editing(members) as held:
                 members_not_started(held, str(exc), timestamp())
             print(f"error: {exc}", file=sys.stderr)
             raise typer.Exit(EXIT_FAILED) from None

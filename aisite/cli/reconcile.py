@@ -14,7 +14,6 @@ import typer
 from rich.table import Table
 from typer.core import TyperGroup
 
-from aisite import lifecycle
 from aisite.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -35,6 +34,7 @@ from aisite.diff import markdown, site_diff
 from aisite.firmware import read_site
 from aisite.foreign import show
 from aisite.loader import resolve_stack
+from aisite.members import store
 from aisite.reconcile.hook import post_receive
 from aisite.reconcile.nodes import convergence
 from aisite.reconcile.nodes import write_metrics as write_nodes_metrics
@@ -103,7 +103,7 @@ def diff(
     new = load_plan(stack, as_json)
     # Members held out of service on this machine (quarantined, provisioning, a rollout's) are out already: the
     # budget counts them.
-    held = lifecycle.site_held_out(new.site)
+    held = store.site_held_out(new.site)
     d = site_diff(old, new, LAYERS, held, read_site(new) if firmware else None)
     if as_json:
         print(json.dumps(d.to_dict() | {"against": against, "stack": str(path)}, indent=2))

@@ -18,12 +18,12 @@ from rich.table import Table
 from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, load_plan, out
 from aisite.cli.lab import lab_plan
 from aisite.fields import GitBranch, field_problem
+from aisite.lab import serving as servelab
 from aisite.lab.podman import LabError
 from aisite.loader import resolve_stack
 from aisite.paths import kubeconfig_path
 from aisite.plan import Plan, ServingPlan
 from aisite.repo import GitError, toplevel
-from aisite.serving import lab as servelab
 from aisite.serving.auto import checkpoint, promote_pending
 from aisite.serving.cluster import ClusterError, KubeRuntime
 from aisite.serving.commits import PromotionCommitError, Signing

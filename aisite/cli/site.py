@@ -17,7 +17,8 @@ from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err,
 from aisite.deploy import run_playbook
 from aisite.loader import resolve_stack
 from aisite.plan import FabricCapacity, Plan, RackPlan, fabric_capacity, fabric_layout
-from aisite.plan.ceph import MAX_PG_PER_OSD, CephPlan
+from aisite.plan.ceph import MAX_PG_PER_OSD
+from aisite.plan.ceph_types import CephPlan
 from aisite.platform.images import site_images
 from aisite.render.bundle import OutputError, bundle, check_output, render_into
 from aisite.render.inventory import inventory_yaml

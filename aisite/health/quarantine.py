@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from aisite.health.judge import CHECKS, NodeHealth
-from aisite.maintenance.budget import Budget
+from aisite.members.budget import Budget
+from aisite.plan import UNHEALTHY_TAINT
 
-TAINT_KEY = "aisite.io/unhealthy"
 FIELD_MANAGER = "aisite-health"  # server-side apply: releasing is applying without the fields this manager owns
 
 
@@ -193,7 +193,7 @@ def node_object(node: str, record: NodeRecord | None) -> dict[str, Any]:
     if record and record.quarantined:
         obj["spec"] = {
             "unschedulable": True,
-            "taints": [{"key": TAINT_KEY, "value": record.reason or "unknown", "effect": "NoSchedule"}],
+            "taints": [{"key": UNHEALTHY_TAINT, "value": record.reason or "unknown", "effect": "NoSchedule"}],
         }
     return obj
 

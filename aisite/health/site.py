@@ -13,12 +13,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from aisite import foreign, lifecycle
+from aisite import foreign
 from aisite.errors import RecordError
 from aisite.foreign import clean
 from aisite.health.judge import CHECKS, NodeHealth, Problem
 from aisite.health.quarantine import Action, NodeRecord, cap, decide, metrics, node_object
-from aisite.maintenance.budget import site_budget
+from aisite.members import store
+from aisite.members.budget import site_budget
 from aisite.plan import Plan
 
 
@@ -209,18 +210,18 @@ def confirm_applied(folder: Path, nodes: list[str], members: Path, at: str) -> N
 
 
 def sync_members(path: Path, state: dict[str, NodeRecord], at: str) -> None:
-    """The quarantine as the site's one state per member (aisite.lifecycle): a quarantined node held, pending its
+    """The quarantine as the site's one state per member (aisite.members.store): a quarantined node held, pending its
     taint until the cluster took it; a released one held until the cluster took the release."""
-    with lifecycle.editing(path) as members:
+    with store.editing(path) as members:
         for node, rec in sorted(state.items()):
             if rec.quarantined:
                 pending = "taint" if rec.pending == "quarantine" else ""
-                lifecycle.hold(members, node, "health", state="quarantined", pending=pending, at=at, message=rec.reason)
+                store.hold(members, node, "health", state="quarantined", pending=pending, at=at, message=rec.reason)
             elif rec.pending == "release":
                 why = "recovered; not yet released"
-                lifecycle.hold(members, node, "health", state="quarantined", pending="release", at=at, message=why)
+                store.hold(members, node, "health", state="quarantined", pending="release", at=at, message=why)
             else:
-                lifecycle.release(members, node, "health", at=at)
+                store.release(members, node, "health", at=at)
 
 
 def run_pass(
@@ -232,7 +233,7 @@ def run_pass(
     *,
     dry_run: bool = False,
 ) -> HealthPass:
-    """One pass. Members held out of service by others in `members` (aisite.lifecycle: a rollout, provisioning)
+    """One pass. Members held out of service by others in `members` (aisite.members.store: a rollout, provisioning)
     take their place in the site's budget; the pass's outcome is written there too (sync_members). A dry run
     decides the same and writes nothing: no record, no member, no Node object to apply."""
     assert plan.health is not None
@@ -251,7 +252,7 @@ def run_pass(
         h.recover_after,
         at,
         budget=site_budget(plan),
-        elsewhere=lifecycle.held_out(members, but="health"),
+        elsewhere=store.held_out(members, but="health"),
         racks=faults,
         rack_limit=h.max_quarantined_racks,
     )

@@ -17,9 +17,9 @@ from typing import Any
 
 from aisite.lab import bmc, images, mirror, vm
 from aisite.lab.podman import LabError, ensure_tools, netns_links, podman, podman_json, run
+from aisite.lab.serving import stop_all as serving_stop_all
 from aisite.lab.topology import HOST_LABEL, LABEL, ROLE_LABEL, SPEC_LABEL, LabBmc, LabContainer, LabTopology, LabVm
 from aisite.paths import lab_ssh_dir, pull_wheels_dir
-from aisite.serving.lab import stop_all as serving_stop_all
 
 Say = Callable[[str], None]
 # A bcrypt digest of the credentials an emulator was configured with: a changed password reconfigures it.

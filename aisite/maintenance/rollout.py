@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from aisite.maintenance.budget import Budget, site_budget
+from aisite.members.budget import Budget, site_budget
 from aisite.plan import FABRIC_ROLES, NicConfig, Plan, Switch
 
 # The order members roll in; a wave never mixes two of these.

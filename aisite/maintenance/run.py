@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from aisite.maintenance.budget import Budget
 from aisite.maintenance.rollout import Rollout
 from aisite.maintenance.state import FINISHED, STEPS, MemberState, RolloutState, advance
+from aisite.members.budget import Budget
 
 
 class Executor(Protocol):

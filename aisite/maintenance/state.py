@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aisite import lifecycle
+from aisite.members import store
 
 # What a member goes through, in order; `reboot` only where a change needs one.
 STEPS = ("cordon", "drain", "apply", "reboot", "verify", "uncordon")
@@ -108,17 +108,17 @@ def load(path: Path) -> RolloutState | None:
 
 
 def sync_members(path: Path, state: RolloutState, at: str) -> None:
-    """The rollout as the site's one state per member (aisite.lifecycle): from its cordon until it is given back,
+    """The rollout as the site's one state per member (aisite.members.store): from its cordon until it is given back,
     a member is held in maintenance at its pending step (maintenance-failed, with the error, while that step
     failed); the current wave's members are held as soon as the rollout runs them (before the budget is asked:
     for a moment too soon rather than too late). Done or skipped, it is released."""
     current = set(state.waves[state.wave]) if state.wave < len(state.waves) else set()
-    with lifecycle.editing(path) as members:
+    with store.editing(path) as members:
         for name, m in sorted(state.members.items()):
             starting = m.pending == "cordon" and state.status == "running" and name in current
             if m.pending in FINISHED or (m.pending == "cordon" and not m.error and not starting):
                 said = m.pending if m.pending in FINISHED else ""
-                lifecycle.release(members, name, "maintenance", at=at, message=said)
+                store.release(members, name, "maintenance", at=at, message=said)
             else:
                 phase, why = ("maintenance-failed", m.error) if m.error else ("maintenance", "; ".join(m.reasons))
-                lifecycle.hold(members, name, "maintenance", state=phase, pending=m.pending, at=at, message=why)
+                store.hold(members, name, "maintenance", state=phase, pending=m.pending, at=at, message=why)

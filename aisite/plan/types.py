@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from ipaddress import IPv4Network
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from aisite.model import Taint
-
-if TYPE_CHECKING:  # ceph.py reads Node: imported for the annotation alone
-    from aisite.plan.ceph import CephPlan
+from aisite.plan.ceph_types import CephPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +25,8 @@ class NodeTaint:
 
 GPU_TAINT = NodeTaint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
 LABEL_PREFIX = "aisite.io"
+# The taint health quarantine puts on a node; no tenant pod may tolerate it (platform/admission.py).
+UNHEALTHY_TAINT = f"{LABEL_PREFIX}/unhealthy"
 RAIL_TABLE_BASE = 100  # routing table of rail N is 100 + N
 # The switches of the compute fabric, bottom tier first: BGP routers with a loopback and an ASN.
 FABRIC_ROLES = ("leaf", "spine", "super-spine")

@@ -13,12 +13,12 @@ from aisite.platform.ceph_monitoring import ceph_monitoring_objects
 from aisite.platform.charts import Chart, RemoteManifest, charts, release_namespaces, remote_manifests
 from aisite.platform.common import labels, obj, pod_security_labels
 from aisite.platform.health import health_objects
-from aisite.platform.jobs import jobs, pinned_image
+from aisite.platform.jobs import pinned_image, tenant_support, workload_objects
 from aisite.platform.kueue import kueue_objects, local_queue
 from aisite.platform.monitoring import monitoring_objects
 from aisite.platform.notebooks import tenant_notebook_objects, uses_notebooks
 from aisite.platform.rails import rail_objects, rail_quota
-from aisite.platform.serving import serving_monitoring
+from aisite.platform.serving import serving_monitoring, serving_objects
 from aisite.platform.storage import storage_classes
 from aisite.platform.tenants import tenant_objects
 from aisite.platform.trainer import training_runtime
@@ -63,3 +63,17 @@ def acceptance_namespace(plan: Plan) -> dict[str, Any]:
     health check, DCGM diagnostics) and use its network and RDMA devices directly."""
     assert plan.acceptance is not None
     return obj("v1", "Namespace", plan.acceptance.namespace, labels(plan) | pod_security_labels("privileged"))
+
+
+def jobs(plan: Plan) -> dict[str, list[dict[str, Any]]]:
+    """File name -> objects: per tenant with workloads, its payloads and claim, then one file per workload and one
+    per served model."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for t in plan.tenants:
+        if t.name in {w.tenant for w in plan.workloads} | {s.tenant for s in plan.serving}:
+            out[f"workloads/{t.name}.yaml"] = tenant_support(plan, t)
+    for w in plan.workloads:
+        out[f"workloads/{w.name}.yaml"] = workload_objects(plan, w)
+    for s in plan.serving:
+        out[f"workloads/serving-{s.name}.yaml"] = serving_objects(plan, s)
+    return out

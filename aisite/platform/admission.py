@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from aisite.health.quarantine import TAINT_KEY
-from aisite.plan import LABEL_PREFIX, Plan
+from aisite.plan import LABEL_PREFIX, UNHEALTHY_TAINT, Plan
 from aisite.platform.common import labels, obj
 
 POLICY = "aisite-tenant-placement"
 # The taints a tenant's pod may not tolerate: the health quarantine's, and the cordon's (which the scheduler reads
 # as this taint: tolerating it places a pod on a cordoned node).
-FORBIDDEN_TOLERATIONS = (TAINT_KEY, "node.kubernetes.io/unschedulable")
+FORBIDDEN_TOLERATIONS = (UNHEALTHY_TAINT, "node.kubernetes.io/unschedulable")
 _KEYS = ", ".join(f"'{k}'" for k in FORBIDDEN_TOLERATIONS)
 
 # (CEL expression, message). nodeName on CREATE only: the scheduler binds through pods/binding, and later updates

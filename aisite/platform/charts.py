@@ -14,7 +14,19 @@ import yaml
 from aisite.plan import GPU_TAINT, Plan
 from aisite.platform.admission import TENANT_NAMESPACES
 from aisite.platform.common import GPU_RESOURCE, labels, obj, pod_security_labels
+from aisite.platform.dra import (
+    CHANNEL_DEVICE_CLASS,
+    CHANNEL_RESOURCE,
+    DRA_DRIVER,
+    GPU_DEVICE_CLASS,
+    compute_domains,
+    dra_gpus,
+    uses_dra_driver,
+)
 from aisite.platform.monitoring import dcgm_metrics_csv
+from aisite.platform.notebooks import NAMESPACE as HUB_NAMESPACE
+from aisite.platform.notebooks import RELEASE as HUB_RELEASE
+from aisite.platform.notebooks import jupyterhub_values, uses_notebooks
 
 # ceph-csi's charts (each released under its own name, in a namespace of that name): the CSI driver each installs and
 # the Secret its values name (secret.name), which holds a key Ceph makes and is never rendered here.
@@ -76,33 +88,6 @@ KSERVE_VALUES: dict[str, Any] = {
     }
 }
 KSERVE_KINDS = ("InferenceService", "ServingRuntime", "ClusterServingRuntime", "InferenceGraph", "TrainedModel")
-DRA_DRIVER = "nvidia-dra-driver-gpu"
-# The DeviceClasses the DRA driver's chart makes (templates/deviceclass-*.yaml): whole GPUs, and a ComputeDomain's
-# IMEX channel.
-GPU_DEVICE_CLASS = "gpu.nvidia.com"
-CHANNEL_DEVICE_CLASS = "compute-domain-default-channel.nvidia.com"
-# What Kueue counts a claim of each as (its Configuration's resources.deviceClassMappings: every DeviceClass a job's
-# ResourceClaimTemplates name must be mapped, or Kueue refuses the job, kueue 0.19.2 pkg/dra/claims.go): GPUs as the
-# quota's own resource, so a tenant's quota reads the same under either allocation.
-CHANNEL_RESOURCE = "aisite.io/imex-channel"
-
-
-def uses_dra_driver(plan: Plan) -> bool:
-    """NVIDIA's DRA driver is installed (beside the GPU Operator) for DRA's GPU allocation and racks' ComputeDomains."""
-    k = plan.kubernetes
-    return "gpu-operator" in k.addons and (k.gpu_allocation == "dra" or bool(plan.racks))
-
-
-def dra_gpus(plan: Plan) -> bool:
-    """Whether pods claim their GPUs through the DRA driver (gpu_allocation: dra) rather than the device plugin."""
-    return plan.kubernetes.gpu_allocation == "dra" and uses_dra_driver(plan)
-
-
-def compute_domains(plan: Plan) -> bool:
-    """Whether the DRA driver serves ComputeDomains (the site has racks), whose channels jobs then claim."""
-    return uses_dra_driver(plan) and bool(plan.racks)
-
-
 # Job kinds Kueue manages: batch Jobs and bare pods always; MPI Operator v2's MPIJob and the Kubeflow trainer's
 # TrainJob where the site installs their operator (an integration whose CRD is absent makes Kueue wait for it).
 KUEUE_FRAMEWORKS = ("batch/job", "pod")
@@ -357,11 +342,8 @@ def charts(plan: Plan) -> list[Chart]:
     if "kserve" in addons:
         out.append(chart("kserve-crd", "kserve-crd", "kserve", {}, KSERVE_KINDS, level="restricted"))
         out.append(chart("kserve-resources", "kserve", "kserve", KSERVE_VALUES, (), level="restricted"))
-    # Imported here: notebooks.py builds on the jobs' helpers, which import this module.
-    from aisite.platform.notebooks import NAMESPACE, RELEASE, jupyterhub_values, uses_notebooks
-
     if uses_notebooks(plan):
-        out.append(chart("jupyterhub", RELEASE, NAMESPACE, jupyterhub_values(plan), (), level="restricted"))
+        out.append(chart("jupyterhub", HUB_RELEASE, HUB_NAMESPACE, jupyterhub_values(plan), (), level="restricted"))
     if "training-operator" in addons:
         trainer = ("TrainJob", "ClusterTrainingRuntime")
         out.append(chart("kubeflow-trainer", "kubeflow-trainer", "kubeflow-system", {}, trainer, level="restricted"))

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aisite.plan import Plan
-from aisite.platform.charts import GPU_DEVICE_CLASS, dra_gpus
 from aisite.platform.common import GPU_RESOURCE, obj
+from aisite.platform.dra import GPU_DEVICE_CLASS, dra_gpus
 
 GPU_CLAIM, CHANNEL_CLAIM = "gpus", "imex-channel"  # the pods' claim names
 

@@ -15,7 +15,9 @@ from typing import Any
 
 from aisite.plan import Plan
 from aisite.plan.kubernetes import registry_host
+from aisite.platform import jobs, objects
 from aisite.platform.charts import charts, remote_manifests
+from aisite.platform.notebooks import notebook_images, uses_notebooks
 
 # Per chart (at its pin in charts.VERSIONS): every image its release references, the ClusterPolicy's operands
 # included (the GPU Operator starts them; disabled ones are listed too, as a mirror should hold what a values
@@ -144,8 +146,6 @@ class SiteImages:
 
 def site_images(plan: Plan) -> SiteImages:
     """Every image the site pulls, sorted, with its sources; and what could not be enumerated."""
-    from aisite.platform import jobs, objects  # the platform package imports this module's users
-    from aisite.platform.notebooks import notebook_images, uses_notebooks
 
     k = plan.kubernetes
     out = SiteImages()

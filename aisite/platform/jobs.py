@@ -24,8 +24,8 @@ from typing import Any
 
 from aisite.payloads import command_args
 from aisite.plan import LABEL_PREFIX, Plan, TenantPlan, WorkloadPlan
-from aisite.platform.charts import compute_domains
 from aisite.platform.common import GPU_RESOURCE, labels, obj
+from aisite.platform.dra import compute_domains
 from aisite.platform.gpus import GpuRequest, gpu_request
 from aisite.platform.kueue import (
     CLIQUE_LEVEL,
@@ -540,19 +540,3 @@ def workload_objects(plan: Plan, w: WorkloadPlan) -> list[dict[str, Any]]:
     if w.kind in ("ib-write-bw", "iperf3"):
         return [*claims, *pair_job(plan, w)]
     return [*claims, fio_job(plan, w)]
-
-
-def jobs(plan: Plan) -> dict[str, list[dict[str, Any]]]:
-    """File name -> objects: per tenant with workloads, its payloads and claim, then one file per workload and one
-    per served model."""
-    from aisite.platform.serving import serving_objects  # it builds on this module's pods
-
-    out: dict[str, list[dict[str, Any]]] = {}
-    for t in plan.tenants:
-        if t.name in {w.tenant for w in plan.workloads} | {s.tenant for s in plan.serving}:
-            out[f"workloads/{t.name}.yaml"] = tenant_support(plan, t)
-    for w in plan.workloads:
-        out[f"workloads/{w.name}.yaml"] = workload_objects(plan, w)
-    for s in plan.serving:
-        out[f"workloads/serving-{s.name}.yaml"] = serving_objects(plan, s)
-    return out

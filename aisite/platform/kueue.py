@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from aisite.plan import GPU_TAINT, LABEL_PREFIX, Plan, TenantPlan
-from aisite.platform.charts import CHANNEL_RESOURCE, compute_domains
 from aisite.platform.common import GPU_RESOURCE, labels, obj
+from aisite.platform.dra import CHANNEL_RESOURCE, compute_domains
 from aisite.platform.tenants import in_tenant
 
 API = "kueue.x-k8s.io/v1beta2"

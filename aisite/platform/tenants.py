@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from aisite.plan import Plan, TenantPlan
-from aisite.platform.charts import GPU_DEVICE_CLASS, dra_gpus
 from aisite.platform.common import GPU_RESOURCE, labels, obj, pod_security_labels
+from aisite.platform.dra import GPU_DEVICE_CLASS, dra_gpus
 
 
 def in_tenant(plan: Plan, t: TenantPlan, api_version: str, kind: str, name: str, **body: Any) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from aisite import lifecycle
+from aisite.members import store
 from aisite.plan import ProvisioningPlan, ProvisionTarget
 
 # The steps of one install, in order, as a result names where a node failed.
@@ -255,29 +255,29 @@ def record(previous: dict[str, Any] | None, o: Outcome, now: str) -> dict[str, A
     return {"node": o.node, "installed": installed, "last": last}
 
 
-def member_installing(members: dict[str, lifecycle.Member], node: str, at: str) -> None:
-    """A node's one state (aisite.lifecycle) once its install starts: out of service until it has an outcome."""
-    lifecycle.hold(members, node, "provision", state="provisioning", pending="install", at=at)
+def member_installing(members: dict[str, store.Member], node: str, at: str) -> None:
+    """A node's one state (aisite.members.store) once its install starts: out of service until it has an outcome."""
+    store.hold(members, node, "provision", state="provisioning", pending="install", at=at)
 
 
-def member_outcome(members: dict[str, lifecycle.Member], o: Outcome, at: str) -> None:
+def member_outcome(members: dict[str, store.Member], o: Outcome, at: str) -> None:
     """A node's one state from its outcome: installed or unchanged, given back; failed, held until provisioned;
     refused (never touched), as it was."""
     if o.status == "refused":
         return
     if o.status == "failed":
         why = f"failed at {o.step}: {o.error}"
-        lifecycle.hold(members, o.node, "provision", state="provision-failed", pending="provision", at=at, message=why)
+        store.hold(members, o.node, "provision", state="provision-failed", pending="provision", at=at, message=why)
     else:
-        lifecycle.release(members, o.node, "provision", at=at, message=f"{o.status} {o.version}")
+        store.release(members, o.node, "provision", at=at, message=f"{o.status} {o.version}")
 
 
-def members_not_started(members: dict[str, lifecycle.Member], why: str, at: str) -> None:
+def members_not_started(members: dict[str, store.Member], why: str, at: str) -> None:
     """A wave that could not be armed: its nodes, held as installing, are held as failed with why."""
-    for name, h in lifecycle.held_by(members, "provision").items():
+    for name, h in store.held_by(members, "provision").items():
         if h.state == "provisioning":
             state = "provision-failed"
-            lifecycle.hold(
+            store.hold(
                 members, name, "provision", state=state, pending="provision", at=at, message=f"not started: {why}"
             )
 

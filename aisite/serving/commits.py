@@ -19,10 +19,10 @@ from typing import Any
 import yaml
 from ruamel.yaml import YAML
 
+from aisite.checks.serving import principals
 from aisite.errors import SiteError
 from aisite.loader import CONFIG_KEY, parse_site, site_config_of
 from aisite.repo import GitError, git, verify_commit
-from aisite.serving.checks import principals
 
 
 class PromotionCommitError(RuntimeError):

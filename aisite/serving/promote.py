@@ -10,7 +10,7 @@ The states, as the GPU Operator's upgrade walks its nodes (each outcome a commit
                      (every live limit held)--> promoted       (commit: the candidate made champion)
                      (a limit crossed)-------> rolled-back     (commit: the candidate removed)
 
-The runtime does the work after each commit: on the lab, aisite.serving.lab (the lab's processes); on a site,
+The runtime does the work after each commit: on the lab, aisite.lab.serving (the lab's processes); on a site,
 aisite.serving.cluster (Jobs, the commit's objects applied as the reconciler applies them, pods' counters, through
 the cluster's API server).
 """

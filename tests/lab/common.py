@@ -28,7 +28,7 @@ from aisite.lab.podman import CONF
 from aisite.lab.topology import vm_nodes
 from aisite.paths import lab_ssh_dir, provision_dir
 from aisite.plan import FABRIC_ROLES, Node, Plan, Switch
-from aisite.plan.ceph import CephPlan
+from aisite.plan.ceph_types import CephPlan
 from tests.conftest import ROOT, run_cli
 
 LAB_DIR = Path(__file__).resolve().parent

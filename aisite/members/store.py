@@ -162,14 +162,29 @@ def site_held_out(site: str, but: Owner | None = None) -> list[str]:
 
 
 def _older_quarantines(path: Path) -> dict[str, Member]:
-    """The nodes health's own record (state.json) holds quarantined, as health holds them."""
-    from aisite.health.site import load_state  # here: health.site writes through this module
-
-    return {
-        name: Member({"health": Hold("quarantined", "", rec.since, rec.reason)})
-        for name, rec in load_state(path).items()
-        if rec.quarantined
-    }
+    """The nodes health's own record (state.json) holds quarantined, as health holds them. Only the three fields a
+    hold needs are read, each of the type health writes (health/site.py `load_state` reads the whole record): the
+    store sits below health, so it reads the older file itself rather than through health's module."""
+    if not path.is_file():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict):
+            raise ValueError("not a mapping of node names")
+        out = {}
+        for name, rec in doc.items():
+            if not isinstance(rec, dict) or any(
+                not isinstance(rec.get(k, d), type(d))
+                for k, d in (("quarantined", False), ("since", ""), ("reason", ""))
+            ):
+                raise ValueError(f"{str(name)[:64]}: not a health record")
+            if rec.get("quarantined", False):
+                out[str(name)] = Member(
+                    {"health": Hold("quarantined", "", rec.get("since", ""), rec.get("reason", ""))}
+                )
+        return out
+    except ValueError as exc:
+        raise RecordError(f"{path}: {exc}") from exc
 
 
 def rows(names: Iterable[str], members: dict[str, Member]) -> list[dict[str, Any]]:

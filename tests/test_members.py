@@ -1,4 +1,4 @@
-"""One state per node and switch (aisite.lifecycle): provisioning, health and maintenance each hold a member out in
+"""One state per node and switch (aisite.members.store): provisioning, health and maintenance each hold a member out in
 states of their own, every one of them reads what is out from the same record, and the budget they ask counts it."""
 
 from __future__ import annotations
@@ -12,32 +12,32 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from aisite import lifecycle
 from aisite.health.judge import NodeHealth, Problem
 from aisite.health.quarantine import NodeRecord, decide
 from aisite.health.site import sync_members as health_sync
-from aisite.maintenance.budget import Budget, Member
 from aisite.maintenance.state import MemberState, RolloutState, advance, skip
 from aisite.maintenance.state import sync_members as rollout_sync
+from aisite.members import store
+from aisite.members.budget import Budget, Member
 
 
 def test_each_owner_holds_in_its_own_states_and_the_first_owner_names_the_state() -> None:
-    m: dict[str, lifecycle.Member] = {}
+    m: dict[str, store.Member] = {}
     with pytest.raises(ValueError, match="health holds a member in one of quarantined, not 'maintenance'"):
-        lifecycle.hold(m, "gpu01", "health", state="maintenance", pending="", at="t0")
+        store.hold(m, "gpu01", "health", state="maintenance", pending="", at="t0")
     assert m == {}
-    assert lifecycle.hold(m, "gpu01", "health", state="quarantined", pending="taint", at="t0", message="rail")
-    assert not lifecycle.hold(m, "gpu01", "health", state="quarantined", pending="taint", at="t1", message="rail")
-    assert lifecycle.hold(m, "gpu01", "maintenance", state="maintenance", pending="drain", at="t2")
+    assert store.hold(m, "gpu01", "health", state="quarantined", pending="taint", at="t0", message="rail")
+    assert not store.hold(m, "gpu01", "health", state="quarantined", pending="taint", at="t1", message="rail")
+    assert store.hold(m, "gpu01", "maintenance", state="maintenance", pending="drain", at="t2")
     # A quarantined node in a rollout: the rollout's step is its state, the quarantine stays held beside it.
     assert m["gpu01"].state == "maintenance" and set(m["gpu01"].holds) == {"health", "maintenance"}
-    assert lifecycle.out_of_service(m) == ["gpu01"] and lifecycle.out_of_service(m, but="maintenance") == ["gpu01"]
-    assert lifecycle.release(m, "gpu01", "maintenance", at="t3", message="done")
+    assert store.out_of_service(m) == ["gpu01"] and store.out_of_service(m, but="maintenance") == ["gpu01"]
+    assert store.release(m, "gpu01", "maintenance", at="t3", message="done")
     assert m["gpu01"].state == "quarantined" and m["gpu01"].holds["health"].since == "t0"
-    assert lifecycle.out_of_service(m, but="health") == []
-    assert lifecycle.release(m, "gpu01", "health", at="t4")
-    assert not lifecycle.release(m, "gpu01", "health", at="t5")  # nothing held: nothing changes
-    assert m["gpu01"].state == lifecycle.IN_SERVICE and lifecycle.out_of_service(m) == []
+    assert store.out_of_service(m, but="health") == []
+    assert store.release(m, "gpu01", "health", at="t4")
+    assert not store.release(m, "gpu01", "health", at="t5")  # nothing held: nothing changes
+    assert m["gpu01"].state == store.IN_SERVICE and store.out_of_service(m) == []
     assert m["gpu01"].history == [
         "t0 health: quarantined (taint pending): rail",
         "t2 maintenance: maintenance (drain pending)",
@@ -48,23 +48,23 @@ def test_each_owner_holds_in_its_own_states_and_the_first_owner_names_the_state(
 
 def test_the_record_is_kept_whole_bounded_and_a_file_that_does_not_fit_is_said(tmp_path: Path) -> None:
     path = tmp_path / "site" / "members.json"
-    assert lifecycle.load(path) == {}
-    with lifecycle.editing(path) as m:
-        for i in range(lifecycle.HISTORY + 5):
-            lifecycle.hold(m, "leaf01", "maintenance", state="maintenance", pending=f"step{i}", at=f"t{i}")
-    again = lifecycle.load(path)
-    assert again["leaf01"].holds["maintenance"].pending == f"step{lifecycle.HISTORY + 4}"
-    assert len(again["leaf01"].history) == lifecycle.HISTORY and again["leaf01"].history[-1].startswith("t24 ")
-    with pytest.raises(RuntimeError), lifecycle.editing(path) as m:  # a writer that fails saves nothing
-        lifecycle.release(m, "leaf01", "maintenance", at="t99")
+    assert store.load(path) == {}
+    with store.editing(path) as m:
+        for i in range(store.HISTORY + 5):
+            store.hold(m, "leaf01", "maintenance", state="maintenance", pending=f"step{i}", at=f"t{i}")
+    again = store.load(path)
+    assert again["leaf01"].holds["maintenance"].pending == f"step{store.HISTORY + 4}"
+    assert len(again["leaf01"].history) == store.HISTORY and again["leaf01"].history[-1].startswith("t24 ")
+    with pytest.raises(RuntimeError), store.editing(path) as m:  # a writer that fails saves nothing
+        store.release(m, "leaf01", "maintenance", at="t99")
         raise RuntimeError
-    assert lifecycle.held_out(path) == ["leaf01"]
+    assert store.held_out(path) == ["leaf01"]
     path.write_text(json.dumps({"gpu01": {"holds": {"health": {"state": "provisioning"}}}}))
     with pytest.raises(ValueError, match=r"members.json: gpu01: health cannot hold a member in 'provisioning'"):
-        lifecycle.load(path)
+        store.load(path)
     path.write_text("[1, 2]")
     with pytest.raises(ValueError, match="not a mapping"):
-        lifecycle.load(path)
+        store.load(path)
 
 
 def _rollout() -> RolloutState:
@@ -76,34 +76,34 @@ def test_a_rollout_holds_its_members_from_their_cordon_until_they_are_given_back
     path = tmp_path / "members.json"
     state = _rollout()
     rollout_sync(path, state, "t0")  # running, first wave: gpu01 is about to be cordoned; the others wait
-    assert lifecycle.held_out(path) == ["gpu01"]
-    assert lifecycle.load(path)["gpu01"].holds["maintenance"].pending == "cordon"
+    assert store.held_out(path) == ["gpu01"]
+    assert store.load(path)["gpu01"].holds["maintenance"].pending == "cordon"
     state.status = "waiting"  # the budget said no: nothing of the wave was touched
     rollout_sync(path, state, "t1")
-    assert lifecycle.held_out(path) == []
+    assert store.held_out(path) == []
     state.status = "running"
     for step in ("cordon", "drain", "apply"):
         advance(state.members["gpu01"], "", step)
     advance(state.members["gpu01"], "the node did not come back", "reboot")
     state.status = "failed"
     rollout_sync(path, state, "t2")
-    h = lifecycle.load(path)["gpu01"].holds["maintenance"]
+    h = store.load(path)["gpu01"].holds["maintenance"]
     assert (h.state, h.pending, h.message) == ("maintenance-failed", "reboot", "the node did not come back")
     assert skip(state, "gpu01", "t3") == ""  # the operator's now: the rollout no longer holds it
     rollout_sync(path, state, "t3")
-    assert lifecycle.held_out(path) == [] and lifecycle.load(path)["gpu01"].history[-1].endswith("skipped")
+    assert store.held_out(path) == [] and store.load(path)["gpu01"].history[-1].endswith("skipped")
     state.wave, state.status = 1, "running"
     for n in ("gpu02", "gpu03"):
         for step in ("cordon", "drain", "apply", "reboot"):
             advance(state.members[n], "", step)
     rollout_sync(path, state, "t4")
-    assert lifecycle.held_out(path) == ["gpu02", "gpu03"]
-    assert {h.pending for n, h in lifecycle.held_by(lifecycle.load(path), "maintenance").items()} == {"verify"}
+    assert store.held_out(path) == ["gpu02", "gpu03"]
+    assert {h.pending for n, h in store.held_by(store.load(path), "maintenance").items()} == {"verify"}
     for n in ("gpu02", "gpu03"):
         advance(state.members[n], "", "verify")
         advance(state.members[n], "", "uncordon")
     rollout_sync(path, state, "t5")
-    assert lifecycle.held_out(path) == []
+    assert store.held_out(path) == []
 
 
 # ------------------------------------------------------------------ every owner through the one record
@@ -135,14 +135,14 @@ class OneRecord(RuleBasedStateMachine):
         self.clock += 1
         return f"t{self.clock}"
 
-    def _held(self, owner: lifecycle.Owner) -> list[str]:
-        return sorted(lifecycle.held_by(lifecycle.load(self.path), owner))
+    def _held(self, owner: store.Owner) -> list[str]:
+        return sorted(store.held_by(store.load(self.path), owner))
 
     @rule(failing=st.lists(st.sampled_from(GPUS), max_size=4, unique=True), applied=st.booleans())
     def health_pass(self, failing: list[str], applied: bool) -> None:
         at = self._at()
         results = {n: NodeHealth(n, [Problem("rail", "rail0", "down")] if n in failing else []) for n in GPUS}
-        elsewhere = lifecycle.held_out(self.path, but="health")
+        elsewhere = store.held_out(self.path, but="health")
         self.health, _ = decide(self.health, results, 100, 2, at, budget=self.budget, elsewhere=elsewhere)
         if applied:  # health-apply.yml succeeded: nothing is pending any more
             for rec in self.health.values():
@@ -151,37 +151,37 @@ class OneRecord(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from([*GPUS, "spine1", "spine2"]))
     def take_for_maintenance(self, name: str) -> None:
-        out = lifecycle.held_out(self.path)
+        out = store.held_out(self.path)
         if name not in out and self.budget.admits(out, name):
-            with lifecycle.editing(self.path) as m:
-                lifecycle.hold(m, name, "maintenance", state="maintenance", pending="drain", at=self._at())
+            with store.editing(self.path) as m:
+                store.hold(m, name, "maintenance", state="maintenance", pending="drain", at=self._at())
 
     @precondition(lambda self: bool(self._held("maintenance")))
     @rule(data=st.data())
     def give_back(self, data: st.DataObject) -> None:
         name = data.draw(st.sampled_from(self._held("maintenance")))
-        with lifecycle.editing(self.path) as m:
-            lifecycle.release(m, name, "maintenance", at=self._at())
+        with store.editing(self.path) as m:
+            store.release(m, name, "maintenance", at=self._at())
 
     @rule(name=st.sampled_from(GPUS), ok=st.booleans())
     def install(self, name: str, ok: bool) -> None:
         """Provisioning asks no budget (day one installs everything); once it holds a node, the others count it."""
-        with lifecycle.editing(self.path) as m:
-            lifecycle.hold(m, name, "provision", state="provisioning", pending="install", at=self._at())
+        with store.editing(self.path) as m:
+            store.hold(m, name, "provision", state="provisioning", pending="install", at=self._at())
 
     @precondition(lambda self: bool(self._held("provision")))
     @rule(data=st.data(), ok=st.booleans())
     def installed(self, data: st.DataObject, ok: bool) -> None:
         name = data.draw(st.sampled_from(self._held("provision")))
-        with lifecycle.editing(self.path) as m:
+        with store.editing(self.path) as m:
             if ok:
-                lifecycle.release(m, name, "provision", at=self._at())
+                store.release(m, name, "provision", at=self._at())
             else:
-                lifecycle.hold(m, name, "provision", state="provision-failed", pending="provision", at=self._at())
+                store.hold(m, name, "provision", state="provision-failed", pending="provision", at=self._at())
 
     @invariant()
     def health_and_maintenance_keep_within_the_budget(self) -> None:
-        members = lifecycle.load(self.path)
+        members = store.load(self.path)
         asked = [n for n, m in members.items() if {"health", "maintenance"} & set(m.holds)]
         assert self.budget.problem(asked) is None, asked
 
@@ -189,7 +189,7 @@ class OneRecord(RuleBasedStateMachine):
     def the_records_health_holds_are_the_quarantine(self) -> None:
         want = {n: "taint" if r.pending == "quarantine" else "" for n, r in self.health.items() if r.quarantined}
         want |= {n: "release" for n, r in self.health.items() if not r.quarantined and r.pending == "release"}
-        held = lifecycle.held_by(lifecycle.load(self.path), "health")
+        held = store.held_by(store.load(self.path), "health")
         assert {n: h.pending for n, h in held.items()} == want
         assert {h.state for h in held.values()} <= {"quarantined"}
 
@@ -201,10 +201,10 @@ TestOneRecord.settings = settings(
 
 
 def test_the_status_rows_name_every_member_and_its_first_owner() -> None:
-    m: dict[str, lifecycle.Member] = {}
-    lifecycle.hold(m, "gpu02", "health", state="quarantined", pending="", at="t0", message="xid")
-    lifecycle.hold(m, "gpu02", "provision", state="provisioning", pending="install", at="t1")
-    rows: list[dict[str, Any]] = lifecycle.rows(["gpu01", "gpu02"], m)
+    m: dict[str, store.Member] = {}
+    store.hold(m, "gpu02", "health", state="quarantined", pending="", at="t0", message="xid")
+    store.hold(m, "gpu02", "provision", state="provisioning", pending="install", at="t1")
+    rows: list[dict[str, Any]] = store.rows(["gpu01", "gpu02"], m)
     assert [(r["name"], r["state"], r["by"], r["pending"]) for r in rows] == [
         ("gpu01", "in-service", "", ""),
         ("gpu02", "provisioning", "provision", "install"),
@@ -239,17 +239,17 @@ def test_a_quarantine_an_older_aisite_recorded_only_in_healths_file_counts_until
             )
         )
         assert not members_file(site).exists()
-        assert lifecycle.site_held_out(site) == ["gpu01"]
-        assert lifecycle.site_held_out(site, but="maintenance") == ["gpu01"]
-        assert lifecycle.site_held_out(site, but="health") == []
+        assert store.site_held_out(site) == ["gpu01"]
+        assert store.site_held_out(site, but="maintenance") == ["gpu01"]
+        assert store.site_held_out(site, but="health") == []
         # Another owner's file written since (a rollout's member): both counted, gpu01 once.
-        with lifecycle.editing(members_file(site)) as members:
-            lifecycle.hold(members, "cp01", "maintenance", state="maintenance", pending="drain", at="t1")
-            lifecycle.hold(members, "gpu01", "maintenance", state="maintenance", pending="drain", at="t1")
-        assert lifecycle.site_held_out(site) == ["cp01", "gpu01"]
-        assert lifecycle.site_held_out(site, but="maintenance") == ["gpu01"]
+        with store.editing(members_file(site)) as members:
+            store.hold(members, "cp01", "maintenance", state="maintenance", pending="drain", at="t1")
+            store.hold(members, "gpu01", "maintenance", state="maintenance", pending="drain", at="t1")
+        assert store.site_held_out(site) == ["cp01", "gpu01"]
+        assert store.site_held_out(site, but="maintenance") == ["gpu01"]
         older.write_text(json.dumps({"gpu01": {"quarantined": "yes"}}))
-        with pytest.raises(lifecycle.RecordError, match=r"state\.json: gpu01: not a health record"):
-            lifecycle.site_held_out(site)
+        with pytest.raises(store.RecordError, match=r"state\.json: gpu01: not a health record"):
+            store.site_held_out(site)
     finally:
         shutil.rmtree(site_dir(site), ignore_errors=True)
