@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import ansible_runner
 
@@ -24,6 +24,22 @@ from aisite.render.inventory import Template, inventory_text
 from aisite.roots import CONTENT, PACKAGE, SITE
 
 EventHandler = Callable[[dict[str, Any]], None]
+
+
+class PlaybookRunner(Protocol):
+    """How the engines run a playbook: `run_playbook` with the caller's progress (the CLI's bars, a test's fake)."""
+
+    def __call__(
+        self,
+        playbook: str,
+        inventory: str,
+        secret_env: dict[str, str],
+        *,
+        limit: str | None,
+        check: bool,
+        groups: dict[str, int],
+        extravars: dict[str, Any] | None = None,
+    ) -> RunResult: ...
 
 
 @dataclass

@@ -9,7 +9,7 @@ import yaml
 
 from aisite.roots import COLLECTION
 
-__all__ = ["COLLECTION", "PLAYBOOKS", "PLUGINS", "ROLES", "playbook_roles", "role_name"]
+__all__ = ["COLLECTION", "LAYERS", "OPTIONAL_LAYERS", "PLAYBOOKS", "PLUGINS", "ROLES", "playbook_roles", "role_name"]
 
 # The tool's content is the aisite.site collection (aisite.roots): the checkout's, or the one shipped inside the
 # installed package. Its playbooks name its roles by their full names (aisite.site.common).
@@ -17,6 +17,10 @@ PLAYBOOKS = COLLECTION / "playbooks"
 ROLES = COLLECTION / "roles"
 PLUGINS = COLLECTION / "plugins"
 _PREFIX = "aisite.site."
+# The site's layers, each a playbook of its name, in the order a whole deploy runs them (site.yml imports them so);
+# the optional ones run only when asked by name (`deploy --layer NAME`), never by a whole-site deploy or --changed.
+LAYERS = ("oob", "fabric", "hosts", "cluster", "platform", "workloads")
+OPTIONAL_LAYERS = ("reconciler", "pull")
 
 
 def role_name(name: str) -> str:

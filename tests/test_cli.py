@@ -10,14 +10,14 @@ from typing import Any
 
 import yaml
 
+from aisite.apply import Request, select_runs
 from aisite.changes import layer_state, layer_states
-from aisite.cli.common import LAYERS
-from aisite.cli.deploy import _runs
 from aisite.deploy import applied_hosts
 from aisite.layer_run import LayerRun
 from aisite.loader import load_site
 from aisite.paths import deploys_dir, site_dir
 from aisite.plan import build_plan
+from aisite.playbooks import LAYERS
 from aisite.render.inventory import inventory, inventory_text, inventory_yaml, load_inventory
 from tests.conftest import ROOT, pulling, run_cli, stack_data
 
@@ -280,10 +280,10 @@ def test_deploy_changed_runs_only_the_hosts_whose_state_moved(tmp_path: Path) ->
     """Hosts whose state in a layer is the one recorded as applied are skipped; a --limit narrows among the
     pending ones; what a successful run reached is recorded; a check's drift is forgotten from the record."""
     from aisite.changes import layer_states, site_layer_inputs
-    from aisite.cli.common import LAYERS
     from aisite.deploy import applied_hosts, forget_applied, record_applied
     from aisite.loader import load_site
     from aisite.plan import build_plan
+    from aisite.playbooks import LAYERS
 
     stack = tmp_path / "Pulumi.chgtest.yaml"
     stack.write_text((ROOT / "stacks" / "Pulumi.lab.yaml").read_text().replace("name: lab\n", "name: chgtest\n"))
@@ -322,12 +322,12 @@ def test_deploy_holds_back_a_driver_change_and_rolls_it_from_the_canary(tmp_path
     runs no GPU node's layers itself and starts the rollout (here it stops at the canary's cordon: no lab runs);
     the next deploy keeps the rollout's members out and says so; a narrowed deploy rolls nothing."""
     from aisite.changes import layer_states, site_layer_inputs
-    from aisite.cli.common import LAYERS
     from aisite.deploy import record_applied
     from aisite.loader import load_site
     from aisite.maintenance.hold import record_applied_stack
     from aisite.paths import applied_stack_file, maintenance_dir
     from aisite.plan import build_plan
+    from aisite.playbooks import LAYERS
 
     # On loopback addresses no lab uses: the rollout this starts must reach no host (with a lab up, Ansible's SSH
     # would otherwise reuse its master connection to the lab's node at the same address, and change it).
@@ -406,12 +406,12 @@ def test_the_layers_the_nodes_pull_are_left_to_them(tmp_path: Path) -> None:
     states = layer_states(LAYERS, inv, {})
     pulled = ("hosts",)
     others = [[n] for n in LAYERS if n != "hosts"]
-    assert [names for names, _ in _runs(states, inv, None, None, False, False, {}, False, pulled)] == others
-    assert [names for names, _ in _runs(states, inv, None, None, False, True, {}, False, pulled)] == others
-    changed = _runs(states, inv, None, None, True, False, {}, False, pulled)  # nothing applied: all pending
+    assert [names for names, _ in select_runs(states, inv, Request(), {}, pulled)] == others
+    assert [names for names, _ in select_runs(states, inv, Request(check=True), {}, pulled)] == others
+    changed = select_runs(states, inv, Request(changed=True), {}, pulled)  # nothing applied: all pending
     assert [names for names, _ in changed] == others
-    assert _runs(states, inv, "hosts", None, False, False, {}, False, pulled) == [(["hosts"], None)]
-    assert _runs(states, inv, None, "gpu01", False, False, {}, False) == [(list(LAYERS), "gpu01")]
+    assert select_runs(states, inv, Request(layer="hosts"), {}, pulled) == [(["hosts"], None)]
+    assert select_runs(states, inv, Request(limit="gpu01"), {}) == [(list(LAYERS), "gpu01")]
 
 
 def test_help_names_each_values_kind_as_a_terminal_does_on_every_command() -> None:

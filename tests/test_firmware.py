@@ -13,12 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aisite import firmware, oob
-from aisite.cli.common import LAYERS
 from aisite.diff import markdown, site_diff
 from aisite.errors import SiteError
 from aisite.loader import parse_site
 from aisite.maintenance.rollout import rollout
 from aisite.plan import FirmwareBaseline, Plan, build_plan
+from aisite.playbooks import LAYERS
 from aisite.render.inventory import inventory
 from tests.conftest import run_cli
 

@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from aisite.cli.common import LAYERS
 from aisite.diff import markdown, site_diff
 from aisite.health.judge import NodeHealth, Problem
 from aisite.health.quarantine import decide
@@ -22,6 +21,7 @@ from aisite.maintenance.rollout import PHASES, kubernetes_refusals, rollout, wav
 from aisite.members import store
 from aisite.members.budget import Budget, Member, site_budget
 from aisite.plan import Plan, build_plan
+from aisite.playbooks import LAYERS
 from tests.conftest import stack_data
 
 

@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aisite.changes import layer_states, resolve_pattern, site_layer_inputs
-from aisite.cli.common import LAYERS
 from aisite.diff import site_diff
 from aisite.loader import parse_site
 from aisite.plan import build_plan
+from aisite.playbooks import LAYERS
 from aisite.reconcile import run, state
 from aisite.reconcile.hook import post_receive
 from aisite.reconcile.nodes import convergence
@@ -339,6 +339,33 @@ def test_a_pass_that_applies_records_the_tasks_each_host_changed(
     assert rec.changed_tasks == {"stor01": ["Ceph | Pools", "NFS | Exports"]} and rec.drifted == {}, rec
     status = json.loads((state.workdir(STACK) / "status.json").read_text())
     assert status["passes"][-1]["changed_tasks"] == rec.changed_tasks
+    shutil.rmtree(state.workdir(STACK), ignore_errors=True)
+
+
+def test_a_deploy_answering_in_another_contract_is_not_read_as_this_one(
+    site_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reconciler reads `aisite deploy --json` of the commit it applies as a versioned contract
+    (aisite.apply.CONTRACT): an answer in another version fails the pass and says both, rather than being read
+    with this version's meaning."""
+    from aisite.apply import CONTRACT
+
+    shutil.rmtree(state.workdir(STACK), ignore_errors=True)
+    contract = {"value": "aisite.deploy/v9"}
+
+    def fake(clone: Path, *args: str, fd: int, forward: list[Any]) -> subprocess.CompletedProcess[str]:
+        doc: dict[str, Any] = {"valid": True}
+        if args[0] == "deploy":
+            doc = {"contract": contract["value"], "status": "successful", "runs": [], "recap": {}, "changes": []}
+        return subprocess.CompletedProcess(args, 0, json.dumps(doc), "")
+
+    monkeypatch.setattr(run, "_aisite", fake)
+    rec = run.reconcile_pass(run.Config(str(site_repo), "main", STACK), "changed")
+    assert rec.outcome == "failed", rec
+    assert any("aisite.deploy/v9" in e and CONTRACT in e for e in rec.errors), rec.errors
+    contract["value"] = CONTRACT
+    rec = run.reconcile_pass(run.Config(str(site_repo), "main", STACK), "changed")
+    assert rec.outcome == "unchanged", rec
     shutil.rmtree(state.workdir(STACK), ignore_errors=True)
 
 

@@ -6,7 +6,6 @@ import importlib.metadata
 import json
 import sys
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,12 +17,10 @@ from aisite.errors import SiteError
 from aisite.loader import load_site, resolve_stack, stack_names
 from aisite.model import Site
 from aisite.plan import Plan, build_plan
+from aisite.playbooks import LAYERS, OPTIONAL_LAYERS
 from aisite.repo import GitError, file_at
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
-LAYERS = ("oob", "fabric", "hosts", "cluster", "platform", "workloads")
-# Playbooks run only when asked (`deploy --layer NAME`), not by a whole-site deploy or --changed.
-OPTIONAL_LAYERS = ("reconciler", "pull")
 
 # Help names a value's kind as a terminal's help does (TEXT, FLOAT, PATH, a choice's words) and a flag by its name
 # alone: typer 0.29's own `<str>` and `<bool>` read as markup, in a terminal and piped. Its display_type is the one
@@ -96,16 +93,6 @@ StackArg = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for programs instead of tables.")]
-
-
-def timestamp() -> str:
-    """This moment as records and the members' states write it (UTC, to the second)."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def group_sizes(inv: dict[str, Any]) -> dict[str, int]:
-    """Hosts per inventory group: how the progress bars know each play's host count."""
-    return {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
 
 
 def invalid(exc: SiteError, as_json: bool = False) -> typer.Exit:

@@ -11,15 +11,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, group_sizes, load_plan, out, timestamp
+from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, load_plan, out
 from aisite.cli.progress import progress_runner
 from aisite.health.ceph import read_status, summary
 from aisite.health.judge import NodeHealth
 from aisite.health.quarantine import Action, NodeRecord
 from aisite.health.site import apply_vars, confirm_applied, load_checks, load_state, run_pass, verdicts
+from aisite.members.store import timestamp
 from aisite.paths import health_dir, members_file
 from aisite.plan import Plan
-from aisite.render.inventory import inventory, inventory_text
+from aisite.render.inventory import group_sizes, inventory, inventory_text
 
 
 def health_command(

@@ -4,48 +4,32 @@ resumable); 2 bad input or a rollout that cannot start; 75 another maintenance c
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from aisite.accept import quick
-from aisite.cli.common import (
-    EXIT_FAILED,
-    EXIT_INVALID,
-    JsonOpt,
-    StackArg,
-    err,
-    group_sizes,
-    invalid,
-    load_plan,
-    load_plan_at,
-    out,
-    timestamp,
-)
+from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, invalid, load_plan, load_plan_at, out
 from aisite.cli.health import show_recorded
 from aisite.cli.progress import progress_runner
-from aisite.deploy import RunResult
 from aisite.errors import SiteError
 from aisite.firmware import read_site
-from aisite.maintenance import jobs
+from aisite.maintenance.roll import MaintenanceBusyError, Rolled, begin, save_rollout
+from aisite.maintenance.roll import maintenance_lock as roll_lock
+from aisite.maintenance.roll import roll as roll_rollout
 from aisite.maintenance.rollout import rollout
-from aisite.maintenance.run import run, start
-from aisite.maintenance.state import RolloutState, load, save, skip, sync_members
-from aisite.maintenance.steps import AnsibleSteps
+from aisite.maintenance.run import start
+from aisite.maintenance.state import RolloutState, load, skip
 from aisite.members import store
 from aisite.members.budget import site_budget
+from aisite.members.store import timestamp
 from aisite.paths import maintenance_dir, members_file
 from aisite.plan import Plan
-from aisite.render.inventory import inventory, inventory_text
-from aisite.secrets import resolve
 
 EXIT_BUSY = 75
 maintenance_app = typer.Typer(
@@ -57,38 +41,13 @@ maintenance_app = typer.Typer(
 
 @contextmanager
 def maintenance_lock(site: str) -> Iterator[None]:
-    path = maintenance_dir(site) / "lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    """The site's maintenance lock; another command holding it exits 75."""
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"another maintenance command of site {site!r} is running", file=sys.stderr)
-            raise typer.Exit(EXIT_BUSY) from None
-        yield
-    finally:
-        os.close(fd)
-
-
-class Rolled(NamedTuple):
-    """A rollout after a run of its steps, with what they said: skipped here, asked of BMCs, accepted, and what the
-    drains did to running jobs."""
-
-    state: RolloutState
-    skipped: list[str]
-    bmc_requests: list[str]
-    accepted: list[str]
-    jobs: list[str]
-
-    def doc(self) -> dict[str, Any]:
-        return {
-            "rollout": self.state.to_dict(),
-            "skipped": self.skipped,
-            "bmc_requests": self.bmc_requests,
-            "accepted": self.accepted,
-            "jobs": self.jobs,
-        }
+        with roll_lock(site):
+            yield
+    except MaintenanceBusyError as exc:
+        print(exc, file=sys.stderr)
+        raise typer.Exit(EXIT_BUSY) from None
 
 
 def show_rollout(state: RolloutState | None, as_json: bool, rolled: Rolled | None = None) -> None:
@@ -123,51 +82,10 @@ def show_rollout(state: RolloutState | None, as_json: bool, rolled: Rolled | Non
         out.print(escape(state.message), highlight=False)
 
 
-def _save(site: str, state: RolloutState) -> None:
-    """The rollout after a step, and what it makes of its members' state (aisite.members.store)."""
-    save(maintenance_dir(site) / "rollout.json", state)
-    sync_members(members_file(site), state, timestamp())
-
-
-def begin(site: str, state: RolloutState, current: RolloutState | None) -> None:
-    """Record a new rollout, keeping the finished one it replaces beside it (in done/)."""
-    folder = maintenance_dir(site)
-    if current is not None:
-        (folder / "done").mkdir(exist_ok=True)
-        (folder / "rollout.json").replace(folder / "done" / f"{current.created.replace(':', '')}.json")
-    (folder / "paused").unlink(missing_ok=True)
-    _save(site, state)
-
-
 def roll(p: Plan, state: RolloutState) -> Rolled:
-    """Run the rollout from where it stands (`aisite maintenance start` and `resume`, and `deploy` for what it held
-    back): its state, what its steps could not do here (said), what they asked BMCs for and what the quick
-    acceptance measured."""
-    secret_env, problems = resolve(p)
-    if problems:
-        raise SiteError(p.site, problems)
-    inv = inventory(p)
-    text = inventory_text(inv)
-    groups = group_sizes(inv)
-    env = {k: str(v) for k, v in secret_env.items()}
-
-    def runner(playbook: str, limit: str | None, extravars: Any) -> RunResult:
-        return progress_runner(playbook, text, env, limit=limit, check=False, groups=groups, extravars=dict(extravars))
-
-    accept, no_accept = quick.for_rollout(p)
-    waits = jobs.for_rollout(p, lambda s: err.print(s, markup=False, highlight=False))
-    steps = AnsibleSteps(p, runner, secret_env, accept=accept, no_accept=no_accept, jobs=waits)
-    folder = maintenance_dir(p.site)
-    state = run(
-        state,
-        steps,
-        budget=site_budget(p),
-        elsewhere=lambda: store.site_held_out(p.site, but="maintenance"),
-        paused=(folder / "paused").exists,
-        save=lambda s: _save(p.site, s),
-        now=timestamp,
-    )
-    return Rolled(state, steps.skipped, steps.done, steps.accepted, steps.drained)
+    """The rollout from where it stands, with the CLI's progress (`maintenance start`, `resume`, and `deploy` for
+    what it held back)."""
+    return roll_rollout(p, state, progress_runner, lambda s: err.print(s, markup=False, highlight=False))
 
 
 def _roll(p: Plan, state: RolloutState, as_json: bool) -> None:
@@ -280,7 +198,7 @@ def skip_command(stack: StackArg, member: Annotated[str, typer.Argument(help="Th
             print(f"cannot skip: {why}", file=sys.stderr)
             raise typer.Exit(EXIT_INVALID)
         assert state is not None
-        _save(p.site, state)
+        save_rollout(p.site, state)
         out.print(f"{member} skipped")
 
 

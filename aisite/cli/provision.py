@@ -14,13 +14,14 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out, timestamp
+from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out
 from aisite.cli.progress import progress_runner
 from aisite.deploy import write_json
 from aisite.errors import Problem, SiteError
 from aisite.loader import resolve_stack
 from aisite.members import store
 from aisite.members.budget import site_budget
+from aisite.members.store import timestamp
 from aisite.paths import IMAGES, lab_ssh_dir, members_file, provision_dir
 from aisite.plan import Plan, ProvisionTarget
 from aisite.plan.provisioning import missing_boot_macs

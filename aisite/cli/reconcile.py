@@ -17,14 +17,11 @@ from typer.core import TyperGroup
 from aisite.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
-    LAYERS,
-    OPTIONAL_LAYERS,
     JsonOpt,
     StackArg,
     complete_layer,
     complete_stack,
     err,
-    group_sizes,
     load_plan,
     load_plan_at,
     out,
@@ -35,12 +32,13 @@ from aisite.firmware import read_site
 from aisite.foreign import show
 from aisite.loader import resolve_stack
 from aisite.members import store
+from aisite.playbooks import LAYERS, OPTIONAL_LAYERS
 from aisite.reconcile.hook import post_receive
 from aisite.reconcile.nodes import convergence
 from aisite.reconcile.nodes import write_metrics as write_nodes_metrics
 from aisite.reconcile.run import Config, reconcile_pass, watch
 from aisite.reconcile.state import BusyError, PassRecord, load_status, workdir
-from aisite.render.inventory import inventory, inventory_text
+from aisite.render.inventory import group_sizes, inventory, inventory_text
 
 EXIT_BUSY = 75  # EX_TEMPFAIL: another reconcile holds the lock; try again later
 

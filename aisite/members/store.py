@@ -18,6 +18,7 @@ import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,6 +59,11 @@ class Member:
     @property
     def state(self) -> str:
         return self.holds[self.first].state if self.first else IN_SERVICE
+
+
+def timestamp() -> str:
+    """This moment as records and the members' states write it (UTC, to the second)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def hold(

@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from aisite import repo
+from aisite.apply import CONTRACT
 from aisite.paths import STATE
 from aisite.reconcile.state import (
     BusyError,
@@ -154,6 +155,14 @@ def _deploy(
     if doc is None:
         rec.outcome = "failed"
         rec.errors.append(f"aisite deploy exited {r.returncode}: " + " ".join(r.stderr.split()[-60:]))
+        return
+    # A deploy of another contract (aisite.apply.CONTRACT) says other things under these keys: not read as this one.
+    # Before the key existed the shape was v1's.
+    if (contract := doc.get("contract", CONTRACT)) != CONTRACT:
+        rec.outcome = "failed"
+        rec.errors.append(
+            f"aisite deploy of the commit answers in {str(contract)[:64]!r}; this reconciler reads {CONTRACT}"
+        )
         return
     rec.layers = {run["layer"]: run["hosts"] for run in doc.get("runs", [])}
     rec.changed = {h: c["changed"] for h, c in doc.get("recap", {}).items() if c.get("changed")}

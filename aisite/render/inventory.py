@@ -313,3 +313,8 @@ def pull_inventory_files(plan: Plan) -> dict[str, str]:
         files[f"host_vars/{node.name}.yml"] = inventory_text({"aisite_node": _node_doc(node)})
     files["hosts.yml"] = inventory_text({"all": {"children": groups}})
     return {PULL_INVENTORY_DIR + name: text for name, text in sorted(files.items())}
+
+
+def group_sizes(inv: dict[str, Any]) -> dict[str, int]:
+    """Hosts per inventory group: how the progress bars know each play's host count."""
+    return {name: len(g["hosts"]) for name, g in inv["all"]["children"].items()}
