@@ -23,6 +23,14 @@ def test_the_committed_reference_is_what_the_model_generates() -> None:
     assert json.loads(reference.SCHEMA.read_text()) == reference.schema(), "run: python -m aisite.reference --write"
 
 
+def test_the_modules_page_is_what_the_modules_say() -> None:
+    """docs/reference/modules.md after a module is added, moved or its docstring changed; every module says what it
+    holds (a module without a docstring would be a blank row)."""
+    assert reference.MODULES.read_text() == reference.modules_markdown(), "run: python -m aisite.reference --write"
+    blank = [line for line in reference.MODULES.read_text().splitlines() if line.endswith("|  |")]
+    assert not blank, f"modules without a docstring: {blank}"
+
+
 def _models(model: Any, seen: set[str]) -> None:
     seen.add(model.__name__)
     for f in model.model_fields.values():
