@@ -123,22 +123,11 @@ _RECORD_TYPES = {f.name: type(f.default) for f in fields(NodeRecord)}
 def load_state(path: Path) -> dict[str, NodeRecord]:
     """health's record per node, as this version writes it (an older aisite's too: the same fields); anything else
     is a RecordError naming the file, never a guess."""
-    if not path.is_file():
-        return {}
-    try:
-        doc = json.loads(path.read_text())
-        if not isinstance(doc, dict):
-            raise ValueError("not a mapping of node names")
-        out = {}
-        for name, rec in doc.items():
-            if not isinstance(rec, dict) or any(
-                k not in _RECORD_TYPES or type(v) is not _RECORD_TYPES[k] for k, v in rec.items()
-            ):
-                raise ValueError(f"{str(name)[:64]}: not a health record")
-            out[str(name)] = NodeRecord(**rec)
-        return out
-    except ValueError as exc:
-        raise RecordError(f"{path}: {exc}") from exc
+
+    def fits(rec: dict[str, Any]) -> bool:
+        return all(k in _RECORD_TYPES and type(v) is _RECORD_TYPES[k] for k, v in rec.items())
+
+    return {name: NodeRecord(**rec) for name, rec in store.read_named(path, fits, "a health record").items()}
 
 
 CHECKS_FILE = "checks.json"

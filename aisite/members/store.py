@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -167,30 +167,38 @@ def site_held_out(site: str, but: Owner | None = None) -> list[str]:
     return out_of_service(members, but)
 
 
-def _older_quarantines(path: Path) -> dict[str, Member]:
-    """The nodes health's own record (state.json) holds quarantined, as health holds them. Only the three fields a
-    hold needs are read, each of the type health writes (health/site.py `load_state` reads the whole record): the
-    store sits below health, so it reads the older file itself rather than through health's module."""
+def read_named(path: Path, fits: Callable[[Any], bool], what: str) -> dict[str, dict[str, Any]]:
+    """A JSON record of this machine's (name -> record, as aisite writes them) whose every record `fits`; anything
+    else is a RecordError naming the file, never a guess. {} when there is no file."""
     if not path.is_file():
         return {}
     try:
         doc = json.loads(path.read_text())
         if not isinstance(doc, dict):
             raise ValueError("not a mapping of node names")
-        out = {}
         for name, rec in doc.items():
-            if not isinstance(rec, dict) or any(
-                not isinstance(rec.get(k, d), type(d))
-                for k, d in (("quarantined", False), ("since", ""), ("reason", ""))
-            ):
-                raise ValueError(f"{str(name)[:64]}: not a health record")
-            if rec.get("quarantined", False):
-                out[str(name)] = Member(
-                    {"health": Hold("quarantined", "", rec.get("since", ""), rec.get("reason", ""))}
-                )
-        return out
+            if not isinstance(rec, dict) or not fits(rec):
+                raise ValueError(f"{str(name)[:64]}: not {what}")
+        return {str(name): rec for name, rec in doc.items()}
     except ValueError as exc:
         raise RecordError(f"{path}: {exc}") from exc
+
+
+_QUARANTINE_FIELDS = (("quarantined", False), ("since", ""), ("reason", ""))
+
+
+def _older_quarantines(path: Path) -> dict[str, Member]:
+    """The nodes health's own record (state.json) holds quarantined, as health holds them. Only the three fields a
+    hold needs are read, each of the type health writes (health/site.py `load_state` reads the whole record): the
+    store sits below health, so it reads the older file itself rather than through health's module."""
+    records = read_named(
+        path, lambda rec: all(isinstance(rec.get(k, d), type(d)) for k, d in _QUARANTINE_FIELDS), "a health record"
+    )
+    return {
+        name: Member({"health": Hold("quarantined", "", rec.get("since", ""), rec.get("reason", ""))})
+        for name, rec in records.items()
+        if rec.get("quarantined", False)
+    }
 
 
 def rows(names: Iterable[str], members: dict[str, Member]) -> list[dict[str, Any]]:
