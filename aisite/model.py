@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from aisite.catalog import GENERIC_MODEL, GPU_TYPES, KNOWN_MODELS, SERVER_MODELS, NicPort
+from aisite.drivers.switches import CONFIGURED, SWITCH_OS
 from aisite.fields import (
     AbsPath,
     Account,
@@ -365,7 +366,23 @@ class StorageNodes(NodeGroup):
     ceph: Ceph | None = None
 
 
-SwitchOs = Literal["cumulus", "sonic", "onyx", "frr"]
+def _switch_os(names: tuple[str, ...]) -> AfterValidator:
+    def check(value: str) -> str:
+        if value not in names:
+            raise ValueError(f"{value!r} is not a switch OS aisite configures here; known: {', '.join(names)}")
+        return value
+
+    return AfterValidator(check)
+
+
+# What an access switch may run: an OS aisite configures (any: the checks say which it configures access
+# switches on), or `generic`.
+ACCESS_CHOICES = (*CONFIGURED, *(n for n in SWITCH_OS if n not in CONFIGURED))
+
+# The switch operating systems, from their drivers (aisite/drivers/switches): a fabric tier runs one aisite
+# configures; an access switch may also be `generic` (the site's to configure).
+SwitchOs = Annotated[str, _switch_os(CONFIGURED), Field(json_schema_extra={"enum": list(CONFIGURED)})]
+AccessSwitchOs = Annotated[str, _switch_os((*ACCESS_CHOICES,)), Field(json_schema_extra={"enum": list(ACCESS_CHOICES)})]
 
 
 class SwitchSpec(Strict):
@@ -415,7 +432,7 @@ class AccessSwitchGroup(SwitchGroupBase):
     """Management (in-band: management and storage ports) or out-of-band (BMC and switch management ports).
     `generic`: the site configures them itself (aisite plans and checks their cables only)."""
 
-    os: SwitchOs | Literal["generic"] = "generic"
+    os: AccessSwitchOs = "generic"
     vlans: AccessVlans = AccessVlans()
     # Ports to the site's network (its core or a border pair), trunks of every VLAN above. aisite replaces the
     # switch's whole configuration, so a port not planned here or by a cable is left unconfigured.

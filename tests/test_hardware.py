@@ -225,7 +225,7 @@ def test_more_ports_than_cages_splits_every_cage() -> None:
         parse_site(site)
     assert [str(p) for p in exc.value.problems] == [
         "site.switches.leaves.ports: 128 ports on 64 cages means splitting each SN5600 cage, and aisite renders no "
-        "Onyx breakout yet: declare at most 64 (one 400G port a cage) or run Cumulus or SONiC"
+        "Onyx breakout yet: declare at most 64 (one 400G port a cage) or run Cumulus Linux, FRR or SONiC"
     ]
 
 

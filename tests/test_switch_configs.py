@@ -155,7 +155,7 @@ def qos_onyx(path: Path, roce: RoceQos) -> dict[str, Any]:
         "pfc": [
             int(m[1]) for line in lines if (m := re.fullmatch(r"dcb priority-flow-control priority (\d) enable", line))
         ],
-        # `roce lossless` maps these (the site checks refuse any other profile on Onyx): see ONYX_ROCE.
+        # `roce lossless` maps these (the site checks refuse any other profile on Onyx): the onyx driver's fixed_roce.
         "dscp": {26: 3, 48: 6},
         "ecn": ecn.pop(),
         "ets": ets,

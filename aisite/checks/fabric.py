@@ -11,6 +11,7 @@ from aisite.catalog import (
     SWITCH_MODELS,
 )
 from aisite.checks.common import fabric_groups, node_groups
+from aisite.drivers.switches import ACCESS, CONFIGURED, SWITCH_OS
 from aisite.errors import Problem
 from aisite.model import (
     AccessSwitchGroup,
@@ -71,34 +72,6 @@ def check_fabric(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
     check_switch_os(site, out)
 
 
-# BGP maximum-paths as the switch roles render it (fabric_frr_max_paths, fabric_cumulus_max_paths,
-# fabric_onyx_max_paths; SONiC's bgpcfgd templates use 64): the widest ECMP a route gets.
-ECMP_MAX_PATHS = 64
-
-
-# How each switch OS peers on a fabric link (its role's template): BGP unnumbered over IPv6 link-local, or /31s.
-UNNUMBERED_OS = frozenset({"frr", "cumulus"})
-
-
-# The Cumulus Linux releases whose NVUE syntax aisite renders (5.11-5.14, and from 5.15 on with its renames):
-# the releases tests/test_switch_configs.py's NVUE path table documents.
-CUMULUS_RELEASES = ((5, 11), (5, 15))
-
-
-# Onyx's `roce lossless` fixes these; the fabric_onyx role cannot express another profile.
-ONYX_ROCE = {"roce_dscp": 26, "pfc_priority": 3, "cnp_dscp": 48, "cnp_priority": 6}
-
-
-# Knobs the Onyx lines aisite renders cannot set (its ECN command takes thresholds, its watchdog only `enable`):
-# a site must leave them at the plan's defaults, and Onyx keeps its own values.
-ONYX_UNSET = (
-    "ecn_probability_percent",
-    "pfc_watchdog_poll_ms",
-    "pfc_watchdog_detection_ms",
-    "pfc_watchdog_restoration_ms",
-)
-
-
 def check_switch_models(site: Site, out: list[Problem]) -> None:
     """Each tier's ports and speed against its model's front panel, where the catalog knows the model."""
     for path, group in fabric_groups(site):
@@ -120,23 +93,19 @@ def check_switch_models(site: Site, out: list[Problem]) -> None:
                     f"{model.ports_at(group.speed_gbps)} ports at {group.speed_gbps} Gbps",
                 )
             )
-        elif group.ports > model.cages and group.os == "onyx":
-            # More ports than cages splits each cage (an SN5600's 2x400G): rendered for Cumulus (NVUE `link
-            # breakout`), SONiC (BREAKOUT_CFG) and the lab's FRR (its ports named as Cumulus names them), not yet
-            # for Onyx: refuse rather than configure ports the switch does not have.
+        elif group.ports > model.cages and not SWITCH_OS[group.os].breakout:
+            # More ports than cages splits each cage (an SN5600's 2x400G): rendered where the OS's driver says its
+            # role renders breakouts; refuse rather than configure ports the switch does not have.
+            can = [SWITCH_OS[n].title for n in CONFIGURED if SWITCH_OS[n].breakout]
+            can_run = " or ".join([", ".join(can[:-1]), can[-1]] if len(can) > 1 else can)
             out.append(
                 Problem(
                     f"site.switches.{path}.ports",
                     f"{group.ports} ports on {model.cages} cages means splitting each {model.name} cage, and aisite "
-                    f"renders no Onyx breakout yet: declare at most {model.cages} (one {group.speed_gbps}G port a "
-                    "cage) or run Cumulus or SONiC",
+                    f"renders no {SWITCH_OS[group.os].title} breakout yet: declare at most {model.cages} (one "
+                    f"{group.speed_gbps}G port a cage) or run {can_run}",
                 )
             )
-
-
-# The OSes aisite configures management and out-of-band switches with (VLAN-aware bridge, access ports, trunk
-# uplinks); `generic` leaves one to the site.
-ACCESS_OS = ("cumulus",)
 
 
 def check_access_switches(site: Site, out: list[Problem]) -> None:
@@ -162,16 +131,16 @@ def check_access_switches(site: Site, out: list[Problem]) -> None:
             if group.uplinks:
                 out.append(Problem(f"{path}.uplinks", "generic switches are the site's to configure: no uplinks"))
             continue
-        if group.os not in ACCESS_OS:
+        if group.os not in ACCESS:
             out.append(
                 Problem(
                     f"{path}.os",
-                    f"{group.os}: aisite configures {key} switches on {', '.join(ACCESS_OS)} only; `generic` "
+                    f"{group.os}: aisite configures {key} switches on {', '.join(ACCESS)} only; `generic` "
                     "leaves them to the site (their cables are still planned and checked)",
                 )
             )
             continue
-        check_cumulus_release(path, group, out)
+        check_release(path, group, out)
         if key == "management" and group.vlans.management == group.vlans.storage:
             out.append(
                 Problem(f"{path}.vlans.storage", f"{group.vlans.storage}: the management network's VLAN as well")
@@ -196,57 +165,65 @@ def check_access_switches(site: Site, out: list[Problem]) -> None:
             seen.add(port)
 
 
-def check_cumulus_release(path: str, group: SwitchGroupBase, out: list[Problem]) -> None:
-    """A Cumulus group names a release aisite renders NVUE for (fabric and access switches alike)."""
-    if group.os != "cumulus":
+def check_release(path: str, group: SwitchGroupBase, out: list[Problem]) -> None:
+    """A group whose OS's role renders for some releases only (Cumulus's NVUE) names one of them."""
+    driver = SWITCH_OS[group.os]
+    if driver.releases is None:
         return
-    low, high = CUMULUS_RELEASES
+    low, high = driver.releases
     supported = f"{low[0]}.{low[1]} to {high[0]}.{high[1]}"
     if group.os_version is None:
         out.append(
             Problem(
                 f"{path}.os_version",
-                f"say which Cumulus Linux release the switches run ({supported}): NVUE's syntax changed in 5.15",
+                f"say which {driver.title} release the switches run ({supported}): {driver.releases_why}",
             )
         )
     elif not low <= tuple(int(p) for p in group.os_version.split(".")[:2]) <= high:
-        out.append(Problem(f"{path}.os_version", f"{group.os_version}: aisite renders NVUE for {supported}"))
+        out.append(
+            Problem(f"{path}.os_version", f"{group.os_version}: aisite renders {driver.renders} for {supported}")
+        )
 
 
 def check_switch_os(site: Site, out: list[Problem]) -> None:
+    """Each tier's OS against what its driver's role renders: its releases, peering the tier below the same way, BFD
+    and the RoCE settings it can set."""
     groups = fabric_groups(site)
     for path, group in groups:
-        check_cumulus_release(f"site.switches.{path}", group, out)
+        check_release(f"site.switches.{path}", group, out)
     for (below_path, below), (path, group) in itertools.pairwise(groups):
-        if (below.os in UNNUMBERED_OS) != (group.os in UNNUMBERED_OS):
+        if SWITCH_OS[below.os].peering != SWITCH_OS[group.os].peering:
+            unnumbered = sorted(n for n in CONFIGURED if SWITCH_OS[n].peering == "unnumbered")
             out.append(
                 Problem(
                     f"site.switches.{path}.os",
                     f"{group.os} {path.replace('_', '-')} cannot peer with {below.os} {below_path}: aisite configures "
-                    f"{', '.join(sorted(UNNUMBERED_OS))} with BGP unnumbered and the others with /31 addresses",
+                    f"{', '.join(unnumbered)} with BGP unnumbered and the others with /31 addresses",
                 )
             )
-    oses = {group.os for _, group in groups}
-    if site.fabric.bfd is True and "sonic" in oses:
-        # bgpcfgd's BGP_NEIGHBOR (what aisite writes) has no BFD field in SONiC's YANG; only frrcfgd's
-        # vrf-keyed table does, a different management mode aisite does not render.
-        out.append(
-            Problem(
-                "site.fabric.bfd",
-                "true, but SONiC's BGP_NEIGHBOR table (bgpcfgd) cannot enable BFD on a session: leave it unset "
-                "or false for a SONiC fabric (sessions then fail over on the BGP hold time, 9 s)",
+    drivers = [SWITCH_OS[n] for n in sorted({group.os for _, group in groups})]
+    for d in drivers:
+        if site.fabric.bfd is True and not d.bfd:
+            out.append(
+                Problem(
+                    "site.fabric.bfd",
+                    f"true, but {d.bfd_why or d.title + ' cannot enable BFD'}: leave it unset or false for a "
+                    f"{d.title} fabric (sessions then fail over on the BGP hold time, 9 s)",
+                )
             )
-        )
-    if "onyx" in oses:
         r = site.fabric.roce
-        for key in ONYX_UNSET:
+        for key in d.unset_roce:
             if key in r.model_fields_set:
                 out.append(
-                    Problem(f"site.fabric.roce.{key}", "Onyx: the lines aisite renders cannot set it; leave it out")
+                    Problem(
+                        f"site.fabric.roce.{key}", f"{d.title}: the lines aisite renders cannot set it; leave it out"
+                    )
                 )
-        for key, want in ONYX_ROCE.items():
+        for key, want in d.fixed_roce.items():
             if getattr(r, key) != want:
-                out.append(Problem(f"site.fabric.roce.{key}", f"{getattr(r, key)}: Onyx's `roce lossless` uses {want}"))
+                out.append(
+                    Problem(f"site.fabric.roce.{key}", f"{getattr(r, key)}: {d.title}'s `roce lossless` uses {want}")
+                )
 
 
 def check_tiers(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
@@ -283,17 +260,19 @@ def check_tiers(site: Site, layout: FabricLayout, out: list[Problem]) -> None:
                     "of spines in every plane",
                 )
             )
-    # ECMP: a route up has a next hop per uplink; the roles install at most ECMP_MAX_PATHS of them.
-    widths = [("site.fabric.uplinks_per_spine", "a leaf", layout.uplinks(sw.leaves.count) if sw.spines.count else 0)]
+    # ECMP: a route up has a next hop per uplink; each tier's role installs at most its driver's max_paths.
+    leaf_width = layout.uplinks(sw.leaves.count) if sw.spines.count else 0
+    widths = [("site.fabric.uplinks_per_spine", "a leaf", leaf_width, sw.leaves.os)]
     if layout.three_tier:
-        widths.append(("site.fabric.uplinks_per_super_spine", "a spine", layout.spine_uplinks))
-    for path, who, width in widths:
-        if width > ECMP_MAX_PATHS:
+        widths.append(("site.fabric.uplinks_per_super_spine", "a spine", layout.spine_uplinks, sw.spines.os))
+    for path, who, width, os in widths:
+        most = SWITCH_OS[os].max_paths
+        if width > most:
             out.append(
                 Problem(
                     path,
-                    f"{who}'s routes up would have {width} equal-cost next hops; the switch roles install at most "
-                    f"{ECMP_MAX_PATHS} (BGP maximum-paths): fewer, faster links",
+                    f"{who}'s routes up would have {width} equal-cost next hops; its {SWITCH_OS[os].title} role "
+                    f"installs at most {most} (BGP maximum-paths): fewer, faster links",
                 )
             )
     capacity = fabric_capacity(site, layout)

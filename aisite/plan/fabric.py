@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 
 from aisite.catalog import SWITCH_MODELS
+from aisite.drivers.switches import SWITCH_OS
 from aisite.model import GpuGroup, Site, SwitchGroupBase, group_hardware
 from aisite.plan.types import RoceQos
 
@@ -124,12 +125,12 @@ def pod_pool_name(rail: int, su: int) -> str:
 
 
 def fabric_bfd(site: Site) -> bool:
-    """BFD on the fabric's sessions: the site's choice, else on wherever every fabric OS renders it (not SONiC)."""
+    """BFD on the fabric's sessions: the site's choice, else on wherever every fabric OS's role renders it."""
     if site.fabric.bfd is not None:
         return site.fabric.bfd
     sw = site.switches
     groups = [sw.leaves, sw.spines, *([sw.super_spines] if sw.super_spines else [])]
-    return all(g.os != "sonic" for g in groups)
+    return all(SWITCH_OS[g.os].bfd for g in groups)
 
 
 def group_rails(group: GpuGroup) -> int:
@@ -257,27 +258,11 @@ def switch_port(group: SwitchGroupBase, port: int) -> str:
 
 
 def port_name(os: str, port: int, speed_gbps: int, front: tuple[int, int] = (1, 0)) -> str:
-    """Front-panel port `port` (1-based) in the naming of the switch operating system. `front` is `panel()`:
-    split cages name their ports after the cage (Cumulus swp1s0, swp1s1; SONiC by first lane, Ethernet0 and
-    Ethernet4 of an 8-lane cage split in two, as the HWSKU's port_config.ini numbers lanes; Onyx Eth1/1/1)."""
+    """Front-panel port `port` (1-based) in the naming of the switch operating system (its driver's). `front` is
+    `panel()`: split cages name their ports after the cage (Cumulus swp1s0, swp1s1; SONiC by first lane, Ethernet0
+    and Ethernet4 of an 8-lane cage split in two, as the HWSKU's port_config.ini numbers lanes; Onyx Eth1/1/1)."""
     split, lanes = front
-    if split > 1:
-        cage, sub = divmod(port - 1, split)
-        if os == "sonic":
-            return f"Ethernet{cage * lanes + sub * (lanes // split)}"
-        if os == "onyx":
-            return f"Eth1/{cage + 1}/{sub + 1}"
-        if os == "generic":
-            return f"port{port}"
-        return f"swp{cage + 1}s{sub}"
-    if os == "sonic":
-        lanes = lanes or (8 if speed_gbps >= 400 else 4)
-        return f"Ethernet{(port - 1) * lanes}"
-    if os == "onyx":
-        return f"Eth1/{port}"
-    if os == "generic":
-        return f"port{port}"
-    return f"swp{port}"  # Cumulus and FRR on Linux
+    return SWITCH_OS[os].port(port, speed_gbps, split, lanes)
 
 
 def rail_block(rail_net: IPv4Network, prefix: int, su: int) -> IPv4Network:

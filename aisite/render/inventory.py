@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import yaml
 
+from aisite.drivers.switches import SWITCH_OS
 from aisite.fields import secret_env
 from aisite.paths import STATE, kubeconfig_path, lab_ssh_dir, provision_dir, pull_wheels_dir, site_dir
 from aisite.plan import FABRIC_ROLES, Node, Plan, Switch, plain
@@ -32,20 +33,6 @@ SWITCH_GROUPS = {role: role.replace("-", "_") for role in FABRIC_ROLES}
 # Management and out-of-band switches aisite configures (their VLANs and ports), in the fabric layer.
 ACCESS_SWITCHES = "access_switches"
 LAB_LIFECYCLE_DAY_S = 10
-# Switch OS -> how Ansible reaches it on a real site (the lab reaches its FRR switches as root over SSH). Cumulus and
-# SONiC are Linux: their roles run nv / sonic-cfggen / config over SSH as root. Onyx has only its CLI: network_cli
-# with the aisite.site collection's cliconf and terminal plugins (aisite.site.onyx), in enable mode.
-NETWORK_OS = {
-    "cumulus": {"ansible_connection": "ansible.builtin.ssh", "ansible_become": True},
-    "frr": {"ansible_connection": "ansible.builtin.ssh", "ansible_become": True},
-    "sonic": {"ansible_connection": "ansible.builtin.ssh", "ansible_become": True},
-    "onyx": {
-        "ansible_connection": "ansible.netcommon.network_cli",
-        "ansible_network_os": "aisite.site.onyx",
-        "ansible_become": True,
-        "ansible_become_method": "ansible.netcommon.enable",
-    },
-}
 
 
 class Template(str):
@@ -107,9 +94,12 @@ def _node_vars(node: Node) -> dict[str, Any]:
 
 def _switch_vars(plan: Plan, sw: Switch) -> dict[str, Any]:
     out: dict[str, Any] = {"ansible_host": sw.management_address}
+    driver = SWITCH_OS[sw.os]
     if plan.connection != "lab":
-        out |= NETWORK_OS[sw.os]
-    out["aisite_switch"] = plain(sw)
+        # How Ansible reaches it on a real site (its driver's); the lab reaches its FRR switches as root over SSH.
+        out |= driver.connection
+    # What a rollout can do with it (playbooks/maintenance-switch.yml): its driver's word, not the OS's name.
+    out["aisite_switch"] = plain(sw) | {"graceful_shutdown": driver.graceful_shutdown}
     return out
 
 
