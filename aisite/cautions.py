@@ -4,6 +4,7 @@ its `--json`); never an exit code of their own unless `--strict`. Each names the
 from __future__ import annotations
 
 from aisite.catalog import GENERIC_MODEL, SERVER_MODELS
+from aisite.drivers.bmcs import BMC_PROTOCOLS
 from aisite.errors import Problem
 from aisite.model import Site, compute_ports, group_hardware
 from aisite.plan import Plan, group_rails
@@ -110,7 +111,7 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
         )
     ipmi: dict[str, list[str]] = {}
     for n in plan.nodes:
-        if n.firmware is not None and n.bmc.protocol != "redfish":
+        if n.firmware is not None and not BMC_PROTOCOLS[n.bmc.protocol].firmware:
             ipmi.setdefault(n.path.rsplit(".nodes[", 1)[0], []).append(n.name)
     for path, names in ipmi.items():
         out.append(
@@ -120,7 +121,7 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
                 "IPMI offers no BIOS settings or firmware update, so their baseline is neither read nor set",
             )
         )
-    unverified = [n.name for n in plan.nodes if n.bmc.protocol == "redfish" and not n.bmc.tls_verify]
+    unverified = [n.name for n in plan.nodes if BMC_PROTOCOLS[n.bmc.protocol].tls and not n.bmc.tls_verify]
     if unverified and site.ansible.connection != "lab":
         out.append(
             Problem(

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aisite import oob
+from aisite.drivers.bmcs import BMC_PROTOCOLS, redfish
 from aisite.fields import secret_env
 from aisite.foreign import clean
 from aisite.plan import FirmwareBaseline, Node, Plan
@@ -110,9 +111,9 @@ def _bmc_error(t: oob.Target, what: str, exc: Exception) -> oob.BmcError:
 
 def read(t: oob.Target, baseline: FirmwareBaseline) -> Reading:
     """The BMC's current and pending values of the baseline's attributes, and its BIOS release."""
-    if t.protocol != "redfish":
+    if not BMC_PROTOCOLS[t.protocol].firmware:
         raise oob.BmcError(f"an {t.protocol.upper()} BMC has no BIOS settings or firmware update to read")
-    system = oob.redfish_system(t)
+    system = redfish.managed_system(t)
     try:
         bios = system.bios
         current = dict(bios.attributes or {})
@@ -135,8 +136,8 @@ def apply(t: oob.Target, baseline: FirmwareBaseline) -> list[str]:
     """Set what differs: the attributes as pending settings, the release through SimpleUpdate. What was asked."""
     reading = read(t, baseline)
     done: list[str] = []
-    root = oob.redfish_root(t)
-    system = oob.redfish_system(t, root)
+    root = redfish.root(t)
+    system = redfish.managed_system(t, root)
     changes = {n: want for n, want in baseline.bios if not _same(reading.bios.get(n), want)}
     if changes:
         try:
@@ -192,7 +193,7 @@ def reset(t: oob.Target, timeout: float = 300.0) -> None:
     """Restart the system through its BMC (the OS asked to shut down first) and wait until it is on again."""
     import sushy  # imported here: slow, and only BMC commands need it
 
-    system = oob.redfish_system(t)
+    system = redfish.managed_system(t)
     try:
         system.reset_system(sushy.ResetType.GRACEFUL_RESTART)
     except Exception as exc:
@@ -214,7 +215,7 @@ def site_firmware(plan: Plan, secrets: Mapping[str, object], workers: int = 16) 
     redfish: list[tuple[Node, FirmwareBaseline]] = []
     for n in baselined(plan):
         assert n.firmware is not None
-        if n.bmc.protocol != "redfish":
+        if not BMC_PROTOCOLS[n.bmc.protocol].firmware:
             found.unsupported[n.name] = f"{n.bmc.protocol.upper()} BMC: no BIOS settings or firmware update"
         elif secret_env(n.bmc.credentials) not in secrets:
             found.unread[n.name] = f"the BMC's secret {n.bmc.credentials!r} was not found: nothing sent"

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from aisite.catalog import GENERIC_MODEL, GPU_TYPES, KNOWN_MODELS, SERVER_MODELS, NicPort
+from aisite.drivers.bmcs import BMC_PROTOCOLS
 from aisite.drivers.switches import CONFIGURED, SWITCH_OS
 from aisite.fields import (
     AbsPath,
@@ -85,8 +86,19 @@ class Secret(Strict):
     password_from: PasswordSource
 
 
+def _bmc_protocol(value: str) -> str:
+    if value not in BMC_PROTOCOLS:
+        raise ValueError(f"{value!r} is not a BMC protocol aisite drives; known: {', '.join(_BMC_NAMES)}")
+    return value
+
+
+# The BMC protocols, from their drivers (aisite/drivers/bmcs), in the order discovery asks them.
+_BMC_NAMES = [d.name for d in sorted(BMC_PROTOCOLS.values(), key=lambda d: d.rank)]
+BmcProtocolName = Annotated[str, AfterValidator(_bmc_protocol), Field(json_schema_extra={"enum": _BMC_NAMES})]
+
+
 class BmcSpec(Strict):
-    protocol: Literal["redfish", "ipmi"] | None = None
+    protocol: BmcProtocolName | None = None
     address: IPv4Address | None = None
     mac: Mac | None = None
     credentials: SecretName | None = None
@@ -534,7 +546,7 @@ class BmcAccount(Strict):
 
 
 class OobDefaults(Strict):
-    protocol: Literal["redfish", "ipmi"] = "redfish"
+    protocol: BmcProtocolName = "redfish"
     credentials: SecretName | None = None
     # The power state the BMC role holds every node in (a node's or group's bmc.power overrides it).
     power: Literal["on", "off"] = "on"

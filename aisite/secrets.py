@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from aisite.drivers.bmcs import BMC_PROTOCOLS
 from aisite.errors import Problem
 from aisite.fields import secret_env
 from aisite.plan import Plan
@@ -18,8 +19,6 @@ from aisite.plan import Plan
 # What BMCs accept. IPMI 2.0 (RAKP) carries a password of at most 20 bytes and a user name of at most 16; ipmitool
 # refuses longer ones before it sends anything. HTTP Basic authentication (Redfish) splits `user:password` at the
 # first colon (RFC 7617), and BMCs differ in how they decode bytes outside printable ASCII.
-IPMI_PASSWORD_MAX = 20
-IPMI_USERNAME_MAX = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +36,9 @@ def uses(plan: Plan) -> dict[str, list[Use]]:
     for n in plan.nodes:
         if n.bmc.credentials:
             out.setdefault(n.bmc.credentials, []).append(Use(f"{n.name}-bmc", n.bmc.protocol, n.bmc.address))
-    redfish = [n for n in plan.nodes if n.bmc.protocol == "redfish"]
+    keeping = [n for n in plan.nodes if BMC_PROTOCOLS[n.bmc.protocol].accounts]
     for a in plan.bmc_accounts:
-        out.setdefault(a["secret"], []).extend(Use(f"{n.name}-bmc", "redfish", n.bmc.address) for n in redfish)
+        out.setdefault(a["secret"], []).extend(Use(f"{n.name}-bmc", n.bmc.protocol, n.bmc.address) for n in keeping)
     return out
 
 
@@ -72,32 +71,34 @@ def limit_problems(name: str, username: str, password: str, used: list[Use]) -> 
                     f"the {what} has characters outside ASCII, which BMCs decode differently (used by {_hosts(used)})",
                 )
             )
-    if "ipmi" in protocols:
-        hosts = _hosts(used, "ipmi")
+    for protocol in sorted(protocols):
+        d = BMC_PROTOCOLS[protocol]
+        hosts = _hosts(used, protocol)
         size = len(password.encode())
-        if size > IPMI_PASSWORD_MAX:
+        if d.password_max is not None and size > d.password_max:
             out.append(
                 Problem(
                     path,
-                    f"the password is {size} bytes; IPMI 2.0 BMCs accept at most {IPMI_PASSWORD_MAX} (used by {hosts})",
+                    f"the password is {size} bytes; {d.password_who or d.title + ' BMCs'} accept at most "
+                    f"{d.password_max} (used by {hosts})",
                 )
             )
-        if len(username.encode()) > IPMI_USERNAME_MAX:
+        if d.username_max is not None and len(username.encode()) > d.username_max:
             out.append(
                 Problem(
                     path,
-                    f"the user name {username!r} is {len(username.encode())} bytes; IPMI BMCs accept at most "
-                    f"{IPMI_USERNAME_MAX} (used by {hosts})",
+                    f"the user name {username!r} is {len(username.encode())} bytes; {d.title} BMCs accept at most "
+                    f"{d.username_max} (used by {hosts})",
                 )
             )
-    if "redfish" in protocols and ":" in username:
-        out.append(
-            Problem(
-                path,
-                f"the user name {username!r} contains ':', which HTTP Basic authentication cannot carry "
-                f"(used by the Redfish BMCs {_hosts(used, 'redfish')})",
+        if d.username_forbids is not None and d.username_forbids[0] in username:
+            out.append(
+                Problem(
+                    path,
+                    f"the user name {username!r} contains {d.username_forbids[0]!r}, {d.username_forbids[1]} "
+                    f"(used by the {d.title} BMCs {hosts})",
+                )
             )
-        )
     return out
 
 

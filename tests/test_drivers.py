@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aisite.drivers.switches import ACCESS, CONFIGURED, SWITCH_OS, discover
+from aisite.drivers.registry import discover
+from aisite.drivers.switch_os import SwitchOs
+from aisite.drivers.switches import ACCESS, CONFIGURED, SWITCH_OS
 from aisite.model import AccessSwitchGroup, SwitchGroup
 from aisite.plan.fabric import port_name
 from aisite.playbooks import PLAYBOOKS, ROLES, role_name
@@ -32,15 +34,15 @@ def test_a_new_switch_os_is_one_module(tmp_path: Path, monkeypatch: pytest.Monke
         "DRIVER = SwitchOs(name='eos', role='fabric_eos', port=lambda p, s, n, l: f'Ethernet{p}')\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    found = discover([str(pkg)], "more_switches")
+    found = discover([str(pkg)], "more_switches", SwitchOs)
     assert list(found) == ["eos"] and found["eos"].port(3, 400, 1, 0) == "Ethernet3"
     (pkg / "eos2.py").write_text("from more_switches.eos import DRIVER\n")
-    with pytest.raises(ValueError, match="'eos' registered twice"):
-        discover([str(pkg)], "more_switches")
+    with pytest.raises(ValueError, match="SwitchOs 'eos' registered twice"):
+        discover([str(pkg)], "more_switches", SwitchOs)
     del sys.modules["more_switches.eos2"]
     (pkg / "eos2.py").write_text("DRIVER = 'not a driver'\n")
     with pytest.raises(TypeError, match=r"more_switches\.eos2"):
-        discover([str(pkg)], "more_switches")
+        discover([str(pkg)], "more_switches", SwitchOs)
     for name in [m for m in sys.modules if m.startswith("more_switches")]:
         del sys.modules[name]
 
@@ -94,3 +96,33 @@ def test_each_configured_os_has_its_role_and_its_play(name: str) -> None:
 )
 def test_ports_are_named_by_the_os_driver(os: str, port: int, speed: int, front: tuple[int, int], name: str) -> None:
     assert port_name(os, port, speed, front) == name
+
+
+def test_the_bmc_registry_and_what_reads_it() -> None:
+    """Each BMC protocol is a module with its DRIVER: the model's choices, the default port the plan gives a BMC,
+    the order discovery asks an undeclared address in (Redfish first), and its tasks in the bmc role."""
+    from aisite.drivers.bmcs import BMC_PROTOCOLS
+    from aisite.model import BmcSpec, OobDefaults
+
+    assert set(BMC_PROTOCOLS) == {"redfish", "ipmi"}
+    assert BmcSpec.model_json_schema()["properties"]["protocol"]["anyOf"][0]["enum"] == ["redfish", "ipmi"]
+    assert OobDefaults.model_json_schema()["properties"]["protocol"]["enum"] == ["redfish", "ipmi"]
+    with pytest.raises(ValueError, match="'snmp' is not a BMC protocol aisite drives; known: redfish, ipmi"):
+        OobDefaults.model_validate({"protocol": "snmp"})
+    assert (BMC_PROTOCOLS["redfish"].port, BMC_PROTOCOLS["ipmi"].port) == (443, 623)
+    for name in BMC_PROTOCOLS:
+        assert (ROLES / "bmc" / "tasks" / f"{name}.yml").is_file(), name
+
+
+def test_discovery_asks_each_protocol_its_driver_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aisite import oob
+
+    asked: list[tuple[str, int]] = []
+
+    def answers(protocol: str, address: str, port: int, timeout: float = 1.0) -> bool:
+        asked.append((protocol, port))
+        return False
+
+    monkeypatch.setattr(oob, "answers", answers)
+    found = oob.discover("192.0.2.0/30", {}, lambda a, p: None, timeout=0.01, workers=1)
+    assert asked == [("redfish", 443), ("ipmi", 623)] and not found.undeclared

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from aisite import firmware, oob
 from aisite.diff import markdown, site_diff
+from aisite.drivers.bmcs import redfish
 from aisite.errors import SiteError
 from aisite.loader import parse_site
 from aisite.maintenance.rollout import rollout
@@ -385,8 +386,8 @@ def test_the_image_is_fetched_and_its_digest_checked_before_the_bmc_is_told(
     url = f"http://127.0.0.1:{server.server_address[1]}"
     updates = _FakeUpdates()
     monkeypatch.setattr(firmware, "read", lambda t, b: firmware.Reading({}, "2.0"))
-    monkeypatch.setattr(oob, "redfish_root", lambda t: updates)
-    monkeypatch.setattr(oob, "redfish_system", lambda t, root=None: type("S", (), {"path": "/Systems/1"})())
+    monkeypatch.setattr(redfish, "root", lambda t: updates)
+    monkeypatch.setattr(redfish, "managed_system", lambda t, service_root=None: type("S", (), {"path": "/Systems/1"})())
     t = oob.Target("redfish", "192.0.2.10", 443, "u", "p")
     good = hashlib.sha256(body).hexdigest()
     try:

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from aisite import oob
+from aisite.drivers import bmc
+from aisite.drivers.bmcs import ipmi, redfish
 from aisite.playbooks import PLUGINS
 from tests.conftest import run_cli
 
@@ -62,10 +64,10 @@ def responder() -> Iterator[int]:
 
 
 def test_ipmi_probe_tells_a_bmc_from_silence(responder: int) -> None:
-    assert oob.answers_ipmi("127.0.0.1", responder, timeout=1)
+    assert ipmi.answers("127.0.0.1", responder, timeout=1)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as quiet:
         quiet.bind(("127.0.0.1", 0))
-        assert not oob.answers_ipmi("127.0.0.1", quiet.getsockname()[1], timeout=0.2)
+        assert not ipmi.answers("127.0.0.1", quiet.getsockname()[1], timeout=0.2)
 
 
 def test_discover_sorts_declared_missing_and_undeclared(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,8 +146,8 @@ def test_an_undeclared_server_sees_a_connection_and_no_credentials() -> None:
 
 
 def test_a_bmcs_words_are_data() -> None:
-    assert oob.mac("AA-BB-CC-DD-EE-FF") == "aa:bb:cc:dd:ee:ff"
-    assert oob.mac("aa:bb:cc:dd:ee:ff\n@cert-authority *") is None and oob.mac(5) is None
+    assert bmc.mac("AA-BB-CC-DD-EE-FF") == "aa:bb:cc:dd:ee:ff"
+    assert bmc.mac("aa:bb:cc:dd:ee:ff\n@cert-authority *") is None and bmc.mac(5) is None
 
 
 def test_a_bmc_answer_nothing_expects_is_that_bmcs_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,7 +158,7 @@ def test_a_bmc_answer_nothing_expects_is_that_bmcs_error(monkeypatch: pytest.Mon
         raise ValueError("\x1b]52;c;cHduZWQ=\x07[/x] unexpected body " + "x" * 5000)
 
     monkeypatch.setattr(oob, "facts", surprise)
-    monkeypatch.setattr(oob, "answers_tcp", lambda *a, **k: True)
+    monkeypatch.setattr(oob, "answers", lambda *a, **k: True)
     found = oob.probe("127.0.0.1", "gpu01", lambda a, p: oob.Target(p, a, 443, "u", "p"), [("redfish", 443)], 0.1)
     assert found.protocol == "redfish" and found.facts is None and found.error
     assert "\x1b" not in found.error and len(found.error) <= 300 and found.error.startswith("ValueError: ")
@@ -193,7 +195,7 @@ def test_a_bmc_answering_json_nested_deep_is_that_bmcs_error(tmp_path: Path) -> 
     try:
         t = oob.Target("redfish", "127.0.0.1", server.server_address[1], "u", "p", tls_verify=False, timeout=5)
         with pytest.raises(oob.BmcError, match="nested 5000 levels, deeper than 64"):
-            oob.redfish_system(t)
+            redfish.managed_system(t)
     finally:
         server.shutdown()
         server.server_close()

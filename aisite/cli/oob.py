@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from aisite.cli.common import EXIT_FAILED, JsonOpt, StackArg, err, invalid, load_plan, out
+from aisite.drivers.bmcs import BMC_PROTOCOLS
 from aisite.errors import SiteError
 from aisite.fields import secret_env
 from aisite.firmware import REASON, read_site
@@ -103,7 +104,7 @@ def oob_discover(
         if not oob.may_send_credentials(address, declared, probe_net):
             return None
         name = creds.get(address, default_creds)
-        port = declared[address][2] if address in declared else (443 if protocol == "redfish" else 623)
+        port = declared[address][2] if address in declared else BMC_PROTOCOLS[protocol].port
         username = str(p.secrets.get(name, {}).get("username") or "")
         password = str(values.get(secret_env(name), ""))
         return oob.Target(protocol, address, port, username, password, tls.get(address, default_tls), timeout * 5)

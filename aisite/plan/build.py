@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aisite.catalog import GPU_TYPES, NIC_ETH, NIC_LINK_TYPE, NIC_NUM_OF_VFS, NIC_SRIOV_EN, SERVER_MODELS, NicPort
+from aisite.drivers.bmcs import BMC_PROTOCOLS
 from aisite.model import (
     AccessSwitchGroup,
     Firmware,
@@ -214,7 +215,7 @@ class _Builder:
         spec, gspec, oob = ref.spec.bmc, ref.group.bmc, self.site.oob
         protocol = (spec and spec.protocol) or (gspec and gspec.protocol) or oob.protocol
         address = (spec and spec.address) or self.oob.take()
-        port = (spec and spec.port) or (gspec and gspec.port) or (443 if protocol == "redfish" else 623)
+        port = (spec and spec.port) or (gspec and gspec.port) or BMC_PROTOCOLS[protocol].port
         creds = (spec and spec.credentials) or (gspec and gspec.credentials) or oob.credentials or ""
         slot = self.oob_slots.take()
         if slot:

@@ -452,7 +452,7 @@ def boot_mac_proposals(
     """A stack change per node to install that has no boot MAC and whose BMC reported its system's NICs (Redfish
     EthernetInterfaces): `path` (where the stack declares the node) gets `management.mac`, the first NIC the BMC
     lists; all of them are given, as a server may list several and the boot NIC need not be first."""
-    from aisite.oob import mac
+    from aisite.drivers.bmc import mac
 
     out = []
     for t in targets:

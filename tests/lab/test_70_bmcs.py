@@ -385,7 +385,7 @@ def test_discover_finds_declared_missing_and_undeclared_bmcs(
     lab.start_bmc(SITE, extra, images.image_tag("bmc"), {template.credentials: ("admin", BMC_PASSWORD)})
     gone = next(n for n in plan.nodes if n.bmc.protocol == "ipmi")
     try:
-        wait_for("the new BMC answers", lambda: oob.answers_tcp(extra.address, 443), 60)
+        wait_for("the new BMC answers", lambda: oob.answers("redfish", extra.address, 443), 60)
         podman("pause", f"aisite-{SITE}-{gone.name}-bmc")
         r = run_cli("oob", "discover", str(stack_file), "--json", env=BMC_ENV)
         # The new BMC is sent the site's credentials only when the operator names a range that holds it.
