@@ -285,7 +285,7 @@ def test_a_quarantine_not_applied_on_the_cluster_is_applied_again(lab: dict[str,
         h = store.load(members)["gpu02"].holds.get("health")
         return (h.state, h.pending) if h else ("in-service", "")
 
-    assert held() == ("quarantined", "taint")
+    assert held() == ("quarantined", "quarantine")
     again = run_pass(plan, ok | {"gpu02": down}, tmp_path, members)  # the apply did not happen: still to apply
     assert again.actions == [] and [(i["node"], i["kind"]) for i in again.to_apply] == [("gpu02", "quarantine")]
     confirm_applied(tmp_path, ["gpu02"], members, "t")

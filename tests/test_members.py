@@ -26,8 +26,8 @@ def test_each_owner_holds_in_its_own_states_and_the_first_owner_names_the_state(
     with pytest.raises(ValueError, match="health holds a member in one of quarantined, not 'maintenance'"):
         store.hold(m, "gpu01", "health", state="maintenance", pending="", at="t0")
     assert m == {}
-    assert store.hold(m, "gpu01", "health", state="quarantined", pending="taint", at="t0", message="rail")
-    assert not store.hold(m, "gpu01", "health", state="quarantined", pending="taint", at="t1", message="rail")
+    assert store.hold(m, "gpu01", "health", state="quarantined", pending="quarantine", at="t0", message="rail")
+    assert not store.hold(m, "gpu01", "health", state="quarantined", pending="quarantine", at="t1", message="rail")
     assert store.hold(m, "gpu01", "maintenance", state="maintenance", pending="drain", at="t2")
     # A quarantined node in a rollout: the rollout's step is its state, the quarantine stays held beside it.
     assert m["gpu01"].state == "maintenance" and set(m["gpu01"].holds) == {"health", "maintenance"}
@@ -39,7 +39,7 @@ def test_each_owner_holds_in_its_own_states_and_the_first_owner_names_the_state(
     assert not store.release(m, "gpu01", "health", at="t5")  # nothing held: nothing changes
     assert m["gpu01"].state == store.IN_SERVICE and store.out_of_service(m) == []
     assert m["gpu01"].history == [
-        "t0 health: quarantined (taint pending): rail",
+        "t0 health: quarantined (quarantine pending): rail",
         "t2 maintenance: maintenance (drain pending)",
         "t3 maintenance: released -> quarantined: done",
         "t4 health: released -> in-service",
@@ -187,7 +187,7 @@ class OneRecord(RuleBasedStateMachine):
 
     @invariant()
     def the_records_health_holds_are_the_quarantine(self) -> None:
-        want = {n: "taint" if r.pending == "quarantine" else "" for n, r in self.health.items() if r.quarantined}
+        want = {n: "quarantine" if r.pending == "quarantine" else "" for n, r in self.health.items() if r.quarantined}
         want |= {n: "release" for n, r in self.health.items() if not r.quarantined and r.pending == "release"}
         held = store.held_by(store.load(self.path), "health")
         assert {n: h.pending for n, h in held.items()} == want

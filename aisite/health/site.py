@@ -200,15 +200,18 @@ def confirm_applied(folder: Path, nodes: list[str], members: Path, at: str) -> N
 
 def sync_members(path: Path, state: dict[str, NodeRecord], at: str) -> None:
     """The quarantine as the site's one state per member (aisite.members.store): a quarantined node held, pending its
-    taint until the cluster took it; a released one held until the cluster took the release."""
+    quarantine until the cluster took it; a released one held until the cluster took the release."""
+    quarantined = store.State.QUARANTINED
     with store.editing(path) as members:
         for node, rec in sorted(state.items()):
             if rec.quarantined:
-                pending = "taint" if rec.pending == "quarantine" else ""
-                store.hold(members, node, "health", state="quarantined", pending=pending, at=at, message=rec.reason)
+                pending = store.Pending.QUARANTINE if rec.pending == "quarantine" else store.Pending.NOTHING
+                store.hold(members, node, "health", state=quarantined, pending=pending, at=at, message=rec.reason)
             elif rec.pending == "release":
                 why = "recovered; not yet released"
-                store.hold(members, node, "health", state="quarantined", pending="release", at=at, message=why)
+                store.hold(
+                    members, node, "health", state=quarantined, pending=store.Pending.RELEASE, at=at, message=why
+                )
             else:
                 store.release(members, node, "health", at=at)
 

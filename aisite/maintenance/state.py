@@ -120,5 +120,6 @@ def sync_members(path: Path, state: RolloutState, at: str) -> None:
                 said = m.pending if m.pending in FINISHED else ""
                 store.release(members, name, "maintenance", at=at, message=said)
             else:
-                phase, why = ("maintenance-failed", m.error) if m.error else ("maintenance", "; ".join(m.reasons))
+                failed, held = store.State.MAINTENANCE_FAILED, store.State.MAINTENANCE
+                phase, why = (failed, m.error) if m.error else (held, "; ".join(m.reasons))
                 store.hold(members, name, "maintenance", state=phase, pending=m.pending, at=at, message=why)

@@ -3,7 +3,8 @@ BareMetalHost states and NVIDIA k8s-operator-libs' upgrade states).
 
 Each of the three owners holds a member out of service in a state of its own (`HOLD_STATES`), naming the action
 it waits on (`pending`, "" when none); a member no owner holds is in service. A hold moves on only when its
-owner saw its action succeed: a quarantine stays pending "taint" until the cluster took it, a release keeps the
+owner saw its action succeed: a quarantine stays pending "quarantine" (health's own word for its taint, cordon and
+drain) until the cluster took it, a release keeps the
 node quarantined, pending "release", until the cluster took that; a rollout's member holds at the step it is at, and
 at the step that failed. Every owner keeps its own details (install records, health's counters, a rollout's waves),
 but what is out of service and why is read here alone: the site's disruption budget counts these holds, whoever
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,13 +29,38 @@ from aisite.paths import health_state_file, members_file
 
 Owner = Literal["provision", "health", "maintenance"]
 OWNERS: tuple[Owner, ...] = ("provision", "maintenance", "health")  # the order a member's state is told in
-# What each owner may hold a member in.
-HOLD_STATES: dict[Owner, tuple[str, ...]] = {
-    "provision": ("provisioning", "provision-failed"),
-    "health": ("quarantined",),
-    "maintenance": ("maintenance", "maintenance-failed"),
+
+
+class State(StrEnum):
+    """A member's state: in service, or the hold that names it."""
+
+    IN_SERVICE = "in-service"
+    PROVISIONING = "provisioning"
+    PROVISION_FAILED = "provision-failed"
+    QUARANTINED = "quarantined"
+    MAINTENANCE = "maintenance"
+    MAINTENANCE_FAILED = "maintenance-failed"
+
+
+class Pending(StrEnum):
+    """What a provisioning or health hold waits on (a rollout's hold waits on its next step, named by the rollout:
+    aisite.maintenance.steps)."""
+
+    NOTHING = ""
+    INSTALL = "install"  # provisioning: the install under way
+    PROVISION = "provision"  # provisioning: an operator's `aisite provision` again
+    QUARANTINE = "quarantine"  # health: the cluster to take its quarantine (taint, cordon, drain)
+    RELEASE = "release"  # health: the cluster to take its release
+
+
+# What each owner may hold a member in: from in service, or from another of its own states, to any of these; and
+# back to in service when it releases it (the store's only moves: `hold` and `release`).
+HOLD_STATES: dict[Owner, tuple[State, ...]] = {
+    "provision": (State.PROVISIONING, State.PROVISION_FAILED),
+    "health": (State.QUARANTINED,),
+    "maintenance": (State.MAINTENANCE, State.MAINTENANCE_FAILED),
 }
-IN_SERVICE = "in-service"
+IN_SERVICE = State.IN_SERVICE
 HISTORY = 20  # transitions kept per member
 
 
@@ -195,7 +222,7 @@ def _older_quarantines(path: Path) -> dict[str, Member]:
         path, lambda rec: all(isinstance(rec.get(k, d), type(d)) for k, d in _QUARANTINE_FIELDS), "a health record"
     )
     return {
-        name: Member({"health": Hold("quarantined", "", rec.get("since", ""), rec.get("reason", ""))})
+        name: Member({"health": Hold(State.QUARANTINED, "", rec.get("since", ""), rec.get("reason", ""))})
         for name, rec in records.items()
         if rec.get("quarantined", False)
     }

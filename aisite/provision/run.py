@@ -257,7 +257,7 @@ def record(previous: dict[str, Any] | None, o: Outcome, now: str) -> dict[str, A
 
 def member_installing(members: dict[str, store.Member], node: str, at: str) -> None:
     """A node's one state (aisite.members.store) once its install starts: out of service until it has an outcome."""
-    store.hold(members, node, "provision", state="provisioning", pending="install", at=at)
+    store.hold(members, node, "provision", state=store.State.PROVISIONING, pending=store.Pending.INSTALL, at=at)
 
 
 def member_outcome(members: dict[str, store.Member], o: Outcome, at: str) -> None:
@@ -267,7 +267,8 @@ def member_outcome(members: dict[str, store.Member], o: Outcome, at: str) -> Non
         return
     if o.status == "failed":
         why = f"failed at {o.step}: {o.error}"
-        store.hold(members, o.node, "provision", state="provision-failed", pending="provision", at=at, message=why)
+        failed, again = store.State.PROVISION_FAILED, store.Pending.PROVISION
+        store.hold(members, o.node, "provision", state=failed, pending=again, at=at, message=why)
     else:
         store.release(members, o.node, "provision", at=at, message=f"{o.status} {o.version}")
 
@@ -275,11 +276,9 @@ def member_outcome(members: dict[str, store.Member], o: Outcome, at: str) -> Non
 def members_not_started(members: dict[str, store.Member], why: str, at: str) -> None:
     """A wave that could not be armed: its nodes, held as installing, are held as failed with why."""
     for name, h in store.held_by(members, "provision").items():
-        if h.state == "provisioning":
-            state = "provision-failed"
-            store.hold(
-                members, name, "provision", state=state, pending="provision", at=at, message=f"not started: {why}"
-            )
+        if h.state == store.State.PROVISIONING:
+            failed, again = store.State.PROVISION_FAILED, store.Pending.PROVISION
+            store.hold(members, name, "provision", state=failed, pending=again, at=at, message=f"not started: {why}")
 
 
 def provision(

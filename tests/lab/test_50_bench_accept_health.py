@@ -182,7 +182,7 @@ def test_health_finds_a_rail_down_and_the_cap_holds_the_rest_in_service(
     # The node's one state: quarantined, its taint still to apply (no API server took it); the only one out.
     status = json.loads(run_cli("status", str(stack_file), "--json").stdout)
     held = {m["name"]: (m["state"], m["pending"], m["by"]) for m in status["members"] if m["holds"]}
-    assert held == {gpu.name: ("quarantined", "taint", "health")}, held
+    assert held == {gpu.name: ("quarantined", "quarantine", "health")}, held
     node_obj = yaml.safe_load((Path(doc["files"]["objects"]) / f"{gpu.name}.yaml").read_text())
     assert node_obj["spec"]["taints"][0]["value"] == "rail" and node_obj["spec"]["unschedulable"] is True
     assert "aisite_health_held{node=" in Path(doc["files"]["metrics"]).read_text()
