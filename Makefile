@@ -17,7 +17,7 @@ bench: setup
 	@.venv/bin/python benchmarks/site_scale_bench.py
 	@.venv/bin/python benchmarks/plan_bench.py
 
-# Re-generate docs/reference/ (every stack key, and the stack file's JSON Schema) from aisite/model.py.
+# Re-generate docs/reference/ (every stack key, and the stack file's JSON Schema) from aisite/model/.
 reference: setup
 	@.venv/bin/python -m aisite.reference --write
 

@@ -1,5 +1,5 @@
 """The stack file's reference, from the model itself: every key with its type, default, constraints and what it
-means (the comment above its field in aisite/model.py), and the JSON Schema an editor checks and completes stack
+means (the comment above its field in aisite/model/), and the JSON Schema an editor checks and completes stack
 files with. Both are generated (`python -m aisite.reference --write`) into docs/ and a test keeps them current."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def keys_markdown() -> str:
     out = [
         "# Stack file keys",
         "",
-        "Generated from `aisite/model.py` by `python -m aisite.reference --write` (a test keeps it current); the",
+        "Generated from `aisite/model/` by `python -m aisite.reference --write` (a test keeps it current); the",
         "JSON Schema beside it (`stack.schema.json`) is the same, for editors. A stack file holds the site under",
         f"`config: {SITE_KEY}:`. Every key not marked required has the default shown; a key the model does not know",
         "is refused.",

@@ -33,8 +33,14 @@ def site_schema() -> dict[str, Any]:
 
 
 def field_comments() -> dict[str, dict[str, str]]:
-    """Class -> field -> the comment lines right above the field in aisite/model.py (its meaning, said once)."""
-    source = Path(model.__file__).read_text()
+    """Class -> field -> the comment lines right above the field in aisite/model/ (its meaning, said once)."""
+    out: dict[str, dict[str, str]] = {}
+    for path in sorted(Path(model.__file__).parent.glob("*.py")):
+        out |= _comments(path.read_text())
+    return out
+
+
+def _comments(source: str) -> dict[str, dict[str, str]]:
     lines = source.splitlines()
     out: dict[str, dict[str, str]] = {}
     for node in ast.parse(source).body:

@@ -18,7 +18,7 @@ STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
 
 
 def test_the_committed_reference_is_what_the_model_generates() -> None:
-    """`python -m aisite.reference --write` after a change to aisite/model.py: the docs say the model's keys."""
+    """`python -m aisite.reference --write` after a change to aisite/model/: the docs say the model's keys."""
     assert reference.KEYS.read_text() == reference.keys_markdown(), "run: python -m aisite.reference --write"
     assert json.loads(reference.SCHEMA.read_text()) == reference.schema(), "run: python -m aisite.reference --write"
 
@@ -61,7 +61,7 @@ def test_every_key_of_every_model_is_in_the_reference() -> None:
         section = text.split(f"## `{name}`", 1)[1].split("\n## ", 1)[0]
         for key, field in getattr(model, name).model_fields.items():
             assert f"| `{field.alias or key}` |" in section, (name, key)
-    # The model's comments are the meaning: one said once, read from aisite/model.py.
+    # The model's comments are the meaning: one said once, read from aisite/model/.
     assert "| `max_quarantined_racks` | integer | 1 | >= 0; <= 10000 | An NVL72 rack whose NVLink fabric" in text
 
 
