@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aisite.changes import LayerState, contents_text, layer_states, resolve_pattern, run_limit
+from aisite.changes import LayerState, layer_states, resolve_pattern, run_limit, site_layer_inputs
 from aisite.deploy import PlaybookRunner, RunResult, applied_hosts, forget_applied, merge, record_applied, record_run
 from aisite.maintenance.hold import HoldBack, applied_plan, hold_back, record_applied_stack
 from aisite.maintenance.roll import Rolled, begin, maintenance_lock, roll
@@ -29,7 +29,7 @@ from aisite.plan import Plan
 from aisite.platform.serving import retired_ids
 from aisite.playbooks import LAYERS, OPTIONAL_LAYERS
 from aisite.render.bundle import write_bundle
-from aisite.render.inventory import group_sizes, inventory, inventory_text
+from aisite.render.inventory import group_sizes, inventory_text
 from aisite.render.manifests import layer_files, manifest_files
 from aisite.repo import GitError, verified_tip
 
@@ -150,12 +150,13 @@ def select_runs(  # noqa: PLR0917
 def scope(p: Plan, req: Request) -> Scope:
     """What `req` runs on the site now: pure but for reading this machine's records (applied states, the stack last
     applied, the rollout and the member store)."""
-    inv = inventory(p)
-    # The platform's charts and objects, rendered for the platform play (and part of its layer's state).
+    # The platform's charts and objects, rendered for the platform play (and part of its layer's state: the same
+    # inputs as every other reader of the layers' states, aisite.changes.site_layer_inputs).
     platform = manifest_files(p)
     applies = layer_files(platform)
+    inv, contents = site_layer_inputs(p, applies)
     names = (*LAYERS, req.layer) if req.layer in OPTIONAL_LAYERS else LAYERS
-    states = layer_states(names, inv, {name: contents_text(files) for name, files in applies.items()})
+    states = layer_states(names, inv, contents)
     # Disruptive changes are rolled, not applied at once: against the stack the last whole-site deploy applied,
     # the members a change needs out of service (and those of a rollout under way) are left out of these runs.
     applied_before = applied_hosts(p.site)

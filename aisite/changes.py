@@ -212,10 +212,13 @@ def contents_text(files: Mapping[str, str]) -> str:
     return "".join(f"{name}\n{text}" for name, text in sorted(files.items()))
 
 
-def site_layer_inputs(plan: Plan) -> tuple[dict[str, Any], dict[str, str]]:
+def site_layer_inputs(
+    plan: Plan, applies: Mapping[str, Mapping[str, str]] | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """What the layers' states are computed from: the inventory, and per layer the text of the rendered files it
-    applies (the platform's charts and objects, the workloads' jobs)."""
-    return inventory(plan), {name: contents_text(files) for name, files in layer_files(manifest_files(plan)).items()}
+    applies (the platform's charts and objects, the workloads' jobs: `applies`, where the caller rendered them)."""
+    files = applies if applies is not None else layer_files(manifest_files(plan))
+    return inventory(plan), {name: contents_text(layer) for name, layer in files.items()}
 
 
 # A layer uses the collection's plugins where it names one (a module, aisite.site.guarded_file; a filter,

@@ -35,14 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aisite import firmware, oob
-from aisite.changes import contents_text, layer_states
+from aisite.changes import layer_states, site_layer_inputs
 from aisite.deploy import RunResult, applied_hosts, record_applied
 from aisite.health.site import from_status
 from aisite.maintenance.jobs import Drained, drain_timeout_s
 from aisite.maintenance.state import RolloutState
 from aisite.plan import FABRIC_ROLES, FirmwareBaseline, Plan
-from aisite.render.inventory import inventory
-from aisite.render.manifests import layer_files, manifest_files
 
 # The layers a member's own change runs in (the platform's and workloads' run on the controller, not a member).
 MEMBER_LAYERS = ("oob", "fabric", "hosts", "cluster")
@@ -264,9 +262,7 @@ class AnsibleSteps:
         return self._cluster("uncordon", members) | self._switches("uncordon", members)
 
     def _apply(self, members: list[str], state: RolloutState) -> dict[str, str]:
-        inv = inventory(self.plan)
-        files = layer_files(manifest_files(self.plan))
-        states = layer_states(MEMBER_LAYERS, inv, {k: contents_text(v) for k, v in files.items()})
+        states = layer_states(MEMBER_LAYERS, *site_layer_inputs(self.plan))
         applied = applied_hosts(self.plan.site)
         errors: dict[str, str] = {}
         for layer, layer_state in states.items():
