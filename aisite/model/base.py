@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -11,18 +12,18 @@ from aisite.fields import (
     DnsLabel,
 )
 
-_SSH_KEY = r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$"
+SSH_KEY = r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$"
 
-SshKey = Annotated[str, Field(pattern=_SSH_KEY)]
+SshKey = Annotated[str, Field(pattern=SSH_KEY)]
 
 
-def _model(value: str) -> str:
+def known_server_model(value: str) -> str:
     if value not in KNOWN_MODELS:
         raise ValueError(f"unknown GPU server model {value!r}; known: {', '.join(KNOWN_MODELS)}")
     return value
 
 
-def _gpu_type(value: str) -> str:
+def known_gpu_type(value: str) -> str:
     if value not in GPU_TYPES:
         raise ValueError(f"unknown GPU type {value!r}; known: {', '.join(GPU_TYPES)}")
     return value
@@ -46,8 +47,18 @@ GpuCount = Annotated[int, Field(ge=0, le=10_000_000)]
 
 Share = Annotated[float, Field(ge=0, le=1)]
 
-GpuTypeKey = Annotated[str, AfterValidator(_gpu_type)]
+GpuTypeKey = Annotated[str, AfterValidator(known_gpu_type)]
 
 Fraction = Annotated[float, Field(gt=0, le=1)]
 
 Bandwidth = Annotated[float, Field(gt=0, le=1e6)]
+
+
+def member_names(pattern: str, count: int, given: Sequence[str | None]) -> list[str]:
+    """A group's members by name: its pattern numbered from 1, each one named in its `nodes` list (the first
+    `count`) by that name instead."""
+    names = [pattern.format(n=i + 1) for i in range(count)]
+    for i, name in enumerate(given[:count]):
+        if name:
+            names[i] = name
+    return names

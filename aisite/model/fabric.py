@@ -13,7 +13,7 @@ from aisite.fields import (
     NamePattern,
     SwitchModel,
 )
-from aisite.model.base import Count, Name, Percent, Ratio, Strict
+from aisite.model.base import Count, Name, Percent, Ratio, Strict, member_names
 from aisite.model.nodes import InterfaceSpec
 
 
@@ -55,11 +55,7 @@ class SwitchGroupBase(Strict):
     nodes: list[SwitchSpec] = []
 
     def switch_names(self) -> list[str]:
-        names = [self.name_pattern.format(n=i + 1) for i in range(self.count)]
-        for i, spec in enumerate(self.nodes[: self.count]):
-            if spec.name:
-                names[i] = spec.name
-        return names
+        return member_names(self.name_pattern, self.count, [spec.name for spec in self.nodes])
 
 
 class SwitchGroup(SwitchGroupBase):

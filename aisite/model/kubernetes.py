@@ -17,13 +17,13 @@ from aisite.fields import (
     RegistryRef,
     Url,
 )
-from aisite.model.base import GpuCount, Name, Strict, _gpu_type
+from aisite.model.base import GpuCount, Name, Strict, known_gpu_type
 
 
 class Tenant(Strict):
     name: Name
     # GPUs the tenant is guaranteed (Kueue's nominal quota): a number on a site with one GPU type, else per type.
-    gpu_quota: GpuCount | dict[Annotated[str, AfterValidator(_gpu_type)], GpuCount]
+    gpu_quota: GpuCount | dict[Annotated[str, AfterValidator(known_gpu_type)], GpuCount]
     groups: list[Group] = []
     # GPUs of each type the tenant may borrow from the cohort beyond its quota / lend from it (None: no limit).
     borrowing_limit: GpuCount | None = None
@@ -202,7 +202,7 @@ class Workload(Strict):
     nodes: Annotated[int, Field(ge=1, le=100_000)] = 1
     gpus_per_node: Annotated[int, Field(ge=0, le=64)] = 1
     # The GPU type it runs on (a key of the catalog); default: the site's only or first GPU type.
-    gpu_type: Annotated[str, AfterValidator(_gpu_type)] | None = None
+    gpu_type: Annotated[str, AfterValidator(known_gpu_type)] | None = None
     # The job's image; default: the pinned one for its kind in the job registry (kubernetes.job_registry).
     image: Image | None = None
     # Per process (ResNet), or per message/transfer (fio: block size in KiB) where the kind has one.

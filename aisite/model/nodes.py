@@ -20,7 +20,7 @@ from aisite.fields import (
     NamePattern,
     Url,
 )
-from aisite.model.base import Count, Name, SshKey, Strict, _gpu_type, _model
+from aisite.model.base import Count, Name, SshKey, Strict, known_gpu_type, known_server_model, member_names
 from aisite.model.oob import BmcSpec
 
 
@@ -145,11 +145,7 @@ class NodeGroup(Strict):
         return self.count if self.count is not None else len(self.nodes)
 
     def node_names(self) -> list[str]:
-        names = [self.name_pattern.format(n=i + 1) for i in range(self.size)]
-        for i, spec in enumerate(self.nodes[: self.size]):
-            if spec.name:
-                names[i] = spec.name
-        return names
+        return member_names(self.name_pattern, self.size, [spec.name for spec in self.nodes])
 
 
 class ControlPlane(NodeGroup):
@@ -180,10 +176,10 @@ class Rack(Strict):
 
 class GpuGroup(NodeGroup):
     name: Name
-    model: Annotated[str, AfterValidator(_model), Field(json_schema_extra={"enum": list(KNOWN_MODELS)})]
+    model: Annotated[str, AfterValidator(known_server_model), Field(json_schema_extra={"enum": list(KNOWN_MODELS)})]
     ports: list[PortSpec] | None = None
     # Only for the generic model: the catalog knows these for named models.
-    gpu_type: Annotated[str, AfterValidator(_gpu_type)] | None = None
+    gpu_type: Annotated[str, AfterValidator(known_gpu_type)] | None = None
     gpus: Annotated[int, Field(ge=1, le=64)] | None = None
     nics: Annotated[int, Field(ge=0, le=32)] | None = None
     nic_speed_gbps: Annotated[int, Field(ge=1, le=3200)] | None = None

@@ -12,7 +12,7 @@ from aisite.fields import (
     GitBranch,
     UnixUser,
 )
-from aisite.model.base import _SSH_KEY, Bandwidth, Fraction, GpuTypeKey, Name, Strict
+from aisite.model.base import SSH_KEY, Bandwidth, Fraction, GpuTypeKey, Name, Strict
 
 
 class AnsibleSettings(Strict):
@@ -37,7 +37,7 @@ class Gitops(Strict):
     # The node that runs the reconciler (systemd timer); None: the first control-plane node.
     reconciler_host: Name | None = None
     # OpenSSH allowed-signers lines: when any, only commits signed by one of these keys are applied.
-    allowed_signers: list[Annotated[str, Field(pattern=r"^\S+ " + _SSH_KEY[1:])]] = []
+    allowed_signers: list[Annotated[str, Field(pattern=r"^\S+ " + SSH_KEY[1:])]] = []
     # Layers the nodes converge themselves: ansible-pull of verified commits on a timer (role pull, installed by
     # `aisite deploy STACK --layer pull`); the reconciler keeps pushing the others.
     pull_layers: Annotated[list[Literal["hosts", "cluster"]], Field(max_length=2)] = []

@@ -12,7 +12,7 @@ from aisite.fields import (
     Image,
     RelPath,
 )
-from aisite.model.base import Name, Share, Strict, _gpu_type
+from aisite.model.base import Name, Share, Strict, known_gpu_type
 
 ServingModel = Literal["resnet50", "resnet152"]
 
@@ -85,7 +85,7 @@ class Serving(Strict):
     replicas: Annotated[int, Field(ge=1, le=10_000)] = 1
     # GPUs per replica; 0 serves on CPUs.
     gpus: Annotated[int, Field(ge=0, le=64)] = 0
-    gpu_type: Annotated[str, AfterValidator(_gpu_type)] | None = None
+    gpu_type: Annotated[str, AfterValidator(known_gpu_type)] | None = None
     cpus: Annotated[int, Field(ge=1, le=1024)] = 2
     memory_gi: Annotated[int, Field(ge=1, le=16_384)] = 8
     champion: ModelVersion
