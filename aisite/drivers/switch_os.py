@@ -11,6 +11,9 @@ from typing import Any, Literal
 # split port is named after its cage.
 PortNamer = Callable[[int, int, int, int], str]
 
+# How Ansible reaches a Linux switch (Cumulus, SONiC, FRR on a white box): SSH, as root through become.
+LINUX_SSH: Mapping[str, Any] = {"ansible_connection": "ansible.builtin.ssh", "ansible_become": True}
+
 
 @dataclass(frozen=True, slots=True)
 class SwitchOs:

@@ -5,7 +5,7 @@ tests/test_switch_configs.py's NVUE path table documents."""
 
 from __future__ import annotations
 
-from aisite.drivers.switch_os import SwitchOs, linux_port
+from aisite.drivers.switch_os import LINUX_SSH, SwitchOs, linux_port
 
 DRIVER = SwitchOs(
     name="cumulus",
@@ -14,7 +14,7 @@ DRIVER = SwitchOs(
     role="fabric_cumulus",
     port=linux_port,
     # Linux: its role runs nv over SSH as root.
-    connection={"ansible_connection": "ansible.builtin.ssh", "ansible_become": True},
+    connection=LINUX_SSH,
     peering="unnumbered",
     access=True,
     releases=((5, 11), (5, 15)),

@@ -3,7 +3,7 @@ graceful shutdown through a rollout, ports named as Cumulus names them."""
 
 from __future__ import annotations
 
-from aisite.drivers.switch_os import SwitchOs, linux_port
+from aisite.drivers.switch_os import LINUX_SSH, SwitchOs, linux_port
 
 DRIVER = SwitchOs(
     name="frr",
@@ -11,7 +11,7 @@ DRIVER = SwitchOs(
     renders="frr.conf",
     role="fabric_frr",
     port=linux_port,
-    connection={"ansible_connection": "ansible.builtin.ssh", "ansible_become": True},
+    connection=LINUX_SSH,
     peering="unnumbered",
     graceful_shutdown=True,
 )

@@ -6,7 +6,7 @@ a different management mode aisite does not render. Its bgpcfgd templates use ma
 
 from __future__ import annotations
 
-from aisite.drivers.switch_os import SwitchOs
+from aisite.drivers.switch_os import LINUX_SSH, SwitchOs
 
 
 def port(port: int, speed_gbps: int, split: int, lanes: int) -> str:
@@ -25,7 +25,7 @@ DRIVER = SwitchOs(
     role="fabric_sonic",
     port=port,
     # Linux: its role runs sonic-cfggen and config over SSH as root.
-    connection={"ansible_connection": "ansible.builtin.ssh", "ansible_become": True},
+    connection=LINUX_SSH,
     bfd=False,
     bfd_why="SONiC's BGP_NEIGHBOR table (bgpcfgd) cannot enable BFD on a session",
 )
