@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 export CONTAINERS_CONF="$PWD/aisite/lab/containers.conf"
-# The roles of the aisite.site collection (aisite.roots.COLLECTION_PATH).
-ROLES=collections/ansible_collections/aisite/site/roles
+# The roles of the aisite.site collection, the repository's top (aisite.roots.COLLECTION_PARTS).
+ROLES=roles
 AISITE_NODE_IMAGE="$(aisite lab image node)"
 AISITE_FRR_IMAGE="$(aisite lab image frr)"
 export AISITE_NODE_IMAGE AISITE_FRR_IMAGE

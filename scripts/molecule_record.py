@@ -28,17 +28,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = ROOT / ".ci" / "molecule-passed.json"
-# The aisite.site collection (aisite.roots.COLLECTION_PATH): its roles, playbooks and plugins.
-COLLECTION = "collections/ansible_collections/aisite/site"
-ROLES = f"{COLLECTION}/roles"
+# The aisite.site collection is the repository's top (aisite.roots.COLLECTION_PARTS): its roles, playbooks and
+# plugins; collections/ansible_collections/aisite/site links back to it.
+ROLES = "roles"
 # Read by every scenario: the molecule base, the collection's plugins and metadata (aisite.site.guarded_file), the
 # Ansible settings, the pinned tree molecule, ansible-core and testinfra come from, testinfra's podman switch, and
 # the node image's recipe (its packages and base). Not the collection's other roles, nor its playbooks.
 SHARED = (
     ".config/molecule",
-    f"{COLLECTION}/galaxy.yml",
-    f"{COLLECTION}/meta",
-    f"{COLLECTION}/plugins",
+    "galaxy.yml",
+    "meta",
+    "plugins",
+    "collections",
     "ansible.cfg",
     "requirements.lock",
     f"{ROLES}/conftest.py",
@@ -48,7 +49,8 @@ SHARED = (
 # Scenarios that run the project itself inside their instance (the reconciler's prepare clones HEAD and installs it).
 PROJECT = (
     "aisite",
-    "collections",
+    "playbooks",
+    "roles",
     "stacks",
     "pyproject.toml",
     "requirements.txt",
@@ -130,8 +132,16 @@ def digest(run: str) -> str:
     h = hashlib.sha256()
     for f in inputs(run):
         h.update(str(f.relative_to(ROOT)).encode() + b"\0")
-        h.update(hashlib.sha256(f.read_bytes() if f.exists() else b"(gone)").digest())
+        h.update(hashlib.sha256(_content(f)).digest())
     return h.hexdigest()[:16]
+
+
+def _content(f: Path) -> bytes:
+    # A link to a folder (collections/ansible_collections/aisite/site, the repository's top) counts by where it
+    # points; a link to a file by the file's content.
+    if f.is_symlink() and f.is_dir():
+        return b"link:" + str(f.readlink()).encode()
+    return f.read_bytes() if f.exists() else b"(gone)"
 
 
 def _load() -> dict[str, dict[str, object]]:

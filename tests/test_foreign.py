@@ -201,7 +201,7 @@ def test_a_nodes_record_is_read_as_data(case: tuple[str, str, str, str], canary:
     with pytest.raises(foreign.ForeignJSONError, match=f"over the {foreign.RECORD_LIMIT} read"):
         foreign.record(size, "record")
     # The playbook's bound is the controller's.
-    play = yaml.safe_load((ROOT / "collections/ansible_collections/aisite/site/playbooks" / playbook).read_text())
+    play = yaml.safe_load((ROOT / "playbooks" / playbook).read_text())
     assert play[0]["vars"][var.replace("_file", "_max_bytes")] == foreign.RECORD_LIMIT
 
 

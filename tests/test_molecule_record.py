@@ -40,16 +40,14 @@ def test_a_scenario_reads_its_role_and_the_roles_it_includes(record: ModuleType)
     assert record.role_closure("ceph") == ["ceph", "packages"]
     assert {"file_state", "kubernetes", "packages"} <= set(record.role_closure("kubernetes/upgrade"))
     names = {str(p.relative_to(record.ROOT)) for p in record.inputs("ceph")}
-    roles, collection = f"{record.ROLES}/", f"{record.COLLECTION}/"
+    roles = f"{record.ROLES}/"
     assert f"{roles}ceph/tasks/main.yml" in names and f"{roles}packages/tasks/main.yml" in names
     assert f"{roles}ceph/molecule/default/converge.yml" in names and ".config/molecule/config.yml" in names
-    assert f"{collection}plugins/action/guarded_file.py" in names and f"{roles}conftest.py" in names
+    assert "plugins/action/guarded_file.py" in names and f"{roles}conftest.py" in names
     # Not the collection's other roles, nor its playbooks: a change there runs other scenarios, not this one.
-    assert not any(
-        n.startswith((f"{roles}kubernetes/", f"{collection}playbooks/", "aisite/plan/", "tests/")) for n in names
-    ), names
+    assert not any(n.startswith((f"{roles}kubernetes/", "playbooks/", "aisite/plan/", "tests/")) for n in names), names
     reconciler = {str(p.relative_to(record.ROOT)) for p in record.inputs("reconciler")}
-    assert "aisite/plan/__init__.py" in reconciler and f"{collection}playbooks/site.yml" in reconciler
+    assert "aisite/plan/__init__.py" in reconciler and "playbooks/site.yml" in reconciler
     # The project it installs, but of the roles' scenarios only its own.
     assert f"{roles}reconciler/molecule/default/converge.yml" in reconciler
     assert not any(n.startswith(f"{roles}pull/molecule/") for n in reconciler), reconciler
@@ -100,11 +98,4 @@ def test_the_committed_record_names_only_scenarios_that_exist() -> None:
     data = json.loads((ROOT / ".ci" / "molecule-passed.json").read_text())
     for run in data:
         role, _, scenario = run.partition("/")
-        assert (
-            ROOT
-            / "collections/ansible_collections/aisite/site/roles"
-            / role
-            / "molecule"
-            / (scenario or "default")
-            / "molecule.yml"
-        ).is_file(), run
+        assert (ROOT / "roles" / role / "molecule" / (scenario or "default") / "molecule.yml").is_file(), run

@@ -65,8 +65,8 @@ def test_layer_code_follows_role_files_but_not_molecule(tmp_path: Path, monkeypa
 def test_layer_code_follows_the_projects_plugins_where_the_layer_uses_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    collection = tmp_path / "site"
-    shutil.copytree(playbooks.COLLECTION, collection)
+    collection = tmp_path / "site"  # only its plugins: the collection is the whole checkout
+    shutil.copytree(playbooks.PLUGINS, collection / "plugins")
     monkeypatch.setattr(changes, "COLLECTION", collection)
     monkeypatch.setattr(changes, "PLUGINS", collection / "plugins")
     hosts, oob = changes.layer_code("hosts"), changes.layer_code("oob")

@@ -18,12 +18,10 @@ from aisite.drivers.switches import SWITCH_OS
 from aisite.fields import secret_env
 from aisite.paths import STATE, kubeconfig_path, lab_ssh_dir, provision_dir, pull_wheels_dir, site_dir
 from aisite.plan import FABRIC_ROLES, Node, Plan, Switch, plain
-from aisite.roots import COLLECTION_PATH
 
 # The site repository's .aisite/ as a play sees it: aisite passes the repository to every run (aisite.deploy, the
-# puller); a playbook run by hand from the tool's checkout finds it above the collection's playbooks.
-_CHECKOUT = "/.." * (len(COLLECTION_PATH.parts) + 1)
-SITE_DIR_VAR = f"{{{{ aisite_site_dir | default(playbook_dir ~ '{_CHECKOUT}') }}}}/.aisite"
+# puller); a playbook run by hand from the tool's checkout finds it above playbooks/ (the checkout is the collection).
+SITE_DIR_VAR = "{{ aisite_site_dir | default(playbook_dir ~ '/..') }}/.aisite"
 
 NODE_GROUPS = {"control-plane": "control_plane", "gpu": "gpu_nodes", "storage": "storage_nodes"}
 # The boot server's inventory name (`aisite provision` configures it; the lab runs it as a container).

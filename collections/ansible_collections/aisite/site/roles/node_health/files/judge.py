@@ -1,1 +1,0 @@
-../../../../../../../aisite/health/judge.py

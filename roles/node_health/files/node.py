@@ -1,0 +1,1 @@
+../../../aisite/health/node.py
