@@ -1,6 +1,10 @@
-"""One layer's run as a Pulumi layer hands it to `aisite play`: the same scope and the same record of what was
-applied as `aisite deploy --changed`, so that `pulumi up` and `aisite deploy` (and the reconciler) run a change
-only where it is not applied yet, whichever of them applied it.
+"""One layer run on some of its hosts, and the record of what it applied there (`apply_layer`): what a rollout's
+apply step and a Pulumi layer (`aisite play`) each do, written once. A whole deploy runs several layers in one
+playbook and records them together (aisite.apply).
+
+A Pulumi layer hands its run to `aisite play`: the same scope and the same record of what was applied as `aisite
+deploy --changed`, so that `pulumi up` and `aisite deploy` (and the reconciler) run a change only where it is not
+applied yet, whichever of them applied it.
 
 The program (aisite.components.layers) computes each layer's state per host (aisite.changes) and the hosts whose
 state is not the one the site repository's .aisite/ records as applied; the Command gives `aisite play` this
@@ -9,7 +13,7 @@ document on its standard input; play runs the layer on those hosts alone and rec
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
@@ -50,6 +54,35 @@ class LayerRun(BaseModel):
         return run_limit(LayerState(self.layer, dict(self.states)), list(self.pending))
 
 
+def host_errors(result: RunResult, hosts: Iterable[str]) -> dict[str, str]:
+    """Per host the run failed on, why (a host the run did not reach counts only when the run failed)."""
+    errors = {}
+    for n in hosts:
+        r = result.recap.get(n)
+        if r is None:
+            errors[n] = "not reached" if not result.ok else ""
+        elif r.unreachable:
+            errors[n] = "unreachable"
+        elif r.failed:
+            errors[n] = "; ".join(f for f in result.failures if n in f)[:500] or "a task failed"
+        else:
+            errors[n] = ""
+    return {n: e for n, e in errors.items() if e}
+
+
+def apply_layer(
+    site: str, state: LayerState, hosts: list[str], run: Callable[[str, str | None], RunResult]
+) -> tuple[RunResult, dict[str, str]]:
+    """Run the layer on `hosts` (some of those it targets) through `run(playbook, limit)` and record, for each host
+    the run reached without failing there, the state it applied; the result and, per host that failed, why."""
+    result = run(f"{state.layer}.yml", run_limit(state, hosts))
+    errors = host_errors(result, hosts)
+    done = {h: s for h, s in state.hosts.items() if h in hosts and h in result.recap and h not in errors}
+    if done:
+        record_applied(site, {state.layer: done}, {})
+    return result, errors
+
+
 def run_layer(run: LayerRun, secret_env: Mapping[str, str]) -> RunResult | None:
     """Run the layer on its pending hosts and record what it applied (as `deploy --changed` does); None when no
     host is pending."""
@@ -58,9 +91,12 @@ def run_layer(run: LayerRun, secret_env: Mapping[str, str]) -> RunResult | None:
         return None
     started = time.time()
     limit = run.limit()
-    result = run_playbook(f"{run.layer}.yml", run.inventory, secret_env, limit=limit)
-    if result.ok:
-        record_applied(run.site, {run.layer: {h: s for h, s in run.states.items() if h in result.recap}}, {})
+    result, _ = apply_layer(
+        run.site,
+        LayerState(run.layer, dict(run.states)),
+        pending,
+        lambda playbook, lim: run_playbook(playbook, run.inventory, secret_env, limit=lim),
+    )
     record_run(
         run.site,
         f"pulumi-{run.layer}",

@@ -36,8 +36,9 @@ from typing import Any, Protocol
 
 from aisite import firmware, oob
 from aisite.changes import layer_states, site_layer_inputs
-from aisite.deploy import RunResult, applied_hosts, record_applied
+from aisite.deploy import RunResult, applied_hosts
 from aisite.health.site import from_status
+from aisite.layer_run import apply_layer, host_errors
 from aisite.maintenance.jobs import Drained, drain_timeout_s
 from aisite.maintenance.state import RolloutState
 from aisite.plan import FABRIC_ROLES, FirmwareBaseline, Plan
@@ -75,22 +76,6 @@ def _boot_ids(result: RunResult) -> dict[str, str]:
         except ValueError:
             continue
     return out
-
-
-def _host_errors(result: RunResult, members: list[str]) -> dict[str, str]:
-    """Per member, why the run failed there ("" where it did not)."""
-    errors = {}
-    for n in members:
-        r = result.recap.get(n)
-        if r is None:
-            errors[n] = "not reached" if not result.ok else ""
-        elif r.unreachable:
-            errors[n] = "unreachable"
-        elif r.failed:
-            errors[n] = "; ".join(f for f in result.failures if n in f)[:500] or "a task failed"
-        else:
-            errors[n] = ""
-    return {n: e for n, e in errors.items() if e}
 
 
 class FirmwareOps(Protocol):
@@ -142,7 +127,7 @@ class AnsibleSteps:
             return {}
         r = self.run("maintenance-switch.yml", ",".join(switches), {"maintenance_action": action})
         self._said(r)
-        return _host_errors(r, switches)
+        return host_errors(r, switches)
 
     def _cluster(self, action: str, members: list[str]) -> dict[str, str]:
         timeout = drain_timeout_s(self.plan)
@@ -261,6 +246,15 @@ class AnsibleSteps:
     def _uncordon(self, members: list[str], state: RolloutState) -> dict[str, str]:
         return self._cluster("uncordon", members) | self._switches("uncordon", members)
 
+    def _on(self, hosts: list[str], extravars: dict[str, Any]) -> Callable[[str, str | None], RunResult]:
+        """A run of a playbook on `hosts` by name, even where they are a whole layer (the rollout's runner takes a
+        limit always)."""
+
+        def run(playbook: str, _limit: str | None) -> RunResult:
+            return self.run(playbook, ",".join(hosts), extravars)
+
+        return run
+
     def _apply(self, members: list[str], state: RolloutState) -> dict[str, str]:
         states = layer_states(MEMBER_LAYERS, *site_layer_inputs(self.plan))
         applied = applied_hosts(self.plan.site)
@@ -271,19 +265,18 @@ class AnsibleSteps:
             pending = [h for h in layer_state.pending(applied.get(layer, {})) if h in members and h not in errors]
             if not pending:
                 continue
-            r = self.run(f"{layer}.yml", ",".join(pending), ROLLOUT_VARS.get(layer, {}))
+            r, failed = apply_layer(
+                self.plan.site, layer_state, pending, self._on(pending, ROLLOUT_VARS.get(layer, {}))
+            )
             self._said(r)
-            failed = _host_errors(r, pending)
             errors |= {h: f"{layer}: {why}" for h, why in failed.items()}
-            done = {h: s for h, s in layer_state.hosts.items() if h in pending and h not in failed and h in r.recap}
-            record_applied(self.plan.site, {layer: done}, {})
         ready = [n for n in members if n not in errors]
         return errors | self._firmware(ready, state, self._firmware_apply)
 
     def _reboot(self, members: list[str], state: RolloutState) -> dict[str, str]:
         r = self.run("maintenance-reboot.yml", ",".join(members), {})
         self._said(r)
-        errors = _host_errors(r, members)
+        errors = host_errors(r, members)
         booted = _boot_ids(r)  # machines, not containers
         self._reset.clear()
         errors |= self._firmware([n for n in members if n not in errors], state, self._firmware_reset)
