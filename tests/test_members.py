@@ -212,10 +212,10 @@ def test_the_status_rows_name_every_member_and_its_first_owner() -> None:
     assert set(rows[1]["holds"]) == {"health", "provision"}
 
 
-def test_a_quarantine_an_older_aisite_recorded_only_in_healths_file_counts_until_the_next_pass() -> None:
-    """Before members.json, health kept its quarantines in its own state.json alone: the budget's readers count
-    them from there (never the health pass itself, which rewrites both), once each however both files say it; a
-    garbled file is an error with its path, not a guess."""
+def test_a_quarantine_an_older_aisite_recorded_only_in_healths_file_moves_into_the_members_once() -> None:
+    """Before members.json, health kept its quarantines in its own state.json alone: the first reader of the
+    budget moves them into members.json as health's holds (said in each one's history), once each however both
+    files say it; a garbled file is an error with its path, not a guess."""
     import shutil
 
     from aisite.paths import health_state_file, members_file, site_dir
@@ -242,6 +242,14 @@ def test_a_quarantine_an_older_aisite_recorded_only_in_healths_file_counts_until
         assert store.site_held_out(site) == ["gpu01"]
         assert store.site_held_out(site, but="maintenance") == ["gpu01"]
         assert store.site_held_out(site, but="health") == []
+        moved = store.load(members_file(site))
+        assert list(moved) == ["gpu01"] and moved["gpu01"].holds["health"].message == "rail: rail1 down"
+        assert (
+            moved["gpu01"].holds["health"].since == "t0"
+            and "moved from health's state.json" in moved["gpu01"].history[0]
+        )
+        assert store.migrate_older(site) == []  # once
+        assert store.load(members_file(site)) == moved
         # Another owner's file written since (a rollout's member): both counted, gpu01 once.
         with store.editing(members_file(site)) as members:
             store.hold(members, "cp01", "maintenance", state="maintenance", pending="drain", at="t1")

@@ -183,15 +183,28 @@ def held_out(path: Path, but: Owner | None = None) -> list[str]:
 
 
 def site_held_out(site: str, but: Owner | None = None) -> list[str]:
-    """`out_of_service` of the site's members. A quarantine an older aisite recorded only in health's own record
-    (before members.json) is not in members.json until the next health pass: it is counted from there meanwhile, so
-    that no rollout or install takes its place in the budget (health itself writes both at once, so the two agree
-    on every quarantine after that pass)."""
-    members = load(members_file(site))
-    if but != "health":
-        for name, older in _older_quarantines(health_state_file(site)).items():
-            members.setdefault(name, Member()).holds.setdefault("health", older.holds["health"])
-    return out_of_service(members, but)
+    """`out_of_service` of the site's members (an older aisite's quarantines moved in first: `migrate_older`)."""
+    migrate_older(site)
+    return out_of_service(load(members_file(site)), but)
+
+
+def migrate_older(site: str) -> list[str]:
+    """Move into members.json the quarantines an older aisite recorded only in health's own record (state.json,
+    before members.json), so that no rollout or install takes their place in the budget: each becomes health's hold
+    where health holds none yet; health writes both files since, so this moves each one once. The names moved."""
+    older = _older_quarantines(health_state_file(site))
+    path = members_file(site)
+    if all("health" in load(path).get(name, Member()).holds for name in older):
+        return []
+    moved = []
+    with editing(path) as members:
+        for name, m in older.items():
+            member = members.setdefault(name, Member())
+            if "health" not in member.holds:
+                member.holds["health"] = m.holds["health"]
+                _note(member, timestamp(), "health", f"{State.QUARANTINED} (moved from health's state.json)")
+                moved.append(name)
+    return moved
 
 
 def read_named(path: Path, fits: Callable[[Any], bool], what: str) -> dict[str, dict[str, Any]]:
