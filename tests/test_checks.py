@@ -518,6 +518,27 @@ def test_a_known_switch_model_holds_its_tier_to_its_front_panel() -> None:
     assert (spine.breakout, spine.cages) == (2, 32) and spine.neighbors[0].interface == "swp1s0"
 
 
+def test_a_sonic_breakout_names_a_mode_the_platform_defines_or_is_refused() -> None:
+    """SONiC's BREAKOUT_CFG carries the mode's name as the platform's platform.json defines it: the plan takes it
+    from the driver's platform table, and a split the platform has no mode for (or a model whose platform files
+    aisite does not hold) is refused with what there is."""
+    site = stack_data("lab3")
+    for tier in ("leaves", "spines", "super_spines"):
+        site["switches"][tier] |= {"os": "sonic", "model": "SN2700", "ports": 64, "speed_gbps": 50}
+    site["fabric"]["bfd"] = False
+    plan = build_plan(parse_site(site, "test"))
+    spine = next(s for s in plan.switches if s.role == "spine")
+    assert (spine.breakout, spine.breakout_mode, spine.hwsku) == (2, "2x50G[25G,10G]", "ACS-MSN2700")
+    assert spine.neighbors[0].interface == "Ethernet0"
+    site["switches"]["spines"] |= {"model": "SN4700", "ports": 64, "speed_gbps": 200}
+    site["switches"]["leaves"] |= {"model": "SN2700", "ports": 64, "speed_gbps": 40}
+    site["switches"]["super_spines"] |= {"model": "SN5600", "ports": 256, "speed_gbps": 200}
+    found = problems(site)
+    assert has(found, "site.switches.spines.ports", "which aisite's catalog holds for SN2700, SN5600 only")
+    assert has(found, "site.switches.leaves.speed_gbps", "broken out as 2x50G[25G,10G] runs none at that speed")
+    assert not [p for p in found if p.startswith("site.switches.super_spines")], found  # 4x200G is the SN5600's
+
+
 def test_the_planner_never_hands_out_the_sites_own_servers(lab: dict[str, Any]) -> None:
     # A new team's site: DNS and NTP servers inside the management subnet, where the first nodes' addresses go.
     lab["dns_servers"] = ["10.250.1.2"]

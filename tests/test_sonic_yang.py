@@ -165,11 +165,35 @@ def test_every_rendered_config_db_validates_with_sonics_yang(case: str, validato
         for port in set(fragment["PORT"]) - set(hw):
             lanes = fragment["PORT"][port]["lanes"].split(",")
             assert {parent_of[lane] for lane in lanes} <= set(fragment.get("BREAKOUT_CFG", {})), port
+        # Each split cage in the mode its platform defines (platform.json's breakout_modes), by that exact name.
+        platform = json.loads((SONIC / "hwsku" / HWSKU[model].split("/")[0] / "platform.json").read_text())
+        for parent, row in fragment.get("BREAKOUT_CFG", {}).items():
+            assert row["brkout_mode"] in platform["interfaces"][parent]["breakout_modes"], (name, parent, row)
         if why := problems(validator, merged(base(model, name), fragment)):
             failures[name] = why
         # A table with no model would be dropped unchecked, not refused.
         assert not validator.tablesWithOutYang, f"{name}: no YANG model for {sorted(validator.tablesWithOutYang)}"
     assert failures == {}
+
+
+def test_the_drivers_breakout_modes_are_the_platforms_and_each_hwsku_boots_in_its_own() -> None:
+    """aisite's SONiC platform table (aisite.drivers.switches.sonic) against sonic-buildimage's files: every data
+    cage of the platform offers each mode by that name, and the HWSKU named for a split boots every data cage in
+    that split's mode (hwsku.json's default_brkout_mode)."""
+    from aisite.drivers.switch_os import mode_speeds
+    from aisite.drivers.switches.sonic import PLATFORMS
+
+    for model, plat in PLATFORMS.items():
+        doc = json.loads((SONIC / "hwsku" / plat.name / "platform.json").read_text())
+        widest = max(len(p["lanes"].split(",")) for p in doc["interfaces"].values())
+        cages = {n: p for n, p in doc["interfaces"].items() if len(p["lanes"].split(",")) == widest}
+        for split, mode in plat.modes.items():
+            assert mode_speeds(mode)[0] == split, (model, mode)
+            assert all(mode in p["breakout_modes"] for p in cages.values()), (model, mode)
+        for split, hwsku in plat.hwskus.items():
+            defaults = json.loads((SONIC / "hwsku" / plat.name / hwsku / "hwsku.json").read_text())["interfaces"]
+            booted = {defaults[n]["default_brkout_mode"] for n in cages if n in defaults}
+            assert booted == {plat.modes[split]}, (model, hwsku, booted)
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,10 @@ from ipaddress import IPv4Network
 from aisite.catalog import (
     ACCESS_SWITCH_MODELS,
     SWITCH_MODELS,
+    SwitchHardware,
 )
 from aisite.checks.common import fabric_groups, node_groups
+from aisite.drivers.switch_os import mode_speeds
 from aisite.drivers.switches import ACCESS, CONFIGURED, SWITCH_OS
 from aisite.errors import Problem
 from aisite.model import (
@@ -93,6 +95,8 @@ def check_switch_models(site: Site, out: list[Problem]) -> None:
                     f"{model.ports_at(group.speed_gbps)} ports at {group.speed_gbps} Gbps",
                 )
             )
+        elif group.ports > model.cages and SWITCH_OS[group.os].platforms:
+            _check_platform_mode(path, group, model, out)
         elif group.ports > model.cages and not SWITCH_OS[group.os].breakout:
             # More ports than cages splits each cage (an SN5600's 2x400G): rendered where the OS's driver says its
             # role renders breakouts; refuse rather than configure ports the switch does not have.
@@ -106,6 +110,36 @@ def check_switch_models(site: Site, out: list[Problem]) -> None:
                     f"{group.speed_gbps}G port a cage) or run {can_run}",
                 )
             )
+
+
+def _check_platform_mode(path: str, group: SwitchGroupBase, model: SwitchHardware, out: list[Problem]) -> None:
+    """A split cage where the OS names its breakout mode (SONiC's BREAKOUT_CFG): a mode the model's platform files
+    define, at a speed the mode offers; anything else is a mode no such switch has."""
+    driver = SWITCH_OS[group.os]
+    where = f"site.switches.{path}.ports"
+    platform = driver.platforms.get(model.name)
+    split = model.split(group.ports)
+    if platform is None:
+        known = ", ".join(sorted(driver.platforms))
+        out.append(
+            Problem(
+                where,
+                f"{group.ports} ports on {model.cages} cages splits each {model.name} cage, and {driver.title} "
+                f"names the breakout mode its platform files define, which aisite's catalog holds for {known} "
+                f"only: declare at most {model.cages} (one port a cage)",
+            )
+        )
+    elif split not in platform.modes:
+        modes = ", ".join(platform.modes.values())
+        out.append(Problem(where, f"{group.ports} ports means {split} a cage; an {model.name}'s cages offer {modes}"))
+    elif group.speed_gbps not in mode_speeds(platform.modes[split])[1]:
+        out.append(
+            Problem(
+                f"site.switches.{path}.speed_gbps",
+                f"{group.speed_gbps}: an {model.name} cage broken out as {platform.modes[split]} runs none at that "
+                "speed",
+            )
+        )
 
 
 def check_access_switches(site: Site, out: list[Problem]) -> None:

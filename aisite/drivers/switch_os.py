@@ -16,6 +16,30 @@ LINUX_SSH: Mapping[str, Any] = {"ansible_connection": "ansible.builtin.ssh", "an
 
 
 @dataclass(frozen=True, slots=True)
+class Platform:
+    """A switch model as an OS's platform files describe it: each split's breakout mode (the exact name the OS's
+    configuration must carry) and the hardware SKU whose default that mode is ("" where none is: the base SKU's
+    cages are broken out by configuration)."""
+
+    name: str  # the OS's platform name (SONiC: x86_64-nvidia_sn5600-r0)
+    modes: Mapping[int, str]  # ports a cage -> the mode's name
+    hwskus: Mapping[int, str]  # ports a cage -> the SKU that boots in that mode; 1 -> the base SKU
+    source: str
+
+    def hwsku(self, split: int) -> str:
+        return self.hwskus.get(split) or self.hwskus[1]
+
+
+def mode_speeds(mode: str) -> tuple[int, tuple[int, ...]]:
+    """(ports, speeds in Gb/s, the default first) of a breakout mode named as SONiC's platform.json names them:
+    `2x400G[200G,100G]` is 2 ports at 400G, or 200G or 100G."""
+    count, _, rest = mode.partition("x")
+    default, _, alternatives = rest.partition("[")
+    speeds = [default, *filter(None, alternatives.rstrip("]").split(","))]
+    return int(count), tuple(int(x.removesuffix("G")) for x in speeds)
+
+
+@dataclass(frozen=True, slots=True)
 class SwitchOs:
     name: str
     # The collection's role that configures it (fabric.yml's play for `fabric_os_<name>`); "" when aisite does not
@@ -29,6 +53,9 @@ class SwitchOs:
     bfd: bool = True  # its role can enable BFD on a session
     bfd_why: str = ""  # why not, where it cannot
     breakout: bool = True  # its role renders split cages (more ports than cages)
+    # The switch models whose breakout modes its configuration must name exactly (SONiC's BREAKOUT_CFG), by model:
+    # a split on a model not here is refused. Empty where the OS names no mode (Cumulus splits a port by its count).
+    platforms: Mapping[str, Platform] = field(default_factory=dict)
     access: bool = False  # its role configures management and out-of-band switches (VLANs, access ports)
     # BGP graceful shutdown when a rollout takes it out: playbooks/maintenance-switch.yml drives it through FRR's
     # vtysh (a new OS with another CLI adds its block there); otherwise its sessions reset when the change is

@@ -28,6 +28,7 @@ from aisite.plan.fabric import (
     fabric_layout,
     group_rails,
     panel,
+    platform_mode,
     pod_network_name,
     pod_pool_name,
     rail_block,
@@ -486,6 +487,7 @@ class _Builder:
                     peers = tuple(self.host_peers.get((index, r), ()))
                     subnets.append(HostSubnet(r, str(block), str(block.network_address + 1), ports, peers))
         front = panel(group)
+        mode = platform_mode(group, front[0])
         vlans, access = self.access_ports(group, role, name)
         return Switch(
             name=name,
@@ -506,6 +508,8 @@ class _Builder:
             breakout=front[0],
             cage_lanes=front[1],
             cages=-(-group.ports // front[0]),
+            breakout_mode=mode[0],
+            hwsku=mode[1],
             vlans=vlans,
             access_ports=access,
         )

@@ -252,6 +252,15 @@ def panel(group: SwitchGroupBase) -> tuple[int, int]:
     return max(1, model.split(group.ports)), model.lanes
 
 
+def platform_mode(group: SwitchGroupBase, split: int) -> tuple[str, str]:
+    """(breakout mode, hardware SKU) of a group's cages split `split` ways, where its OS's driver knows the model's
+    platform files (SONiC); ("", "") elsewhere, or where the platform has no such mode (the checks refuse it)."""
+    platform = SWITCH_OS[group.os].platforms.get(group.model)
+    if platform is None or split not in platform.modes:
+        return "", ""
+    return platform.modes[split], platform.hwsku(split)
+
+
 def switch_port(group: SwitchGroupBase, port: int) -> str:
     """Port `port` (1-based) of a switch of `group`, as its OS names it on its front panel."""
     return port_name(group.os, port, group.speed_gbps, panel(group))

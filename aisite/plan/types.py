@@ -208,6 +208,10 @@ class Switch:
     breakout: int = 1
     cage_lanes: int = 0
     cages: int = 0
+    # Where its OS's platform files name the modes (SONiC, aisite.drivers): the breakout mode of its cages and the
+    # hardware SKU that boots in it ("" elsewhere).
+    breakout_mode: str = ""
+    hwsku: str = ""
     # A management or out-of-band switch aisite configures: its VLANs and ports (empty for the fabric's and for
     # `generic` ones).
     vlans: tuple[int, ...] = ()
