@@ -11,6 +11,8 @@ import ansible.release
 
 STATE = "/var/lib/aisite-pull/state.json"
 PROM = "/var/lib/node_exporter/textfile_collector/aisite_pull.prom"
+# What a failed pass said: its log and the unit's journal.
+LOGS = "cat /var/lib/aisite-pull/last.log; journalctl -u aisite-pull --no-pager | tail -40"
 
 
 def state(host):  # type: ignore[no-untyped-def]
@@ -47,8 +49,7 @@ def test_the_collections_are_the_controllers_own(host) -> None:  # type: ignore[
 
 def test_a_pass_applies_the_signed_tip_and_records_it(host) -> None:  # type: ignore[no-untyped-def]
     r = host.run("systemctl start aisite-pull.service")
-    logs = "cat /var/lib/aisite-pull/last.log; journalctl -u aisite-pull --no-pager | tail -20"
-    assert r.rc == 0, host.run(logs).stdout
+    assert r.rc == 0, host.run(LOGS).stdout
     assert host.file("/etc/aisite-pulled").content_string.strip() == "one"
     s = state(host)
     assert s["status"] == "applied" and s["commit"] == s["applied_commit"] == tip(host)
@@ -63,7 +64,8 @@ def test_a_pass_applies_the_signed_tip_and_records_it(host) -> None:  # type: ig
 
 
 def test_a_second_pass_changes_nothing(host) -> None:  # type: ignore[no-untyped-def]
-    assert host.run("systemctl start aisite-pull.service").rc == 0
+    r = host.run("systemctl start aisite-pull.service")
+    assert r.rc == 0, host.run(LOGS).stdout
     s = state(host)
     assert s["status"] == "applied" and s["changed"] == 0 and s["failed"] == 0
 
