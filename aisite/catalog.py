@@ -7,6 +7,16 @@ override counts only through the `generic` model.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+KernelModules = Literal["open", "proprietary"]
+# The driver's two flavours of kernel modules. NVIDIA's driver README ("NVIDIA Open GPU Kernel Modules"): the open
+# modules support Turing and later only, as they depend on the GPU System Processor first introduced in Turing; the
+# proprietary ones support Maxwell, Pascal and Volta too. NVIDIA's technical blog "NVIDIA Transitions Fully Towards
+# Open-Source GPU Kernel Modules" (2024): Grace Hopper and Blackwell must use the open modules (the proprietary are
+# unsupported there), Turing to Hopper are recommended them, Maxwell, Pascal and Volta keep the proprietary driver;
+# from R560 the open flavour is the default installation (the driver installation guide, Kernel Modules).
+PROPRIETARY_ONLY = frozenset({"maxwell", "pascal", "volta"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +31,11 @@ class GpuType:
     default_driver_branch: int
     # Lowest driver branch that supports it (None: every branch the catalog's drivers carry).
     min_driver_branch: int | None = None
+
+    @property
+    def kernel_modules(self) -> KernelModules:
+        """The driver flavour a node of this GPU runs: the open modules from Turing on, the proprietary before."""
+        return "proprietary" if self.arch in PROPRIETARY_ONLY else "open"
 
 
 # Volta (V100) is supported only up to the R580 branch and CUDA 12 (DESIGN.md: GPU generations).

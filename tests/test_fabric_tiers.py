@@ -68,6 +68,8 @@ def test_two_tier_plans_are_byte_identical(stack: str) -> None:
         node["labels"].pop("aisite.io/leaf-block", None)
         del node["firmware"]  # the group's firmware baseline (none here)
         del node["nics"]  # the rail NICs' firmware settings (LINK_TYPE ETH where the PCI function is known)
+        if node["gpu"]:
+            del node["gpu"]["kernel_modules"]  # the driver's flavour (issue 67)
         for rail in node["rails"]:
             for key in ("speed_gbps", "port", "netdev", "rdma", "pci", "gpu", "pod_network", "pod_pool"):
                 del rail[key]

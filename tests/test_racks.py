@@ -33,6 +33,26 @@ def test_the_new_models_have_their_sources_and_rack_facts() -> None:
     assert GPU_TYPES["b200"].memory_gib == 180  # 1,440 GB over 8 GPUs (DGX B200 User Guide)
 
 
+def test_each_gpu_gets_the_kernel_modules_its_generation_needs_and_the_role_installs_that_flavour() -> None:
+    """Open modules from Turing on (Grace and Blackwell need them), proprietary for Volta (NVIDIA's driver README
+    and its open-modules announcement, cited in aisite.catalog); the nvidia role's driver packages follow the plan."""
+    import jinja2
+    import yaml
+
+    from aisite.playbooks import ROLES
+
+    assert {t.name for t in GPU_TYPES.values() if t.kernel_modules == "proprietary"} == {"v100"}
+    by_name = {n.name: n for n in build_plan(load_site("gb200")).nodes}
+    assert by_name["gb001"].gpu is not None and by_name["gb001"].gpu.kernel_modules == "open"
+    dc1 = [n.gpu for n in build_plan(load_site("dc1")).nodes if n.gpu]
+    assert {(g.arch, g.kernel_modules) for g in dc1} == {("volta", "proprietary"), ("turing", "open")}
+    default = yaml.safe_load((ROLES / "nvidia" / "defaults" / "main.yml").read_text())["nvidia_driver_packages"]
+    for modules, want in (("open", "['nvidia-open']"), ("proprietary", "['cuda-drivers-580']")):
+        node = {"gpu": {"kernel_modules": modules}}
+        got = jinja2.Environment().from_string(default).render(aisite_node=node, nvidia_driver_branch=580)
+        assert got == want, modules
+
+
 def test_the_gb200_site_plans_four_whole_racks_with_their_imex_peers() -> None:
     plan = build_plan(load_site("gb200"))
     assert [r.name for r in plan.racks] == ["a08", "a09", "a10", "a11"]

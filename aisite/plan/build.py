@@ -347,7 +347,7 @@ class _Builder:
             gtype, count, _, speed, nvswitch = group_hardware(group)
             info = GPU_TYPES[gtype]
             branch = group.driver_branch or site.nvidia.driver_branch or info.default_driver_branch
-            gpu = Gpu(gtype, info.product, info.arch, count, nvswitch, branch)
+            gpu = Gpu(gtype, info.product, info.arch, count, nvswitch, branch, info.kernel_modules)
             model = group.model
             labels |= {
                 f"{LABEL_PREFIX}/gpu-type": gtype,

@@ -111,6 +111,9 @@ class Gpu:
     count: int
     nvswitch: bool
     driver_branch: int
+    # The driver's kernel modules (aisite.catalog: open from Turing on, proprietary for Volta): the nvidia role
+    # installs that flavour's packages.
+    kernel_modules: str = "open"
 
 
 @dataclass(frozen=True, slots=True)
