@@ -35,3 +35,19 @@ def test_imex_peers_of_the_rack_written_package_not_installed(host):
     assert cfg.content_string == "10.30.2.5\n10.30.2.6\n10.30.2.7\n"
     assert cfg.mode == 0o644
     assert not host.package("nvidia-imex-580").is_installed
+
+
+def test_the_default_imex_channel_unit_is_enabled_and_creates_the_channel_from_the_drivers_major(host):
+    """Host mode: the unit runs the script at every boot (channels do not persist through a reboot). Here no driver
+    registered nvidia-caps-imex-channels, so the unit fails and says so; given a devices list that has it, the
+    script makes channel0 as NVIDIA's IMEX guide does (a character device of that major, minor 0, mode 0666)."""
+    assert host.service("aisite-imex-channel").is_enabled
+    assert host.run("systemctl start aisite-imex-channel").rc != 0
+    journal = host.run("journalctl -u aisite-imex-channel --no-pager").stdout
+    assert "nvidia-caps-imex-channels is not registered" in journal
+    host.run_test("rm -rf /tmp/imex && mkdir -p /tmp/imex/dev")
+    host.run_test("printf 'Character devices:\\n195 nvidia\\n234 nvidia-caps-imex-channels\\n' > /tmp/imex/devices")
+    for _ in range(2):  # the second run finds it made
+        host.run_test("/usr/local/sbin/aisite-imex-channel /tmp/imex/devices /tmp/imex/dev")
+    node = host.run("stat -c '%F %t %T %a' /tmp/imex/dev/nvidia-caps-imex-channels/channel0").stdout.split()
+    assert node == ["character", "special", "file", "ea", "0", "666"], node
