@@ -37,6 +37,17 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
                 "cert-manager: the cluster must have it before the kserve release",
             )
         )
+    if site.kubernetes.gpu_allocation == "dra":
+        # NVIDIA's GPU Operator documentation, "NVIDIA DRA Driver for GPUs": its GPU allocation is "not yet fully
+        # supported (Technology Preview)", its ComputeDomains fully supported (those need no gpu_allocation: dra).
+        out.append(
+            Problem(
+                "site.kubernetes.gpu_allocation",
+                "dra: the DRA driver's GPU allocation is a technology preview (NVIDIA's GPU Operator documentation, "
+                "NVIDIA DRA Driver for GPUs), not supported in production; racks' ComputeDomains, which are, run "
+                "with device-plugin too",
+            )
+        )
     if "jupyterhub" in addons and site.kubernetes.gpu_allocation == "dra":
         out.append(
             Problem(

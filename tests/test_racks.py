@@ -53,6 +53,20 @@ def test_each_gpu_gets_the_kernel_modules_its_generation_needs_and_the_role_inst
         assert got == want, modules
 
 
+def test_a_site_relying_on_a_technology_preview_is_warned_and_its_racks_need_none() -> None:
+    """DRA GPU allocation is a technology preview of NVIDIA's DRA driver (its ComputeDomains are fully supported):
+    the gb200 example, which asks for it, is warned; with the device plugin its racks still get ComputeDomains."""
+    from aisite.cautions import site_warnings
+
+    site = load_site("gb200")
+    (warning,) = [w for w in site_warnings(site, build_plan(site)) if w.path == "site.kubernetes.gpu_allocation"]
+    assert "technology preview" in warning.message
+    data = gb200()
+    data["kubernetes"]["gpu_allocation"] = "device-plugin"
+    site = parse_site(data, "gb200dp")
+    assert not [w for w in site_warnings(site, build_plan(site)) if w.path == "site.kubernetes.gpu_allocation"]
+
+
 def test_the_gb200_site_plans_four_whole_racks_with_their_imex_peers() -> None:
     plan = build_plan(load_site("gb200"))
     assert [r.name for r in plan.racks] == ["a08", "a09", "a10", "a11"]
