@@ -229,3 +229,56 @@ def test_operators_runtime_pods_are_admitted(stack: str) -> None:
                 assert level == "privileged", f"{release} {key} ({source}: {needs}) but {level} is enforced"
                 checked.append(key)
     assert checked, "no operator pods checked"
+
+
+def test_a_restricted_tenants_mpijob_runs_non_root_and_is_admitted() -> None:
+    """The NCCL test as an MPIJob in a restricted tenant: launcher and workers non-root as the MPI Operator runs
+    them (its key at the user's ~/.ssh, sshd as that user on a high port, mpirun reaching it there), admitted at
+    restricted and valid against the MPIJob CRD; a baseline tenant's keeps root's sshd on port 22."""
+    import jsonschema
+
+    from aisite.loader import parse_site
+    from aisite.plan import build_plan
+    from tests.conftest import stack_data
+    from tests.test_platform import crd_schemas
+
+    data = stack_data("lab")
+    data["kubernetes"]["tenants"][0].pop("pod_security", None)  # restricted, the default
+    plan = build_plan(parse_site(data, "labnr"))
+    tenant = plan.tenants[0]
+    assert tenant.pod_security == "restricted"
+    mpijobs = [
+        o
+        for objs in jobs(plan).values()
+        for o in objs
+        if o["kind"] == "MPIJob" and o["metadata"]["namespace"] == tenant.namespace
+    ]
+    assert mpijobs, "the lab's first tenant runs the NCCL test as an MPIJob"
+    schema = crd_schemas()[("kubeflow.org/v2beta1", "MPIJob")]
+    for job in mpijobs:
+        spec = job["spec"]
+        assert spec["sshAuthMountPath"] == "/home/ubuntu/.ssh"
+        jsonschema.Draft7Validator(schema).validate(job)
+        launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+        worker = spec["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+        for pod in (launcher, worker):
+            assert violations(pod, "restricted") == [], job["metadata"]["name"]
+            assert pod["securityContext"]["runAsUser"] == 1000
+        sshd = worker["containers"][0]["command"]
+        assert sshd[:2] == ["sh", "-c"] and "Port 2222" in sshd[2] and "sshd -De -f /tmp/sshd_config" in sshd[2]
+        mpirun = launcher["containers"][0]["command"]
+        assert "--allow-run-as-root" not in mpirun
+        assert mpirun[mpirun.index("plm_rsh_args") + 1].startswith("-p 2222 ")
+    # A baseline tenant's MPIJob is root's, as before.
+    baseline = build_plan(parse_site(stack_data("lab"), "labb"))
+    job = next(
+        o
+        for objs in jobs(baseline).values()
+        for o in objs
+        if o["kind"] == "MPIJob" and o["metadata"]["namespace"] == baseline.tenants[0].namespace
+    )
+    assert "sshAuthMountPath" not in job["spec"]
+    assert job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"] == [
+        "/usr/sbin/sshd",
+        "-De",
+    ]

@@ -263,7 +263,6 @@ def check_workloads(site: Site, out: list[Problem], tenants: set[str]) -> None:
     nodes = node_gpus(site)
     types = list(nodes)
     quota = {t.name: dict(tenant_flavors(t, types)) for t in site.kubernetes.tenants}
-    levels: dict[str, tuple[int, str]] = {t.name: (i, t.pod_security) for i, t in enumerate(site.kubernetes.tenants)}
     addons = set(site.kubernetes.addons)
     names: set[str] = set()
     for i, w in enumerate(site.workloads):
@@ -333,16 +332,6 @@ def check_workloads(site: Site, out: list[Problem], tenants: set[str]) -> None:
                 )
             )
         wanted = job_operator(w.kind, tuple(addons))
-        if wanted == "mpi-operator" and levels.get(w.tenant, (0, ""))[1] == "restricted":
-            j = levels[w.tenant][0]
-            out.append(
-                Problem(
-                    f"{path}.tenant",
-                    f"{w.kind} runs as an MPIJob, whose workers start sshd as root, and tenant {w.tenant!r} enforces "
-                    f"Pod Security restricted (non-root only): set site.kubernetes.tenants[{j}].pod_security: "
-                    "baseline, or run the PyTorch payload with the training-operator addon",
-                )
-            )
         if wanted and wanted not in addons:
             out.append(
                 Problem(

@@ -71,6 +71,16 @@ TF_BENCHMARKS = ("https://github.com/tensorflow/benchmarks.git", "cnn_tf_v2.1_co
 SHM_PER_GPU_GI = 8  # NCCL and data loaders share memory through /dev/shm; the 64 MiB default stalls them
 # Restricted tenants' pods run as this user: the pinned images are Ubuntu 24.04 based, whose `ubuntu` user it is.
 NON_ROOT_UID = 1000
+NON_ROOT_HOME = "/home/ubuntu"
+# An MPIJob's workers in a restricted tenant (non-root): the MPI Operator's own way (its v2beta1 `pi` example and
+# build/base image): the operator mounts the job's SSH key at `sshAuthMountPath` (the user's ~/.ssh), and each
+# worker runs sshd as that user with a config of its own (PidFile and HostKey in the user's reach, StrictModes no,
+# a port above 1024); the launcher's mpirun reaches the workers on that port.
+MPI_SSH_PORT = 2222
+_NON_ROOT_SSHD = (
+    f"printf 'Port {MPI_SSH_PORT}\\nPidFile /tmp/sshd.pid\\nHostKey {NON_ROOT_HOME}/.ssh/id_rsa\\n"
+    "StrictModes no\\n' > /tmp/sshd_config && exec /usr/sbin/sshd -De -f /tmp/sshd_config"
+)
 BATCH = {"resnet50": 256, "resnet152": 128, "tf-cnn-benchmarks": 256, "fio": 1024}
 
 
@@ -291,7 +301,13 @@ def _job(plan: Plan, w: WorkloadPlan, api_version: str, kind: str, spec: dict[st
 
 def mpi_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
     ranks = w.nodes * max(1, w.gpus_per_node)
-    mpirun = ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--bind-to", "none"]
+    non_root = _tenant(plan, w).pod_security == "restricted"
+    if non_root:
+        # Its workers' sshd on MPI_SSH_PORT; the pods' keys are the job's own (no known_hosts to write to).
+        ssh = f"-p {MPI_SSH_PORT} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+        mpirun = ["mpirun", "-np", str(ranks), "--bind-to", "none", "--mca", "plm_rsh_args", ssh]
+    else:
+        mpirun = ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--bind-to", "none"]
     mpirun += [a for e in nccl_env(plan) for a in ("-x", e["name"])]
     wrap = ["--workload", w.name, "--nodes", str(w.nodes), "--world-size", str(ranks), "--"]
     init: list[dict[str, Any]] = []
@@ -324,7 +340,8 @@ def mpi_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
             "MASTER_PORT=29500",
             *_payload("resnet.py", *_resnet_args(w)),
         ]
-    worker = _pod(plan, w, [_container(plan, w, "worker", ["/usr/sbin/sshd", "-De"])])
+    sshd = ["sh", "-c", _NON_ROOT_SSHD] if non_root else ["/usr/sbin/sshd", "-De"]
+    worker = _pod(plan, w, [_container(plan, w, "worker", sshd)])
     if init:
         worker["spec"]["initContainers"] = init
         worker["spec"]["volumes"].append({"name": "bench", "emptyDir": {}})
@@ -342,6 +359,8 @@ def mpi_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
             "slotsPerWorker": max(1, w.gpus_per_node),
             "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0, "suspend": bool(queue_labels(plan))},
             "mpiImplementation": "OpenMPI",
+            # Where the operator mounts the job's SSH key: the user's ~/.ssh (root's by default).
+            **({"sshAuthMountPath": f"{NON_ROOT_HOME}/.ssh"} if non_root else {}),
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher},
                 "Worker": {"replicas": w.nodes, "restartPolicy": "Never", "template": worker},
