@@ -141,10 +141,15 @@ def commit_subject(clone: Path, commit: str) -> str:
 
 def copy_checkout(top: Path, dest: Path) -> None:
     """The files of the work tree at `top` (tracked, and untracked but not ignored) as they are now, into `dest`:
-    a site repository made of this checkout (the tests' and benchmarks' sites)."""
+    a site repository made of this checkout (the tests' and benchmarks' sites). A link to a folder stays a link (the
+    collection's place, collections/ansible_collections/aisite/site, is one to the top), a link to a file is copied
+    as the file."""
     for rel in git(top, "ls-files", "-co", "--exclude-standard").stdout.splitlines():
         src = top / rel
-        if src.is_file():
+        if src.is_symlink() and src.is_dir():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).symlink_to(src.readlink())
+        elif src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             (dest / rel).write_bytes(src.read_bytes())
 

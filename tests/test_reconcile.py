@@ -205,6 +205,16 @@ def _reconcile(repo: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return run_cli("reconcile", STACK, "--repo", str(repo), "--once", "--json", *extra)
 
 
+def test_a_site_repository_of_the_checkout_keeps_the_collections_link(site_repo: Path) -> None:
+    """The repository's top is the collection; its place under collections/ is a link to the top, which a site
+    repository made of the checkout keeps (a commit's own aisite finds its roles through it)."""
+    from aisite.roots import COLLECTION_PATH
+
+    link = site_repo / COLLECTION_PATH
+    assert link.is_symlink() and (link / "roles" / "common" / "tasks" / "main.yml").is_file()
+    assert link.resolve() == site_repo.resolve()
+
+
 def test_an_invalid_commit_is_refused_with_its_errors_and_nothing_runs(site_repo: Path) -> None:
     bad = LAB_TEXT.replace("count: 2\n", "count: two\n", 1)
     commit = commit_file(site_repo, f"stacks/Pulumi.{STACK}.yaml", bad, "Two GPU nodes, in words")
