@@ -240,9 +240,63 @@ SERVER_MODELS: dict[str, ServerModel] = {
     )
 }
 
-# NVIDIA's CUDA repositories name a directory per architecture (…/repos/debian12/x86_64/, and sbsa for Arm
-# servers: …/repos/ubuntu2404/sbsa/): the driver packages of one architecture are not installable on the other.
+# NVIDIA's CUDA repositories name a directory per distribution and architecture (…/repos/debian12/x86_64/, and
+# sbsa for Arm servers: …/repos/ubuntu2404/sbsa/): the driver packages of one are not installable on another.
 CUDA_REPO_ARCH = {"amd64": "x86_64", "arm64": "sbsa"}
+# The kernel's name of each (uname -m, Ansible's ansible_architecture), what a node reports of itself.
+MACHINE = {"amd64": "x86_64", "arm64": "aarch64"}
+
+NodeOs = Literal["debian-12", "ubuntu-24.04", "dgx-os-7"]
+
+
+@dataclass(frozen=True, slots=True)
+class OsRelease:
+    """An operating system a node runs: how it reports itself, NVIDIA's repository for it, how aisite installs it."""
+
+    name: str
+    distribution: str  # /etc/os-release's NAME as Ansible reports it (ansible_distribution)
+    codename: str  # VERSION_CODENAME (ansible_distribution_release)
+    cuda_distro: str  # its directory in NVIDIA's CUDA repository
+    cuda_arches: frozenset[str]  # the CPU architectures NVIDIA's repository serves it for
+    # How `aisite provision` installs it over the network (None: not at all: the vendor installs it, aisite adopts).
+    network_install: Literal["debootstrap", "autoinstall"] | None
+    dgx: bool  # NVIDIA's DGX OS: /etc/dgx-release names its release
+    source: str
+
+
+# NVIDIA's CUDA Installation Guide for Linux (System Requirements) lists Debian 12 for amd64 systems only, and
+# Ubuntu 24.04 for amd64, generic arm64 (sbsa) and "GRACE only arm64 systems (sbsa)". DGX OS 7 User Guide
+# (Introduction): DGX OS 7 is based on Ubuntu 24.04, installed from NVIDIA's own image (Reimaging the System), which
+# aisite does not build: DGX nodes arrive with it and are adopted; /etc/dgx-release holds its release.
+_CUDA_SOURCE = "NVIDIA CUDA Installation Guide for Linux, System Requirements"
+OS_RELEASES: dict[str, OsRelease] = {
+    o.name: o
+    for o in (
+        OsRelease(
+            "debian-12", "Debian", "bookworm", "debian12", frozenset({"amd64"}), "debootstrap", False, _CUDA_SOURCE
+        ),
+        OsRelease(
+            "ubuntu-24.04",
+            "Ubuntu",
+            "noble",
+            "ubuntu2404",
+            frozenset({"amd64", "arm64"}),
+            "autoinstall",
+            False,
+            _CUDA_SOURCE,
+        ),
+        OsRelease(
+            "dgx-os-7",
+            "Ubuntu",
+            "noble",
+            "ubuntu2404",
+            frozenset({"amd64", "arm64"}),
+            None,
+            True,
+            f"NVIDIA DGX OS 7 User Guide, Introduction and Reimaging the System; {_CUDA_SOURCE}",
+        ),
+    )
+}
 
 GENERIC_MODEL = "generic"
 KNOWN_MODELS = (*SERVER_MODELS, GENERIC_MODEL)

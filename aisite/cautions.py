@@ -87,8 +87,9 @@ def site_warnings(site: Site, plan: Plan) -> list[Problem]:
             out.append(
                 Problem(
                     f"site.gpu_nodes[{i}].model",
-                    f"{g.model} runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only "
-                    "(declare install: {os: debian-12} on the group to accept it)",
+                    f"{g.model} runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only (adopt "
+                    "them as they arrive with install: {method: adopt, os: dgx-os-7}, or declare install: "
+                    "{os: debian-12} to accept Debian)",
                 )
             )
     for key in ("management", "oob"):

@@ -138,17 +138,26 @@ def test_a_job_spanning_units_gets_every_rail_on_every_node(tiers: int, gpus: in
             assert IPv4Address(spec["gateway"]) in IPv4Network(spec["subnet"])
 
 
-def test_warnings_are_printed_in_json_and_fail_only_when_strict() -> None:
-    r = run_cli("validate", "h100pod", "--json")
+def test_warnings_are_printed_in_json_and_fail_only_when_strict(tmp_path: Path) -> None:
+    """DGX systems on Debian are warned (NVIDIA supports them on DGX OS or Ubuntu); the shipped DGX examples adopt
+    their nodes on DGX OS and pass --strict."""
+    text = resolve_stack("h100pod").read_text()
+    adopt = "        install: {method: adopt, os: dgx-os-7}\n"
+    assert adopt in text
+    (tmp_path / "Pulumi.debian.yaml").write_text(text.replace(adopt, "", 1))
+    r = run_cli("validate", str(tmp_path / "Pulumi.debian.yaml"), "--json")
     assert r.returncode == 0, r.stderr
     warnings = json.loads(r.stdout)["warnings"]
     assert [w["path"] for w in warnings] == ["site.gpu_nodes[0].model"]
     assert warnings[0]["message"] == (
-        "dgx-h100 runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only (declare install: "
-        "{os: debian-12} on the group to accept it)"
+        "dgx-h100 runs Debian 12 here; NVIDIA supports DGX systems on DGX OS or Ubuntu only (adopt them as they "
+        "arrive with install: {method: adopt, os: dgx-os-7}, or declare install: {os: debian-12} to accept Debian)"
     )
-    strict = run_cli("validate", "h100pod", "--strict")
+    strict = run_cli("validate", str(tmp_path / "Pulumi.debian.yaml"), "--strict")
     assert strict.returncode == 1 and "warning: site.gpu_nodes[0].model" in strict.stdout
+    for stack in ("h100pod", "mixed"):
+        ok = run_cli("validate", stack, "--strict")
+        assert ok.returncode == 0 and "warning" not in ok.stdout, (stack, ok.stdout, ok.stderr)
 
 
 def test_what_a_valid_site_likely_did_not_mean_is_warned() -> None:

@@ -463,7 +463,6 @@ def test_rail_networks_and_devices_follow_the_plan(plan: Plan) -> None:
 def test_jobs_are_sized_from_the_plan_with_the_fabric_settings(plan: Plan) -> None:
     """Every workload's job: its GPUs and one RDMA device per rail, the rail networks (one name per rail), NCCL's RoCE
     settings, the tenant's queue, the payloads and datasets mounted, /dev/shm sized; results in one schema."""
-    rails = sorted({r.index for n in plan.nodes for r in n.rails})
     rendered = jobs(plan)
     assert set(rendered) == {f"workloads/{w.name}.yaml" for w in plan.workloads} | {
         f"workloads/{t}.yaml" for t in {w.tenant for w in (*plan.workloads, *plan.serving)}
@@ -476,7 +475,10 @@ def test_jobs_are_sized_from_the_plan_with_the_fabric_settings(plan: Plan) -> No
         assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "jobs"
         text = json.dumps(job)
         assert '"NCCL_IB_TC", "value": "106"' in text and '"NCCL_IB_GID_INDEX", "value": "3"' in text
-        devices = {r.index: r.rdma for n in plan.nodes for r in n.rails}
+        # The rails of the nodes it runs on (a site's Grace trays have four beside DGX systems' eight).
+        own = [n for n in plan.nodes if n.gpu and n.gpu.type == w.gpu_type]
+        rails = sorted({r.index for n in own for r in n.rails})
+        devices = {r.index: r.rdma for n in own for r in n.rails}
         if rails and all(devices.values()):  # the model's documented RDMA devices, rail by rail
             assert '"NCCL_IB_HCA", "value": "=' + ",".join(devices[r] for r in rails) + '"' in text
         else:  # not documented: NCCL takes the devices the pod was given

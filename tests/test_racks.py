@@ -119,8 +119,7 @@ def test_trays_that_do_not_fill_racks_and_other_rack_mistakes_are_all_reported()
     data["gpu_nodes"][0]["count"] = 20
     del data["gpu_nodes"][0]["racks"]
     data["gpu_nodes"][0]["driver_branch"] = 560
-    data["gpu_nodes"][0]["install"] = {}
-    data["nvidia"]["repository"] = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+    data["gpu_nodes"][0]["install"] = {"os": "ubuntu-24.04"}
     data["gpu_nodes"].append(
         {"name": "h100", "model": "dgx-h100", "count": 2, "name_pattern": "h{n:02d}", "racks": [{"name": "r1"}]}
     )
@@ -128,8 +127,7 @@ def test_trays_that_do_not_fill_racks_and_other_rack_mistakes_are_all_reported()
     want = {
         "site.gpu_nodes[0].count": "20 trays do not fill whole gb200-nvl72 racks of 18",
         "site.gpu_nodes[0].driver_branch": "the first branch with Blackwell support is R570",
-        "site.gpu_nodes[0].install": "amd64 install images only",
-        "site.nvidia.repository": "sbsa/",
+        "site.gpu_nodes[0].install.method": "amd64 install images only",
         "site.gpu_nodes[1].racks": "dgx-h100 is not a rack-scale system",
     }
     assert_reported(found, want)

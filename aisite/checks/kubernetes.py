@@ -340,6 +340,20 @@ def check_workloads(site: Site, out: list[Problem], tenants: set[str]) -> None:
             )
         racks = any(group_racks(g) and group_hardware(g)[0] == gtype for g in site.gpu_nodes)
         claims = w.gpus_per_node and (site.kubernetes.gpu_allocation == "dra" or (racks and w.nodes > 1))
+        domain = racks and w.nodes > 1 and w.gpus_per_node and "gpu-operator" in addons
+        if domain and w.gpus_per_node < largest:
+            # The job's ComputeDomain (its own IMEX domain; NVIDIA DRA Driver for GPUs, ComputeDomains: "secure
+            # isolation from other pods that are not in the domain") holds the trays it lands on: a job taking
+            # part of a tray leaves the rest to another job's domain on the same node, which the driver does not
+            # run (one ComputeDomain a node).
+            out.append(
+                Problem(
+                    f"{path}.gpus_per_node",
+                    f"{w.gpus_per_node} of a {gtype} tray's {largest}: a job across trays gets a ComputeDomain, and "
+                    "a node holds one ComputeDomain at a time, so such a job takes whole trays (give "
+                    f"{largest}, or run it on one tray: nodes: 1)",
+                )
+            )
         if wanted == "training-operator" and claims:
             out.append(
                 Problem(

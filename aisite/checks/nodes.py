@@ -7,6 +7,7 @@ from aisite.catalog import (
     CUDA_REPO_ARCH,
     GENERIC_MODEL,
     GPU_TYPES,
+    OS_RELEASES,
     SERVER_MODELS,
 )
 from aisite.checks.common import switch_groups
@@ -41,8 +42,38 @@ def check_firmware_images(site: Site, groups: list[tuple[str, NodeGroup]], out: 
             )
 
 
+# Fields that say how a network install lays out the disk: an adopted node keeps the disk it was installed on.
+NETWORK_ONLY = ("boot_mode", "disk", "partitions", "kernel_args")
+
+
 def check_provisioning(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
-    installing = [(path, g) for path, g in groups if g.install]
+    for path, g in groups:
+        if g.install is None:
+            continue
+        release = OS_RELEASES[g.install.os]
+        if g.install.method == "adopt":
+            out.extend(
+                Problem(f"{path}.install.{key}", "a network install's setting: an adopted node is never reinstalled")
+                for key in NETWORK_ONLY
+                if key in g.install.model_fields_set
+            )
+        elif release.network_install is None:
+            out.append(
+                Problem(
+                    f"{path}.install.os",
+                    f"{release.name} is installed from NVIDIA's own image, not by aisite: adopt nodes that run it "
+                    "(method: adopt)",
+                )
+            )
+        elif release.network_install == "autoinstall":
+            out.append(
+                Problem(
+                    f"{path}.install.os",
+                    f"{release.name}: aisite's network install builds Debian 12 only; install Ubuntu with its own "
+                    "installer and adopt the nodes (method: adopt)",
+                )
+            )
+    installing = [(path, g) for path, g in groups if g.install and g.install.method == "network"]
     if installing and site.provisioning is None:
         out.extend(
             Problem(f"{path}.install", "needs site.provisioning: the boot server that installs the nodes")
@@ -124,33 +155,35 @@ def check_gpu_groups(site: Site, out: list[Problem]) -> None:
         if gpu_type:
             check_driver(site, path, group, gpu_type, out)
         check_racks(path, group, out)
-        check_cpu_arch(site, path, group, out)
+        check_cpu_arch(path, group, out)
         for name, _, _ in group_racks(group):
             if racks.setdefault(name, path) != path:
                 out.append(Problem(f"{path}.racks", f"rack {name!r} is already a rack of {racks[name]}"))
 
 
-def check_cpu_arch(site: Site, path: str, group: GpuGroup, out: list[Problem]) -> None:
-    """The driver repository serves the group's CPU architecture (a Grace tray cannot install x86_64 packages)."""
+def check_cpu_arch(path: str, group: GpuGroup, out: list[Problem]) -> None:
+    """NVIDIA's repository serves the group's OS for its CPUs (it has no Debian for Arm servers), and aisite's
+    network install builds amd64 images only."""
     model = SERVER_MODELS.get(group.model)
     if model is None:
         return
-    if model.cpu_arch != "amd64" and group.install is not None:
+    release = OS_RELEASES[group.install.os if group.install else "debian-12"]
+    if model.cpu_arch not in release.cuda_arches:
         out.append(
             Problem(
-                f"{path}.install",
-                f"aisite builds amd64 install images only; {group.model} trays are {model.cpu_arch}: install them "
-                "with the vendor's image and leave install out",
+                f"{path}.install" + (".os" if group.install else ""),
+                f"{release.name}: NVIDIA's CUDA repository has no {release.cuda_distro} packages for "
+                f"{CUDA_REPO_ARCH[model.cpu_arch]} ({group.model} trays are {model.cpu_arch}); run "
+                + " or ".join(sorted(o.name for o in OS_RELEASES.values() if model.cpu_arch in o.cuda_arches))
+                + " (install: {method: adopt, os: ...} for trays that arrive installed)",
             )
         )
-    repo = site.nvidia.repository.rstrip("/").rsplit("/", 1)[-1]
-    want = CUDA_REPO_ARCH[model.cpu_arch]
-    if repo in CUDA_REPO_ARCH.values() and repo != want:
+    elif model.cpu_arch != "amd64" and group.install is not None and group.install.method == "network":
         out.append(
             Problem(
-                "site.nvidia.repository",
-                f"serves {repo} packages, but {path} ({group.model}) has {model.cpu_arch} CPUs: use the "
-                f"repository's {want}/ directory (one architecture's GPU nodes a site, for now)",
+                f"{path}.install.method",
+                f"network: aisite builds amd64 install images only; {group.model} trays are {model.cpu_arch}: "
+                "install them with the vendor's image and adopt them (method: adopt)",
             )
         )
 

@@ -210,7 +210,9 @@ def images(stack: StackArg, as_json: JsonOpt = False) -> None:
     if as_json:
         doc = {
             "site": p.site,
-            "images": [{"image": i, "sources": s} for i, s in found.images.items()],
+            "images": [
+                {"image": i, "sources": s, "platforms": list(found.platforms[i])} for i, s in found.images.items()
+            ],
             "registries": {h: h in mirrored for h in found.registries()},
             "not_enumerated": found.not_enumerated,
         }
@@ -219,8 +221,12 @@ def images(stack: StackArg, as_json: JsonOpt = False) -> None:
     table = Table(title=f"Images of {p.site} ({len(found.images)})")
     table.add_column("image", no_wrap=True)
     table.add_column("pulled by")
+    # Only a site of several architectures says which: a mirror must then hold each platform's image.
+    several = len({p for ps in found.platforms.values() for p in ps}) > 1
+    if several:
+        table.add_column("platforms", no_wrap=True)
     for image, sources in found.images.items():
-        table.add_row(image, ", ".join(sources))
+        table.add_row(image, ", ".join(sources), *([", ".join(found.platforms[image])] if several else []))
     out.print(table)
     for host in found.registries():
         out.print(f"registry {host}: " + ("through a mirror" if host in mirrored else "[yellow]pulled directly[/]"))

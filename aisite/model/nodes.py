@@ -5,9 +5,9 @@ from __future__ import annotations
 from ipaddress import IPv4Address
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, StrictBool, StrictInt, model_validator
+from pydantic import AfterValidator, Field, StrictBool, StrictInt, field_validator, model_validator
 
-from aisite.catalog import GENERIC_MODEL, KNOWN_MODELS, SERVER_MODELS, NicPort
+from aisite.catalog import CUDA_REPO_ARCH, GENERIC_MODEL, KNOWN_MODELS, SERVER_MODELS, NicPort, NodeOs
 from aisite.fields import (
     DebPackage,
     DiskPath,
@@ -66,9 +66,14 @@ class Install(Strict):
     """How `aisite provision` installs the group's nodes: network boot from the site's boot server, the OS image
     written to `disk` (wiped), booted from it in `boot_mode`."""
 
-    # Debian 12 from an image aisite builds with debootstrap (the site's provisioning.mirror). Ubuntu 24.04's
-    # autoinstall is not supported yet.
-    os: Literal["debian-12"] = "debian-12"
+    # network: installed by `aisite provision` from the boot server (Debian 12: an image aisite builds with
+    # debootstrap from provisioning.mirror). adopt: installed already (DGX OS from the factory): reached over SSH
+    # with the site's key, its OS and architecture checked against the plan before anything is applied, never
+    # reinstalled; the fields below are for network installs only.
+    method: Literal["network", "adopt"] = "network"
+    # The OS the nodes run (aisite.catalog.OS_RELEASES): it picks NVIDIA's repository for them and what the
+    # preflight expects of them.
+    os: NodeOs = "debian-12"
     boot_mode: Literal["uefi", "legacy"] = "uefi"
     disk: DiskPath = "/dev/nvme0n1"
     partitions: Annotated[list[Partition], Field(min_length=1, max_length=32)] = [Partition(mount="/")]
@@ -193,7 +198,20 @@ class GpuGroup(NodeGroup):
 class Nvidia(Strict):
     # Site-wide driver branch; None picks the catalog's default per GPU generation.
     driver_branch: Annotated[int, Field(ge=400, le=999)] | None = None
-    repository: Url = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+    # NVIDIA's CUDA repository (or the site's mirror of it) at its root: each GPU group installs from its own
+    # <distro>/<arch>/ directory below it (debian12/x86_64/, ubuntu2404/sbsa/), by its OS and CPUs.
+    repository: Url = "https://developer.download.nvidia.com/compute/cuda/repos/"
+
+    @field_validator("repository")
+    @classmethod
+    def _root(cls, url: str) -> str:
+        last = url.rstrip("/").rsplit("/", 2)
+        if last[-1] in CUDA_REPO_ARCH.values():
+            raise ValueError(
+                f"names one {last[-1]} directory ({last[-2]}/{last[-1]}/): give the repository's root "
+                f"({url.rstrip('/').rsplit('/', 2)[0]}/); aisite adds each GPU group's <distro>/<arch>/"
+            )
+        return url if url.endswith("/") else url + "/"
 
 
 class Provisioning(Strict):

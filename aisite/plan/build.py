@@ -6,7 +6,18 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from aisite.catalog import GPU_TYPES, NIC_ETH, NIC_LINK_TYPE, NIC_NUM_OF_VFS, NIC_SRIOV_EN, SERVER_MODELS, NicPort
+from aisite.catalog import (
+    CUDA_REPO_ARCH,
+    GPU_TYPES,
+    MACHINE,
+    NIC_ETH,
+    NIC_LINK_TYPE,
+    NIC_NUM_OF_VFS,
+    NIC_SRIOV_EN,
+    OS_RELEASES,
+    SERVER_MODELS,
+    NicPort,
+)
 from aisite.drivers.bmcs import BMC_PROTOCOLS
 from aisite.model import (
     AccessSwitchGroup,
@@ -62,6 +73,7 @@ from aisite.plan.types import (
     NetworksPlan,
     NicConfig,
     Node,
+    NodeOsPlan,
     NodeTaint,
     Plan,
     RackPlan,
@@ -343,11 +355,14 @@ class _Builder:
         if ref.role == "control-plane":
             labels["node-role.kubernetes.io/control-plane"] = ""
         group = ref.group
+        node_os = _node_os(group)
         if isinstance(group, GpuGroup):
             gtype, count, _, speed, nvswitch = group_hardware(group)
             info = GPU_TYPES[gtype]
             branch = group.driver_branch or site.nvidia.driver_branch or info.default_driver_branch
-            gpu = Gpu(gtype, info.product, info.arch, count, nvswitch, branch, info.kernel_modules)
+            distro = OS_RELEASES[node_os.name].cuda_distro
+            repo = f"{site.nvidia.repository}{distro}/{CUDA_REPO_ARCH[_cpu_arch(group)]}/"
+            gpu = Gpu(gtype, info.product, info.arch, count, nvswitch, branch, info.kernel_modules, repo)
             model = group.model
             labels |= {
                 f"{LABEL_PREFIX}/gpu-type": gtype,
@@ -384,6 +399,7 @@ class _Builder:
             firmware=_firmware(group.firmware),
             nics=_nics(rails, group.firmware),
             rack=rack,
+            os=node_os,
         )
 
     # -- switches
@@ -561,7 +577,6 @@ def build_plan(site: Site) -> Plan:
         ansible_user=site.ansible.user,
         ntp_servers=tuple(site.ntp_servers),
         dns_servers=tuple(str(d) for d in site.dns_servers),
-        nvidia_repository=site.nvidia.repository,
         networks=NetworksPlan(
             oob=str(nets.oob),
             management=str(nets.management),
@@ -670,3 +685,24 @@ def maintenance_plan(site: Site, nodes: tuple[Node, ...]) -> MaintenancePlan:
     if limit is None:
         limit = max(max(gpus, default=0), math.floor(sum(gpus) * m.max_unavailable_fraction))
     return MaintenancePlan(limit, m.one_node_per_unit, m.canary_nodes, m.drain_timeout_s)
+
+
+def _cpu_arch(group: NodeGroup) -> str:
+    """The group's CPU architecture as Debian names it: the catalog's for a GPU model (Grace trays are arm64)."""
+    model = SERVER_MODELS.get(group.model) if isinstance(group, GpuGroup) else None
+    return model.cpu_arch if model else "amd64"
+
+
+def _node_os(group: NodeGroup) -> NodeOsPlan:
+    """The OS a group's nodes run, as the preflight checks it: its install's, else Debian 12 installed by hand."""
+    install = group.install
+    release = OS_RELEASES[install.os if install else "debian-12"]
+    return NodeOsPlan(
+        release.name,
+        release.distribution,
+        release.codename,
+        _cpu_arch(group),
+        MACHINE[_cpu_arch(group)],
+        release.dgx,
+        install.method if install else "none",
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 
 from aisite.errors import Problem
-from aisite.model import Install, Site
+from aisite.model import Install, NodeGroup, Site
 from aisite.plan.types import InstallProfile, Node, PartitionPlan, Plan, ProvisioningPlan, ProvisionTarget
 
 # GPT partition types (the Discoverable Partitions Specification and UEFI's own).
@@ -54,13 +54,13 @@ def provisioning_plan(site: Site, nodes: tuple[Node, ...]) -> ProvisioningPlan |
     if p is None:
         return None
     installs: dict[str, Install] = {}
-    if site.control_plane.install:
-        installs["control-plane"] = site.control_plane.install
-    for g in site.gpu_nodes:
-        if g.install:
-            installs[g.name] = g.install
-    if site.storage_nodes and site.storage_nodes.install:
-        installs["storage"] = site.storage_nodes.install
+    groups: list[tuple[str, NodeGroup]] = [("control-plane", site.control_plane)]
+    groups.extend((g.name, g) for g in site.gpu_nodes)
+    if site.storage_nodes:
+        groups.append(("storage", site.storage_nodes))
+    for name, group in groups:
+        if group.install and group.install.method == "network":  # an adopted node is never reinstalled
+            installs[name] = group.install
     net = IPv4Network(site.networks.management)
     return ProvisioningPlan(
         boot_server=str(p.boot_server),

@@ -114,6 +114,22 @@ class Gpu:
     # The driver's kernel modules (aisite.catalog: open from Turing on, proprietary for Volta): the nvidia role
     # installs that flavour's packages.
     kernel_modules: str = "open"
+    # NVIDIA's repository for the node's OS and CPUs (site.nvidia.repository's <distro>/<arch>/ directory).
+    repository: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOsPlan:
+    """The OS a node runs (its group's install.os, aisite.catalog.OS_RELEASES) and how it got it: what the
+    preflight holds the node's own facts to before anything is applied."""
+
+    name: str  # debian-12 | ubuntu-24.04 | dgx-os-7
+    distribution: str  # ansible_distribution
+    codename: str  # ansible_distribution_release
+    arch: str  # amd64 | arm64: Debian's and the OCI image platform's name
+    machine: str  # ansible_architecture: x86_64 | aarch64
+    dgx: bool  # DGX OS: /etc/dgx-release present
+    install: str  # network (aisite provision installs it) | adopt (installed, checked) | none (not declared)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +152,7 @@ class Node:
     firmware: FirmwareBaseline | None = None
     nics: tuple[NicConfig, ...] = ()
     rack: str | None = None  # a rack-scale system's rack (its NVLink and IMEX domain)
+    os: NodeOsPlan = NodeOsPlan("debian-12", "Debian", "bookworm", "amd64", "x86_64", False, "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -621,7 +638,6 @@ class Plan:
     ansible_user: str
     ntp_servers: tuple[str, ...]
     dns_servers: tuple[str, ...]
-    nvidia_repository: str
     networks: NetworksPlan
     nodes: tuple[Node, ...]
     switches: tuple[Switch, ...]

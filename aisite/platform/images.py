@@ -10,10 +10,11 @@ every pull from the registries these live in to one mirror (containerd's hosts.t
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aisite.plan import Plan
+from aisite.plan import Node, Plan
 from aisite.plan.kubernetes import registry_host
 from aisite.platform import jobs, objects
 from aisite.platform.charts import charts, remote_manifests
@@ -107,6 +108,7 @@ NOT_ENUMERATED = {
     "cni": "the CNI manifest's images ({manifest})",
 }
 KUBEADM_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
+CONTROL_PLANE_IMAGES = KUBEADM_IMAGES[:3]  # kube-proxy runs on every node
 KUBEADM_REPOSITORY = "registry.k8s.io"  # the kubernetes role's kubernetes_image_repository
 # An image reference as the manifests write one: a registry host with a dot, a path and a tag or digest.
 _REF = re.compile(r"(?:[a-z0-9-]+\.)+[a-z0-9-]+(?::[0-9]+)?/[a-z0-9._/-]+(?::[A-Za-z0-9._-]+|@sha256:[0-9a-f]{64})")
@@ -134,6 +136,8 @@ def image_refs(node: Any) -> set[str]:
 class SiteImages:
     images: dict[str, list[str]] = field(default_factory=dict)  # image -> what pulls it
     not_enumerated: list[str] = field(default_factory=list)
+    # image -> the platforms (linux/amd64, linux/arm64) of the nodes that may pull it: a mirror holds each.
+    platforms: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def add(self, image: str, source: str) -> None:
         self.images.setdefault(image, [])
@@ -170,4 +174,14 @@ def site_images(plan: Plan) -> SiteImages:
     if k.cni_manifest:
         out.not_enumerated.append("cni: " + NOT_ENUMERATED["cni"].format(manifest=k.cni_manifest))
     out.images = dict(sorted(out.images.items()))
+    # The control plane's own images run there alone; every other one (DaemonSets, jobs and their launchers) may
+    # land on any architecture the site has, so a mirror must carry each of them.
+    every = _platforms(plan.nodes)
+    control = _platforms(n for n in plan.nodes if n.role == "control-plane") or every
+    only_control = {k.kube_vip_image} | {f"{KUBEADM_REPOSITORY}/{n}:v{k.version}" for n in CONTROL_PLANE_IMAGES}
+    out.platforms = {i: control if i in only_control else every for i in out.images}
     return out
+
+
+def _platforms(nodes: Iterable[Node]) -> tuple[str, ...]:
+    return tuple(sorted({f"linux/{n.os.arch}" for n in nodes}))

@@ -111,13 +111,14 @@ def _scalable_unit(plan: Plan, w: WorkloadPlan) -> int | None:
     return next((su for su, c in sorted(counts.items()) if c >= w.nodes), None)
 
 
-def _rails(plan: Plan) -> list[int]:
+def _rails(plan: Plan, w: WorkloadPlan) -> list[int]:
+    """The rails a job's pods get: those of its GPU type's nodes (where it runs), through the Network Operator."""
     if "network-operator" not in plan.kubernetes.addons or plan.kubernetes.rail_pod_addresses <= 0:
         return []
-    return list(rail_interfaces(plan))
+    return list(rail_interfaces(plan, w.gpu_type))
 
 
-def nccl_env(plan: Plan) -> list[dict[str, str]]:
+def nccl_env(plan: Plan, w: WorkloadPlan) -> list[dict[str, str]]:
     """NCCL over the rails: the RoCE traffic class and GID of DESIGN.md; bootstrap over the pod's own network.
     Only the rails' HCAs are visible in the pod (the RDMA shared device plugin exposes the requested ones)."""
     env = {
@@ -126,7 +127,7 @@ def nccl_env(plan: Plan) -> list[dict[str, str]]:
         "NCCL_SOCKET_IFNAME": "eth0",
         "NCCL_DEBUG": "WARN",
     }
-    rails, devices = _rails(plan), rail_devices(plan)
+    rails, devices = _rails(plan, w), rail_devices(plan, w.gpu_type)
     if rails and all(r in devices for r in rails):
         # Exactly the rails' RDMA devices as the model's documents name them (a DGX H100's are mlx5_0,3,4,5,6,9,
         # 10,11; its others are storage and in-band ports). Where one is unknown the variable is left out and
@@ -151,7 +152,7 @@ def gpus(plan: Plan, w: WorkloadPlan) -> GpuRequest:
 
 def _resources(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
     request = gpus(plan, w)
-    limits = {rail_resource(r): "1" for r in _rails(plan)} | request.limits
+    limits = {rail_resource(r): "1" for r in _rails(plan, w)} | request.limits
     out: dict[str, Any] = {"limits": limits, "requests": dict(limits)} if limits else {}
     if request.claims:
         out["claims"] = request.container_claims
@@ -185,7 +186,7 @@ def topology_request(plan: Plan, w: WorkloadPlan) -> dict[str, str]:
 def _pod_meta(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
     meta: dict[str, Any] = {"labels": labels(plan, tenant=w.tenant, workload=w.name)}
     annotations = topology_request(plan, w)
-    rails, networks = _rails(plan), pod_networks(plan)
+    rails, networks = _rails(plan, w), pod_networks(plan)
     if rails and networks:
         # The same names on every node: each node's file gives its unit's pool (platform/rails.py), so a job
         # that spans units gets every rail too.
@@ -248,7 +249,7 @@ def _container(plan: Plan, w: WorkloadPlan, name: str, command: list[str], gpus:
         "name": name,
         "image": image(plan, w),
         "command": command,
-        "env": [*nccl_env(plan), {"name": "AISITE_WORKLOAD", "value": w.name}],
+        "env": [*nccl_env(plan, w), {"name": "AISITE_WORKLOAD", "value": w.name}],
         "volumeMounts": mounts,
     }
     if gpus and (res := _resources(plan, w)):
@@ -308,7 +309,7 @@ def mpi_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
         mpirun = ["mpirun", "-np", str(ranks), "--bind-to", "none", "--mca", "plm_rsh_args", ssh]
     else:
         mpirun = ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--bind-to", "none"]
-    mpirun += [a for e in nccl_env(plan) for a in ("-x", e["name"])]
+    mpirun += [a for e in nccl_env(plan, w) for a in ("-x", e["name"])]
     wrap = ["--workload", w.name, "--nodes", str(w.nodes), "--world-size", str(ranks), "--"]
     init: list[dict[str, Any]] = []
     if w.kind == "nccl-allreduce":
@@ -397,7 +398,7 @@ def train_job(plan: Plan, w: WorkloadPlan) -> dict[str, Any]:
                 "image": image(plan, w),
                 "command": ["torchrun", f"{PAYLOAD_DIR}/resnet.py"],
                 "args": _resnet_args(w),
-                "env": nccl_env(plan),
+                "env": nccl_env(plan, w),
                 "numNodes": w.nodes,
                 "numProcPerNode": max(1, w.gpus_per_node),
                 "resourcesPerNode": _resources(plan, w) or {},
@@ -425,8 +426,8 @@ def pair_job(plan: Plan, w: WorkloadPlan) -> list[dict[str, Any]]:
     if w.kind == "ib-write-bw":
         # One run per rail, each on that rail's device, the RoCE GID and traffic class of the fabric.
         # checks refuse the workload where a rail's device is unknown.
-        rails, tc, gid = _rails(plan) or [0], plan.roce.traffic_class, plan.roce.nccl_ib_gid_index
-        dev = rail_devices(plan)
+        rails, tc, gid = _rails(plan, w) or [0], plan.roce.traffic_class, plan.roce.nccl_ib_gid_index
+        dev = rail_devices(plan, w.gpu_type)
         serve = " & ".join(
             f"ib_write_bw -d {dev.get(r, '')} -x {gid} --tclass={tc} --report_gbits -F -p {18515 + r}" for r in rails
         )

@@ -35,10 +35,13 @@ def rail_resource(rail: int) -> str:
     return f"{RDMA_PREFIX}/rail{rail}"
 
 
-def _per_rail(plan: Plan, field: str) -> dict[int, list[str]]:
-    """rail -> the distinct values of one of its fields over the GPU nodes, in the nodes' order."""
+def _per_rail(plan: Plan, field: str, gpu_type: str | None = None) -> dict[int, list[str]]:
+    """rail -> the distinct values of one of its fields over the GPU nodes (of one GPU type where given: a site's
+    Grace trays may have four rails beside DGX systems' eight), in the nodes' order."""
     out: dict[int, list[str]] = {}
     for n in plan.nodes:
+        if gpu_type and (n.gpu is None or n.gpu.type != gpu_type):
+            continue
         for r in n.rails:
             values = out.setdefault(r.index, [])
             if getattr(r, field) not in values:
@@ -46,9 +49,9 @@ def _per_rail(plan: Plan, field: str) -> dict[int, list[str]]:
     return dict(sorted(out.items()))
 
 
-def rail_interfaces(plan: Plan) -> dict[int, str]:
-    """rail -> its interface name on the GPU nodes (checks hold it to one name per rail)."""
-    return {i: v[0] for i, v in _per_rail(plan, "interface").items()}
+def rail_interfaces(plan: Plan, gpu_type: str | None = None) -> dict[int, str]:
+    """rail -> its interface name on the GPU nodes (of one type), as checks hold it: one name per rail."""
+    return {i: v[0] for i, v in _per_rail(plan, "interface", gpu_type).items()}
 
 
 def pod_networks(plan: Plan) -> dict[int, str]:
@@ -56,10 +59,10 @@ def pod_networks(plan: Plan) -> dict[int, str]:
     return {i: names[0] for i, v in _per_rail(plan, "pod_network").items() if (names := [x for x in v if x])}
 
 
-def rail_devices(plan: Plan) -> dict[int, str]:
-    """rail -> its RDMA device where every GPU node names it alike (aisite.catalog or the site's ports); a rail
-    whose device is unknown on some node, or differs between models, is left out."""
-    return {i: v[0] for i, v in _per_rail(plan, "rdma").items() if len(v) == 1 and v[0]}
+def rail_devices(plan: Plan, gpu_type: str | None = None) -> dict[int, str]:
+    """rail -> its RDMA device where every GPU node (of one type) names it alike (aisite.catalog or the site's
+    ports); a rail whose device is unknown on some node, or differs between models, is left out."""
+    return {i: v[0] for i, v in _per_rail(plan, "rdma", gpu_type).items() if len(v) == 1 and v[0]}
 
 
 def _leaf_blocks(plan: Plan) -> list[tuple[Switch, int, IPv4Network, IPv4Address]]:

@@ -186,7 +186,6 @@ def group_vars(plan: Plan) -> dict[str, Any]:
         },
         "aisite_networks": plain(plan.networks),
         "roce_qos": plain(plan.roce),
-        "nvidia_repository": plan.nvidia_repository,
         "aisite_admin_users": [plain(u) for u in plan.admin_users],
         "aisite_nfs_server": plan.nfs_server,
         "aisite_exports": [plain(e) for e in plan.exports],

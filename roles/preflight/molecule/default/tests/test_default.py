@@ -17,3 +17,9 @@ def test_lab_node_image_packages(host):
 def test_preflight_left_the_host_untouched(host):
     # No aisite file is written by an assert-only role.
     assert not host.file("/etc/aisite").exists
+
+
+def test_the_host_is_the_os_the_scenario_plans(host):
+    # The scenario's aisite_node.os (Debian 12 on x86_64) passed the preflight's check against this host.
+    info = host.system_info
+    assert (info.distribution, info.codename, info.arch) == ("debian", "bookworm", "x86_64")
