@@ -240,6 +240,36 @@ SERVER_MODELS: dict[str, ServerModel] = {
     )
 }
 
+Cooling = Literal["air", "liquid"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodePower:
+    """What one system draws at most and how it is cooled, from its vendor's document."""
+
+    max_w: int  # 0: no document aisite cites gives it (the site declares gpu_nodes[].power_kw)
+    cooling: Cooling
+    source: str
+
+
+# Each figure from the model's user guide (Introduction, hardware specifications: "System power usage"). GB200/GB300
+# NVL72 are liquid-cooled rack-scale systems (NVIDIA's GB200 NVL72 and GB300 NVL72 product pages); no per-tray
+# figure was found in the documents read (the GB200 reference architecture gives about 1.2 MW for a scalable unit
+# of 8 racks, their networking included), nor a DGX B300 one.
+NODE_POWER: dict[str, NodePower] = {
+    "dgx-2": NodePower(10_000, "air", "NVIDIA DGX-2 System User Guide, Introduction: System Power Usage 10 kW"),
+    "dgx-a100": NodePower(6_500, "air", "NVIDIA DGX A100 User Guide, Introduction: System Power Usage 6.5 kW max"),
+    "dgx-h100": NodePower(10_200, "air", "NVIDIA DGX H100/H200 User Guide, Introduction: ~10.2 kW max"),
+    "dgx-h200": NodePower(10_200, "air", "NVIDIA DGX H100/H200 User Guide, Introduction: ~10.2 kW max"),
+    "dgx-b200": NodePower(14_300, "air", "NVIDIA DGX B200 User Guide, Introduction: ~14.3 kW max"),
+    "dgx-b300": NodePower(0, "air", "NVIDIA DGX B300 User Guide (no power figure read)"),
+    "gb200-nvl72": NodePower(0, "liquid", "NVIDIA GB200 NVL72 product page: a liquid-cooled, rack-scale system"),
+    "gb300-nvl72": NodePower(0, "liquid", "NVIDIA GB300 NVL72 product page: a fully liquid-cooled, rack-scale system"),
+}
+# The vScaler AI reference architecture plans racks of up to 30 kW (a 40U rack at 24 kW): a site's default budget.
+RACK_POWER_KW = 30
+
+
 # NVIDIA's CUDA repositories name a directory per distribution and architecture (…/repos/debian12/x86_64/, and
 # sbsa for Arm servers: …/repos/ubuntu2404/sbsa/): the driver packages of one are not installable on another.
 CUDA_REPO_ARCH = {"amd64": "x86_64", "arm64": "sbsa"}

@@ -7,6 +7,7 @@ from aisite.catalog import (
     CUDA_REPO_ARCH,
     GENERIC_MODEL,
     GPU_TYPES,
+    NODE_POWER,
     OS_RELEASES,
     SERVER_MODELS,
 )
@@ -22,7 +23,7 @@ from aisite.model import (
     group_hardware,
     group_racks,
 )
-from aisite.plan import group_rails
+from aisite.plan import budget_w, group_power_racks, group_rails, node_power_w
 
 
 def check_firmware_images(site: Site, groups: list[tuple[str, NodeGroup]], out: list[Problem]) -> None:
@@ -155,6 +156,7 @@ def check_gpu_groups(site: Site, out: list[Problem]) -> None:
         if gpu_type:
             check_driver(site, path, group, gpu_type, out)
         check_racks(path, group, out)
+        check_power(site, path, group, out)
         check_cpu_arch(path, group, out)
         for name, _, _ in group_racks(group):
             if racks.setdefault(name, path) != path:
@@ -186,6 +188,58 @@ def check_cpu_arch(path: str, group: GpuGroup, out: list[Problem]) -> None:
                 "install them with the vendor's image and adopt them (method: adopt)",
             )
         )
+
+
+def check_power(site: Site, path: str, group: GpuGroup, out: list[Problem]) -> None:
+    """With site.facility, every rack the group's nodes fill stays within the rack's power, and a liquid-cooled
+    model goes only where the racks are; a node's power is the catalog's figure, else the site's."""
+    facility, known = site.facility, NODE_POWER.get(group.model)
+    rack_scale = bool(group_racks(group))
+    if group.per_rack is not None and (facility is None or rack_scale):
+        why = "a rack-scale system fills its own racks" if rack_scale else "it needs site.facility (the racks' budget)"
+        out.append(Problem(f"{path}.per_rack", f"nodes a rack, but {why}"))
+    if known and known.max_w and group.power_kw is not None:
+        out.append(
+            Problem(
+                f"{path}.power_kw",
+                f"the catalog holds {group.model}'s ({known.max_w / 1000:g} kW max, {known.source}): leave it out",
+            )
+        )
+    if facility is None:
+        return
+    watts, budget = node_power_w(group), budget_w(site)
+    if not watts:
+        out.append(
+            Problem(
+                f"{path}.power_kw",
+                f"no document aisite cites gives {group.model}'s power"
+                + (f" ({known.source})" if known else "")
+                + ": declare the most one node draws, in kW, to hold its racks to site.facility.rack_power_kw",
+            )
+        )
+        return
+    if known and known.cooling == "liquid" and facility.rack_cooling != "liquid":
+        out.append(
+            Problem(
+                f"{path}.model",
+                f"{group.model} is liquid-cooled ({known.source}) but site.facility.rack_cooling is "
+                f"{facility.rack_cooling}",
+            )
+        )
+    kw = f"{watts / 1000:g} kW"
+    for name, _, count in group_power_racks(site, group):
+        if count * watts > budget:
+            where = f"{path}.racks" if rack_scale else (f"{path}.per_rack" if group.per_rack else f"{path}.model")
+            fit = budget // watts
+            out.append(
+                Problem(
+                    where,
+                    f"rack {name}: {count} {group.model} at {kw} max each draw {count * watts / 1000:g} kW, over "
+                    f"site.facility.rack_power_kw ({budget / 1000:g} kW)"
+                    + (f": at most {fit} a rack" if fit and not rack_scale else ""),
+                )
+            )
+            break  # the group's racks are alike: said once
 
 
 def check_racks(path: str, group: GpuGroup, out: list[Problem]) -> None:

@@ -16,7 +16,7 @@ from aisite.cautions import site_warnings
 from aisite.cli.common import EXIT_FAILED, EXIT_INVALID, JsonOpt, StackArg, err, load_plan, load_site_plan, out
 from aisite.deploy import run_playbook
 from aisite.loader import resolve_stack
-from aisite.plan import FabricCapacity, Plan, RackPlan, fabric_capacity, fabric_layout
+from aisite.plan import FabricCapacity, Plan, PowerRack, RackPlan, fabric_capacity, fabric_layout
 from aisite.plan.ceph import MAX_PG_PER_OSD
 from aisite.plan.ceph_types import CephPlan
 from aisite.platform.images import site_images
@@ -129,6 +129,8 @@ def plan(stack: StackArg, as_json: JsonOpt = False) -> None:
         out.print(_fabric_line(capacity))
     if p.racks:
         _print_racks(p.racks)
+    if p.power_racks:
+        _print_power(p.power_racks)
     if p.ceph:
         _print_ceph(p.ceph)
 
@@ -152,6 +154,20 @@ def _print_racks(racks: tuple[RackPlan, ...]) -> None:
         peers = f"{r.imex_peers[0]}..{r.imex_peers[-1]}" if r.imex_peers else "-"
         table.add_row(r.name, r.group, r.model, trays, str(r.gpus), str(r.switch_trays), peers)
     out.print(table)
+
+
+def _print_power(racks: tuple[PowerRack, ...]) -> None:
+    """Each rack's GPU nodes and the most they draw, against the site's budget (site.facility)."""
+    table = Table(title=f"Rack power (GPU nodes; budget {racks[0].budget_w / 1000:g} kW a rack)")
+    for col in ("rack", "group", "model", "nodes", "kW max", "of budget", "cooling"):
+        table.add_column(col, no_wrap=True)
+    for r in racks:
+        nodes = f"{r.nodes[0]}..{r.nodes[-1]} ({len(r.nodes)})" if r.nodes else "-"
+        share = f"{100 * r.max_w / r.budget_w:.0f}%"
+        table.add_row(r.name, r.group, r.model, nodes, f"{r.max_w / 1000:g}", share, r.cooling or "-")
+    out.print(table)
+    total = sum(r.max_w for r in racks)
+    out.print(f"Rack power: {len(racks)} racks, {total / 1000:g} kW at most for the GPU nodes")
 
 
 def _print_ceph(c: CephPlan) -> None:

@@ -193,6 +193,11 @@ class GpuGroup(NodeGroup):
     driver_branch: Annotated[int, Field(ge=400, le=999)] | None = None
     # Rack-scale models only: the racks its nodes fill, in order; None: whole racks named <group>-rack<NN>.
     racks: Annotated[list[Rack], Field(max_length=10_000)] | None = None
+    # Other models, with site.facility: nodes a rack holds (racks <group>-rNN, filled in order); None: as many as
+    # a rack's power budget allows.
+    per_rack: Annotated[int, Field(ge=1, le=64)] | None = None
+    # The most one node draws, in kW, where the catalog cites no figure for the model (aisite.catalog.NODE_POWER).
+    power_kw: Annotated[float, Field(gt=0, le=500)] | None = None
 
 
 class Nvidia(Strict):

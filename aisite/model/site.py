@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from ipaddress import IPv4Address
+from typing import Annotated
 
+from pydantic import Field
+
+from aisite.catalog import RACK_POWER_KW, Cooling
 from aisite.fields import (
     Hostname,
     NtpServer,
@@ -19,6 +23,14 @@ from aisite.model.oob import OobDefaults
 from aisite.model.operations import Acceptance, AnsibleSettings, Gitops, Health, Maintenance
 from aisite.model.serving import Serving
 from aisite.model.storage import StorageNodes
+
+
+class Facility(Strict):
+    """The data hall's racks: what each may draw and how it is cooled. With it, the plan places the GPU nodes in
+    racks (gpu_nodes[].per_rack, else as many as a rack's power allows) and refuses a rack over its budget."""
+
+    rack_power_kw: Annotated[float, Field(gt=0, le=2000)] = RACK_POWER_KW
+    rack_cooling: Cooling = "air"
 
 
 class Site(Strict):
@@ -64,6 +76,8 @@ class Site(Strict):
     gitops: Gitops | None = None
     # Network installs of nodes from the site's boot server.
     provisioning: Provisioning | None = None
+    # The racks' power and cooling budget; None: nothing is placed in racks but rack-scale systems' own.
+    facility: Facility | None = None
     # What `aisite accept` holds the nodes, rails and NVLink domains to.
     acceptance: Acceptance = Acceptance()
     # The nodes' health check and the quarantine.

@@ -50,6 +50,7 @@ from aisite.plan.fabric import (
 )
 from aisite.plan.kubernetes import kubernetes_plan, tenant_plans, workload_plans
 from aisite.plan.pools import Pool, explicit_addresses, reserved_addresses
+from aisite.plan.power import power_racks
 from aisite.plan.provisioning import provisioning_plan
 from aisite.plan.serving import serving_plans
 from aisite.plan.types import (
@@ -601,6 +602,7 @@ def build_plan(site: Site) -> Plan:
         maintenance=maintenance_plan(site, nodes),
         ceph=ceph_plan(site, nodes, b.cables, tenants),
         racks=rack_plans(site, nodes),
+        power_racks=power_racks(site, nodes),
         reserved=tuple(
             ReservedAddress(key, str(address), why)
             for key, address, why in reserved_addresses(

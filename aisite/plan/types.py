@@ -176,6 +176,19 @@ class RackPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class PowerRack:
+    """A rack of the data hall (site.facility): the GPU nodes in it and the most they draw together."""
+
+    name: str
+    group: str
+    model: str
+    nodes: tuple[str, ...]
+    max_w: int  # its nodes' maximum power together (their switch trays and the hall's switches not counted)
+    budget_w: int  # site.facility.rack_power_kw
+    cooling: str  # the model's (air | liquid), "" where the catalog does not say
+
+
+@dataclass(frozen=True, slots=True)
 class BgpNeighbor:
     interface: str
     peer: str
@@ -654,6 +667,7 @@ class Plan:
     nfs_server: str = "kernel"
     exports: tuple[ExportPlan, ...] = ()
     gitops: GitopsPlan | None = None
+    power_racks: tuple[PowerRack, ...] = ()
     provisioning: ProvisioningPlan | None = None
     acceptance: AcceptancePlan | None = None
     health: HealthPlan | None = None

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from aisite.plan import Plan
-from aisite.render.cabling import cables_csv, fabric_svg
+from aisite.render.cabling import cables_csv, fabric_svg, racks_svg
 from aisite.render.inventory import inventory_yaml
 from aisite.render.manifests import gitops_files, manifest_files
 from aisite.render.slurm import topology_conf
@@ -26,6 +26,8 @@ def bundle(plan: Plan) -> dict[str, str]:
     files.update({f"gitops/{name}": text for name, text in gitops_files(plan).items()})
     files["cabling/cables.csv"] = cables_csv(plan)
     files["cabling/fabric.svg"] = fabric_svg(plan)
+    if plan.power_racks:
+        files["cabling/racks.svg"] = racks_svg(plan)
     if slurm := topology_conf(plan):
         files["slurm/topology.conf"] = slurm
     return files

@@ -1,9 +1,10 @@
 """The cabling plan for the people who rack a site: every cable of the plan as CSV (what `aisite cabling` then
 checks over LLDP), and a drawing of the fabric (switch tiers and the GPU nodes' rails) as SVG.
 
-The rack column names a rack-scale tray's rack (NVL72: the plan's racks) and is empty for every other device, as
-the model places nothing else in racks rather than guess; a host's port is its chassis label where the catalog
-knows it (a DGX H100's OSFP4P2), else its interface name."""
+The rack column names a rack-scale tray's rack (NVL72: the plan's racks) and, where the site gives its racks'
+power budget (site.facility), every GPU node's rack as the plan places them; it is empty for every other device
+(switches, control plane, storage), which the model places in no rack rather than guess. A host's port is its
+chassis label where the catalog knows it (a DGX H100's OSFP4P2), else its interface name."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def cables_csv(plan: Plan) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(COLUMNS)
-    racks = {t: r.name for r in plan.racks for t in r.trays}
+    racks = {t: r.name for r in plan.racks for t in r.trays} | {n: r.name for r in plan.power_racks for n in r.nodes}
     for c in plan.cables:
         rack = racks.get(c.a_device, "")
         w.writerow((rack, c.a_device, c.a_label or c.a_port, c.a_port, c.b_device, c.b_port, c.kind, c.speed_gbps))
@@ -79,6 +80,48 @@ def fabric_svg(plan: Plan) -> str:
         f"<desc>{escape('aisite plan: switch tiers top down, GPU nodes at the bottom')}</desc>"
         + "".join(lines)
         + "".join(boxes)
+        + f"<text x={quoteattr(str(_GAP))} y={quoteattr(str(height - 2))}>{escape(title)}</text>"
+        + "</svg>\n"
+    )
+
+
+def racks_svg(plan: Plan) -> str:
+    """The racks the plan places GPU nodes in (site.facility): one column a rack, its nodes stacked from the
+    bottom, and under it the most they draw against the rack's budget (red when over); "" without racks."""
+    racks = plan.power_racks
+    if not racks:
+        return ""
+    tallest = max(len(r.nodes) for r in racks)
+    width = len(racks) * (_BOX_W + _GAP) + _GAP
+    height = _GAP + tallest * (_BOX_H + 4) + 44
+    parts: list[str] = []
+    for i, r in enumerate(racks):
+        x = _GAP + i * (_BOX_W + _GAP)
+        bottom = _GAP + tallest * (_BOX_H + 4)
+        over = r.max_w > r.budget_w
+        parts.append(
+            f'<rect x="{x - 3}" y="{_GAP - 3}" width="{_BOX_W + 6}" height="{bottom - _GAP + 3}" fill="none" '
+            f'stroke="{"#c00" if over else "#999"}"><title>{escape(r.name)}</title></rect>'
+        )
+        for k, node in enumerate(r.nodes):
+            y = bottom - (k + 1) * (_BOX_H + 4)
+            parts.append(
+                f'<rect x="{x}" y="{y}" width="{_BOX_W}" height="{_BOX_H}" rx="3" fill="#f4f4f4" stroke="#333"/>'
+                f'<text x="{x + _BOX_W / 2}" y="{y + 15}" text-anchor="middle">{escape(node)}</text>'
+            )
+        label = f"{r.max_w / 1000:g} / {r.budget_w / 1000:g} kW"
+        parts.append(
+            f'<text x="{x + _BOX_W / 2}" y="{bottom + 14}" text-anchor="middle" font-weight="bold">{escape(r.name)}'
+            f'</text><text x="{x + _BOX_W / 2}" y="{bottom + 27}" text-anchor="middle" '
+            f'fill="{"#c00" if over else "#333"}">{escape(label)}</text>'
+        )
+    title = f"{plan.site}: {len(racks)} racks, {sum(r.max_w for r in racks) / 1000:g} kW at most (GPU nodes)"
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'font-family="sans-serif" font-size="9" viewBox="0 0 {width} {height}">'
+        f"<title>{escape(title)}</title>"
+        f"<desc>{escape('aisite plan: rack elevations, the GPU nodes each rack holds and their maximum power')}</desc>"
+        + "".join(parts)
         + f"<text x={quoteattr(str(_GAP))} y={quoteattr(str(height - 2))}>{escape(title)}</text>"
         + "</svg>\n"
     )
