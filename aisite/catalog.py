@@ -240,6 +240,21 @@ SERVER_MODELS: dict[str, ServerModel] = {
     )
 }
 
+# Systems whose NVSwitches are fourth-generation: their fabric manager works with the NVLink Subnet Manager (NVLSM),
+# which programs the NVSwitches' routing tables ("DGX B200/B300, NVIDIA HGX B200/B300 8-GPU, and NVIDIA HGX B100
+# 8-GPU systems use fourth generation NVSwitches": NVIDIA Fabric Manager User Guide, NVSwitch Core Software Stack).
+# A rack-scale tray's NVLink switches run their own NVLSM in the switch trays' NVOS: none on the tray.
+NVLSM_MODELS = frozenset({"dgx-b200", "dgx-b300"})
+
+# GPU types whose memory is coherent with the Grace CPUs' (NVLink-C2C): without CDMM the OS onlines the GPU's memory
+# as NUMA nodes and counts it as the node's memory (the kubelet's allocatable with it). Coherent Driver-based
+# Memory Management, from R580 for GB200 platforms, keeps it with the driver instead (NVIDIA Data Center GPU Driver
+# 580.65.06 release notes, Hardware and Software Support); it is the nvidia module's NVreg_CoherentGPUMemoryMode=
+# driver (the open kernel modules' parameter, the default when unset only from later branches). GB300 is not named
+# in the notes read: not listed.
+CDMM_GPU_TYPES = frozenset({"gb200"})
+CDMM_BRANCH = 580
+
 Cooling = Literal["air", "liquid"]
 
 

@@ -53,6 +53,52 @@ def test_each_gpu_gets_the_kernel_modules_its_generation_needs_and_the_role_inst
         assert got == want, modules
 
 
+def test_fourth_generation_nvswitch_systems_get_the_nvlink_subnet_manager_beside_the_fabric_manager() -> None:
+    """DGX B200/B300 (fourth-generation NVSwitches: the Fabric Manager User Guide) install NVLSM with the fabric
+    manager; DGX H100 and the NVL72 trays (their switch trays run it) do not."""
+    import jinja2
+    import yaml
+
+    from aisite.playbooks import ROLES
+
+    data = stack_data("h100pod")
+    data["gpu_nodes"][0]["model"] = "dgx-b200"
+    data["gpu_nodes"][0]["ports"] = [{"label": f"p{i}", "rdma": f"mlx5_{i}"} for i in range(8)]
+    data["gpu_nodes"][0]["install"] = {"method": "adopt", "os": "dgx-os-7"}
+    b200 = {n.gpu.nvlsm for n in build_plan(parse_site(data)).nodes if n.gpu}
+    h100 = {n.gpu.nvlsm for n in build_plan(load_site("h100pod")).nodes if n.gpu}
+    trays = {n.gpu.nvlsm for n in build_plan(load_site("gb200")).nodes if n.gpu}
+    assert (b200, h100, trays) == ({True}, {False}, {False})
+    default = yaml.safe_load((ROLES / "nvidia" / "defaults" / "main.yml").read_text())["nvidia_fabricmanager_packages"]
+    for nvlsm, want in ((True, "['nvidia-fabricmanager-580', 'nvlsm']"), (False, "['nvidia-fabricmanager-580']")):
+        node = {"gpu": {"nvlsm": nvlsm}}
+        got = jinja2.Environment().from_string(default).render(aisite_node=node, nvidia_driver_branch=580)
+        assert got.strip() == want, nvlsm
+
+
+def test_gb200_trays_keep_their_gpu_memory_with_the_driver_cdmm() -> None:
+    """GB200's memory is coherent with its Grace CPUs: from R580 the driver keeps it (CDMM) instead of the OS
+    onlining it as NUMA nodes the kubelet would count; an older branch is refused, x86 GPUs get no CDMM."""
+    import jinja2
+    import yaml
+
+    from aisite.playbooks import ROLES
+
+    mixed = build_plan(load_site("mixed"))
+    assert {(n.gpu.type, n.gpu.cdmm) for n in mixed.nodes if n.gpu} == {("gb200", True), ("h100", False)}
+    data = gb200()
+    data["gpu_nodes"][0]["driver_branch"] = 575
+    found = site_problems(data)
+    assert "site.gpu_nodes[0].driver_branch: R575: gb200's memory is kept by the driver (CDMM) from R580 on" in (
+        " ".join(found)
+    ), found
+    files = yaml.safe_load((ROLES / "nvidia" / "vars" / "main.yml").read_text())["nvidia_files"]
+    for cdmm in (True, False):
+        node = {"gpu": {"cdmm": cdmm}}
+        got = jinja2.Environment().from_string(files).render(aisite_node=node, nvidia_imex_peers=[])
+        assert ("/etc/modprobe.d/aisite-nvidia.conf" in got) == cdmm
+
+
 def test_a_site_relying_on_a_technology_preview_is_warned_and_its_racks_need_none() -> None:
     """DRA GPU allocation is a technology preview of NVIDIA's DRA driver (its ComputeDomains are fully supported):
     the gb200 example, which asks for it, is warned; with the device plugin its racks still get ComputeDomains."""
@@ -163,6 +209,8 @@ def test_dgx_b300_sites_run_800g_rails() -> None:
     data["gpu_nodes"][0]["model"] = "dgx-b300"
     # No document read here maps the B300's ports: the site declares them (from ibdev2netdev on one system).
     data["gpu_nodes"][0]["ports"] = [{"label": f"cx8-{i}", "rdma": f"mlx5_{i}", "gpu": i} for i in range(8)]
+    # Nor gives its power: in the site's 30 kW racks it needs the site's figure (test_power.py).
+    data["gpu_nodes"][0]["power_kw"] = 14.5
     for tier in ("leaves", "spines"):
         data["switches"][tier] |= {"ports": 64, "speed_gbps": 800}
     plan = build_plan(parse_site(data))

@@ -4,6 +4,8 @@ firmware images and provisioning."""
 from __future__ import annotations
 
 from aisite.catalog import (
+    CDMM_BRANCH,
+    CDMM_GPU_TYPES,
     CUDA_REPO_ARCH,
     GENERIC_MODEL,
     GPU_TYPES,
@@ -328,6 +330,14 @@ def check_driver(site: Site, path: str, group: GpuGroup, gpu_type: str, out: lis
                 f"R{branch} does not support {info.arch.capitalize()} ({gpu_type}, {path} {group.model}); "
                 f"the last branch with {info.arch.capitalize()} support is R{info.max_driver_branch}"
                 + (" (CUDA 12)" if info.max_cuda_major else ""),
+            )
+        )
+    if gpu_type in CDMM_GPU_TYPES and branch < CDMM_BRANCH:
+        out.append(
+            Problem(
+                where,
+                f"R{branch}: {gpu_type}'s memory is kept by the driver (CDMM) from R{CDMM_BRANCH} on; before it the "
+                "OS onlines the GPUs' memory as NUMA nodes and the kubelet counts it as the node's",
             )
         )
 

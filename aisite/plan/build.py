@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aisite.catalog import (
+    CDMM_GPU_TYPES,
     CUDA_REPO_ARCH,
     GPU_TYPES,
     MACHINE,
@@ -14,6 +15,7 @@ from aisite.catalog import (
     NIC_LINK_TYPE,
     NIC_NUM_OF_VFS,
     NIC_SRIOV_EN,
+    NVLSM_MODELS,
     OS_RELEASES,
     SERVER_MODELS,
     NicPort,
@@ -363,7 +365,9 @@ class _Builder:
             branch = group.driver_branch or site.nvidia.driver_branch or info.default_driver_branch
             distro = OS_RELEASES[node_os.name].cuda_distro
             repo = f"{site.nvidia.repository}{distro}/{CUDA_REPO_ARCH[_cpu_arch(group)]}/"
-            gpu = Gpu(gtype, info.product, info.arch, count, nvswitch, branch, info.kernel_modules, repo)
+            nvlsm = group.model in NVLSM_MODELS
+            cdmm = gtype in CDMM_GPU_TYPES
+            gpu = Gpu(gtype, info.product, info.arch, count, nvswitch, branch, info.kernel_modules, repo, nvlsm, cdmm)
             model = group.model
             labels |= {
                 f"{LABEL_PREFIX}/gpu-type": gtype,

@@ -116,6 +116,10 @@ class Gpu:
     kernel_modules: str = "open"
     # NVIDIA's repository for the node's OS and CPUs (site.nvidia.repository's <distro>/<arch>/ directory).
     repository: str = ""
+    # Fourth-generation NVSwitches (aisite.catalog.NVLSM_MODELS): the fabric manager needs the NVLink Subnet Manager.
+    nvlsm: bool = False
+    # Grace-coherent GPU memory kept by the driver, not onlined as NUMA nodes (aisite.catalog.CDMM_GPU_TYPES).
+    cdmm: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,3 +51,10 @@ def test_the_default_imex_channel_unit_is_enabled_and_creates_the_channel_from_t
         host.run_test("/usr/local/sbin/aisite-imex-channel /tmp/imex/devices /tmp/imex/dev")
     node = host.run("stat -c '%F %t %T %a' /tmp/imex/dev/nvidia-caps-imex-channels/channel0").stdout.split()
     assert node == ["character", "special", "file", "ea", "0", "666"], node
+
+
+def test_coherent_gpu_memory_kept_by_the_driver_cdmm(host):
+    # The scenario's node is planned with cdmm (as a GB200 tray's is): the nvidia module's option, read at its load.
+    conf = host.file("/etc/modprobe.d/aisite-nvidia.conf")
+    assert conf.content_string == "options nvidia NVreg_CoherentGPUMemoryMode=driver\n"
+    assert conf.mode == 0o644
