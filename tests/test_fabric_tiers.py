@@ -63,13 +63,23 @@ def test_two_tier_plans_are_byte_identical(stack: str) -> None:
     # What each network keeps back (issue 65): listed, and no address of these sites moved by it.
     del doc["reserved"]
     assert doc.pop("racks") == [] and doc["kubernetes"].pop("gpu_allocation") == "device-plugin"
+    # Issue 67: the racks the GPU nodes are placed in for their power (h100pod's 30 kW racks), and the repository
+    # each GPU group installs from, the repository now per group (its OS and CPUs).
+    doc.pop("power_racks")
+    assert doc.pop("nvidia_repository", None) is None
+    root = "https://developer.download.nvidia.com/compute/cuda/repos/"
+    # h100pod's DGX adopt DGX OS 7 (Ubuntu 24.04 based); the others' GPU nodes run Debian 12.
+    own = root + ("ubuntu2404" if stack == "h100pod" else "debian12") + "/x86_64/"
     for node in doc["nodes"]:
         assert node.pop("rack") is None
         node["labels"].pop("aisite.io/leaf-block", None)
         del node["firmware"]  # the group's firmware baseline (none here)
         del node["nics"]  # the rail NICs' firmware settings (LINK_TYPE ETH where the PCI function is known)
+        del node["os"]  # the OS the node runs and how it got it (issue 67)
         if node["gpu"]:
             del node["gpu"]["kernel_modules"]  # the driver's flavour (issue 67)
+            del node["gpu"]["nvlsm"], node["gpu"]["cdmm"]  # fabric software and coherent memory (issue 67)
+            assert node["gpu"].pop("repository") == own
         for rail in node["rails"]:
             for key in ("speed_gbps", "port", "netdev", "rdma", "pci", "gpu", "pod_network", "pod_pool"):
                 del rail[key]
@@ -92,6 +102,10 @@ def test_two_tier_plans_are_byte_identical(stack: str) -> None:
         doc["workloads"].insert(3, DC1_IB_WRITE_BW)
     if stack == "lab":  # the lab's second tenant, for Ceph's isolation between two (issue 64): no fabric change
         doc["tenants"] = [t for t in doc["tenants"] if t["name"] != "team-b"]
+    # The site's one repository, where the plan held it before each group had its own.
+    items = list(doc.items())
+    at = [k for k, _ in items].index("dns_servers") + 1
+    doc = dict([*items[:at], ("nvidia_repository", root + "debian12/x86_64/"), *items[at:]])
     text = json.dumps(doc, indent=2) + "\n"
     assert hashlib.sha256(text.encode()).hexdigest() == TWO_TIER_PLANS[stack]
 

@@ -204,7 +204,10 @@ def test_the_cabling_plan_lists_every_cable_and_draws_the_fabric() -> None:
     )
     pairs = {(c.a_device, c.b_device) for c in plan.cables if c.kind in ("rail", "fabric")}
     assert len(list(svg.iter(f"{ns}line"))) == len(pairs) == 32 * 8 + 8 * 4
-    assert {r["rack"] for r in rows} == {""}  # no rack-scale trays: the model places nothing in racks
+    # Its racks' power budget (site.facility) places each DGX in a rack; nothing else is placed in one.
+    placed = {n: r.name for r in plan.power_racks for n in r.nodes}
+    assert {(r["device"], r["rack"]) for r in rows if r["device"] in placed} == set(placed.items())
+    assert {r["rack"] for r in rows if r["device"] not in placed} == {""}
     # GB200 NVL72: a tray's cables name its rack.
     gb = build_plan(parse_site(stack_data("gb200")))
     racked = {r["device"]: r["rack"] for r in csv.DictReader(io.StringIO(cables_csv(gb))) if r["rack"]}

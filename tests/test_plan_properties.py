@@ -12,27 +12,26 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aisite.catalog import GPU_TYPES, SERVER_MODELS
+from aisite.catalog import CUDA_REPO_ARCH, GPU_TYPES, OS_RELEASES, SERVER_MODELS
 from aisite.loader import parse_site
 from aisite.plan import Plan, build_plan, fabric_layout
 
 MODELS = [*SERVER_MODELS, "generic"]
-# One CPU architecture's GPU nodes a site (the driver repository serves one): Grace trays (arm64) or the rest.
-ARCH_MODELS = {
-    arch: [m for m in MODELS if m == "generic" or SERVER_MODELS[m].cpu_arch == arch] for arch in ("amd64", "arm64")
-}
-CUDA_REPOS = {"amd64": "x86_64", "arm64": "sbsa"}
 
 
 @st.composite
-def gpu_group(draw: st.DrawFn, index: int, arch: str = "amd64") -> dict[str, Any]:
-    model = draw(st.sampled_from(ARCH_MODELS[arch]))
+def gpu_group(draw: st.DrawFn, index: int) -> dict[str, Any]:
+    """A group of any model: x86 and Grace groups share a site, each on an OS NVIDIA's repository serves for it."""
+    model = draw(st.sampled_from(MODELS))
     group: dict[str, Any] = {
         "name": f"g{index}",
         "model": model,
         "count": draw(st.integers(0, 24)),
         "name_pattern": f"g{index}n{{n:03d}}",
     }
+    arm = model in SERVER_MODELS and SERVER_MODELS[model].cpu_arch == "arm64"
+    if arm or draw(st.booleans()):  # Debian has no Arm packages of NVIDIA's: Grace trays are adopted on Ubuntu
+        group["install"] = {"method": "adopt", "os": draw(st.sampled_from(["ubuntu-24.04", "dgx-os-7"]))}
     full = SERVER_MODELS[model].rack_trays if model in SERVER_MODELS else 0
     if full:  # a rack-scale model: whole racks, the rest in a partial one (its trays declared)
         count = group["count"]
@@ -50,8 +49,7 @@ def gpu_group(draw: st.DrawFn, index: int, arch: str = "amd64") -> dict[str, Any
 
 @st.composite
 def sites(draw: st.DrawFn) -> dict[str, Any]:
-    arch = draw(st.sampled_from(sorted(ARCH_MODELS)))
-    groups = [draw(gpu_group(i, arch)) for i in range(draw(st.integers(1, 3)))]
+    groups = [draw(gpu_group(i)) for i in range(draw(st.integers(1, 3)))]
     su = draw(st.integers(1, 16))
     cp = draw(st.sampled_from([1, 3, 5]))
     storage = draw(st.integers(0, 4))
@@ -78,9 +76,6 @@ def sites(draw: st.DrawFn) -> dict[str, Any]:
         "oob": {"credentials": "b", "protocol": draw(st.sampled_from(["redfish", "ipmi"]))},
         "control_plane": {"count": cp, "vip": "10.0.4.10"},
         "gpu_nodes": groups,
-        "nvidia": {
-            "repository": f"https://developer.download.nvidia.com/compute/cuda/repos/debian12/{CUDA_REPOS[arch]}/"
-        },
         "storage_nodes": {"count": storage},
         "switches": {
             "leaves": {
@@ -179,6 +174,22 @@ def addresses(plan: Plan) -> list[tuple[str, IPv4Address]]:
 
 
 PROPS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPS
+@given(sites())
+def test_each_gpu_node_installs_from_its_own_os_and_cpus_directory(data: dict[str, Any]) -> None:
+    """x86 and Grace groups in one site: each node's NVIDIA repository is its OS's and its CPUs' directory."""
+    site = parse_site(data)
+    plan = build_plan(site)
+    models = {g.name: g.model for g in site.gpu_nodes}
+    for n in plan.nodes:
+        if n.gpu is None:
+            continue
+        model = SERVER_MODELS.get(models[n.group])
+        assert n.os.arch == (model.cpu_arch if model else "amd64")
+        distro = OS_RELEASES[n.os.name].cuda_distro
+        assert n.gpu.repository == f"{site.nvidia.repository}{distro}/{CUDA_REPO_ARCH[n.os.arch]}/"
 
 
 @PROPS

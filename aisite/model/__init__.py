@@ -88,7 +88,7 @@ from aisite.model.serving import (
     Serving,
     ServingModel,
 )
-from aisite.model.site import Site
+from aisite.model.site import Facility, Site
 from aisite.model.storage import (
     Ceph,
     CephFilesystem,
@@ -138,6 +138,7 @@ __all__ = [
     "Evaluation",
     "Export",
     "Fabric",
+    "Facility",
     "Firmware",
     "FirmwareImage",
     "FirmwareVersion",
