@@ -23,6 +23,7 @@ from aisite.model import (
     Site,
     compute_ports,
     group_hardware,
+    group_os,
     group_racks,
 )
 from aisite.plan import budget_w, group_power_racks, group_rails, node_power_w
@@ -171,7 +172,7 @@ def check_cpu_arch(path: str, group: GpuGroup, out: list[Problem]) -> None:
     model = SERVER_MODELS.get(group.model)
     if model is None:
         return
-    release = OS_RELEASES[group.install.os if group.install else "debian-12"]
+    release = group_os(group)
     if model.cpu_arch not in release.cuda_arches:
         out.append(
             Problem(

@@ -73,7 +73,9 @@ from aisite.model.nodes import (
     Rack,
     Taint,
     compute_ports,
+    group_cpu_arch,
     group_hardware,
+    group_os,
     group_racks,
 )
 from aisite.model.oob import BmcAccount, BmcProtocolName, BmcSpec, OobDefaults
@@ -197,6 +199,8 @@ __all__ = [
     "Workload",
     "WorkloadKind",
     "compute_ports",
+    "group_cpu_arch",
     "group_hardware",
+    "group_os",
     "group_racks",
 ]

@@ -7,7 +7,16 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, StrictBool, StrictInt, field_validator, model_validator
 
-from aisite.catalog import CUDA_REPO_ARCH, GENERIC_MODEL, KNOWN_MODELS, SERVER_MODELS, NicPort, NodeOs
+from aisite.catalog import (
+    CUDA_REPO_ARCH,
+    GENERIC_MODEL,
+    KNOWN_MODELS,
+    OS_RELEASES,
+    SERVER_MODELS,
+    NicPort,
+    NodeOs,
+    OsRelease,
+)
 from aisite.fields import (
     DebPackage,
     DiskPath,
@@ -276,6 +285,17 @@ def group_hardware(group: GpuGroup) -> tuple[str, int, int, int, bool]:
         )
     m = SERVER_MODELS[group.model]
     return m.gpu_type, m.gpus, m.compute_nics, m.nic_speed_gbps, m.nvswitch
+
+
+def group_os(group: NodeGroup) -> OsRelease:
+    """The OS a group's nodes run: its install's, else Debian 12 (installed by hand, as before install.os)."""
+    return OS_RELEASES[group.install.os if group.install else "debian-12"]
+
+
+def group_cpu_arch(group: NodeGroup) -> str:
+    """The group's CPU architecture as Debian names it: the catalog's for a GPU model (Grace trays are arm64)."""
+    model = SERVER_MODELS.get(group.model) if isinstance(group, GpuGroup) else None
+    return model.cpu_arch if model else "amd64"
 
 
 def group_racks(group: GpuGroup) -> list[tuple[str, int, int]]:

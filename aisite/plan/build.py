@@ -16,7 +16,6 @@ from aisite.catalog import (
     NIC_NUM_OF_VFS,
     NIC_SRIOV_EN,
     NVLSM_MODELS,
-    OS_RELEASES,
     SERVER_MODELS,
     NicPort,
 )
@@ -31,7 +30,9 @@ from aisite.model import (
     SwitchGroupBase,
     SwitchSpec,
     compute_ports,
+    group_cpu_arch,
     group_hardware,
+    group_os,
     group_racks,
 )
 from aisite.plan.acceptance import acceptance_plan
@@ -363,8 +364,8 @@ class _Builder:
             gtype, count, _, speed, nvswitch = group_hardware(group)
             info = GPU_TYPES[gtype]
             branch = group.driver_branch or site.nvidia.driver_branch or info.default_driver_branch
-            distro = OS_RELEASES[node_os.name].cuda_distro
-            repo = f"{site.nvidia.repository}{distro}/{CUDA_REPO_ARCH[_cpu_arch(group)]}/"
+            distro = group_os(group).cuda_distro
+            repo = f"{site.nvidia.repository}{distro}/{CUDA_REPO_ARCH[node_os.arch]}/"
             nvlsm = group.model in NVLSM_MODELS
             cdmm = gtype in CDMM_GPU_TYPES
             gpu = Gpu(gtype, info.product, info.arch, count, nvswitch, branch, info.kernel_modules, repo, nvlsm, cdmm)
@@ -693,22 +694,8 @@ def maintenance_plan(site: Site, nodes: tuple[Node, ...]) -> MaintenancePlan:
     return MaintenancePlan(limit, m.one_node_per_unit, m.canary_nodes, m.drain_timeout_s)
 
 
-def _cpu_arch(group: NodeGroup) -> str:
-    """The group's CPU architecture as Debian names it: the catalog's for a GPU model (Grace trays are arm64)."""
-    model = SERVER_MODELS.get(group.model) if isinstance(group, GpuGroup) else None
-    return model.cpu_arch if model else "amd64"
-
-
 def _node_os(group: NodeGroup) -> NodeOsPlan:
-    """The OS a group's nodes run, as the preflight checks it: its install's, else Debian 12 installed by hand."""
-    install = group.install
-    release = OS_RELEASES[install.os if install else "debian-12"]
-    return NodeOsPlan(
-        release.name,
-        release.distribution,
-        release.codename,
-        _cpu_arch(group),
-        MACHINE[_cpu_arch(group)],
-        release.dgx,
-        install.method if install else "none",
-    )
+    """The OS a group's nodes run, as the preflight checks it (install.method none: not declared)."""
+    release, arch = group_os(group), group_cpu_arch(group)
+    method = group.install.method if group.install else "none"
+    return NodeOsPlan(release.name, release.distribution, release.codename, arch, MACHINE[arch], release.dgx, method)
